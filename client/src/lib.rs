@@ -1,0 +1,1 @@
+//! Placeholder: the client crate is being written.

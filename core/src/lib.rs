@@ -1,0 +1,36 @@
+//! `car-proto`: the car-runtime wire contract and nothing else.
+//!
+//! This crate owns what the daemon (`car-server`), the shared client
+//! (`car-daemon-client`) and every binding must agree on byte for byte:
+//!
+//! - [`jsonrpc`]: JSON-RPC 2.0 envelopes and the classification of an inbound text frame;
+//! - [`errors`]: the one table of error codes and the [`errors::RpcError`] value;
+//! - [`capabilities`]: handshake capability names and what the daemon supports;
+//! - [`methods`]: **the method table**, from which dispatch, `capabilities.list`,
+//!   `server.schema` and the binding wrappers are derived;
+//! - [`handshake`]: the `server.handshake` negotiation rule;
+//! - [`schema`]: the `server.schema` document and its SHA-256 digest;
+//! - [`paths`]: state-root, token and socket path resolution for Linux, macOS and Windows;
+//! - [`namespace`]: the memory-namespace file-name encoding;
+//! - [`frame`]: the 26-byte binary frame header codec.
+//!
+//! It must not touch sockets, threads, async runtimes or the file system (path resolution
+//! is pure: it is handed the environment it reads).
+
+pub mod capabilities;
+pub mod errors;
+pub mod frame;
+pub mod handshake;
+pub mod jsonrpc;
+pub mod methods;
+pub mod namespace;
+pub mod paths;
+pub mod schema;
+
+/// The wire protocol version. Bumped only on a backward-incompatible change to request or
+/// response shapes; independent of the package version.
+pub const PROTOCOL_VERSION: u64 = 3;
+
+/// The package version shared by every crate of the workspace (`server_version`,
+/// `car_version`, `client_version`).
+pub const CAR_VERSION: &str = env!("CARGO_PKG_VERSION");
