@@ -35,16 +35,34 @@ pub const CAPABILITY_MISMATCH: i64 = -32008;
 
 /// Every code with its one-line meaning, in table order (published by `server.schema`).
 pub const ERROR_CODES: &[(i64, &str)] = &[
-    (PARSE_ERROR, "parse error: not JSON, or nested deeper than 128 levels"),
-    (INVALID_REQUEST, "invalid request: not a JSON-RPC 2.0 object, or a batch"),
+    (
+        PARSE_ERROR,
+        "parse error: not JSON, or nested deeper than 128 levels",
+    ),
+    (
+        INVALID_REQUEST,
+        "invalid request: not a JSON-RPC 2.0 object, or a batch",
+    ),
     (METHOD_NOT_FOUND, "method not found"),
-    (INVALID_PARAMS, "invalid params: the message names the field"),
+    (
+        INVALID_PARAMS,
+        "invalid params: the message names the field",
+    ),
     (INTERNAL_ERROR, "internal error: the handler failed"),
-    (AUTH_REQUIRED, "auth required: send session.auth first (the connection closes)"),
+    (
+        AUTH_REQUIRED,
+        "auth required: send session.auth first (the connection closes)",
+    ),
     (APPROVAL_DENIED, "approval denied or timed out"),
-    (HANDLER_DEADLINE, "handler deadline exceeded; the operation may have committed"),
+    (
+        HANDLER_DEADLINE,
+        "handler deadline exceeded; the operation may have committed",
+    ),
     (HANDSHAKE_REQUIRED, "protocol handshake required"),
-    (PROTOCOL_VERSION_MISMATCH, "protocol version missing, malformed or incompatible"),
+    (
+        PROTOCOL_VERSION_MISMATCH,
+        "protocol version missing, malformed or incompatible",
+    ),
     (CONTENT_REFUSED, "content refused"),
     (CAPABILITY_MISMATCH, "protocol capability mismatch"),
 ];
@@ -163,7 +181,9 @@ mod tests {
     #[test]
     fn deadline_message_has_reference_shape() {
         let e = RpcError::handler_deadline("state.get", std::time::Duration::from_secs(1800));
-        assert!(e.message.starts_with("handler 'state.get' exceeded its 1800s response deadline"));
+        assert!(e
+            .message
+            .starts_with("handler 'state.get' exceeded its 1800s response deadline"));
         let e = RpcError::handler_deadline("x", std::time::Duration::from_millis(250));
         assert!(e.message.contains("its 250ms response deadline"));
     }
@@ -171,6 +191,9 @@ mod tests {
     #[test]
     fn serializes_without_null_data() {
         let v = serde_json::to_value(RpcError::method_not_found("nope")).unwrap();
-        assert_eq!(v, serde_json::json!({"code": -32601, "message": "unknown method: nope"}));
+        assert_eq!(
+            v,
+            serde_json::json!({"code": -32601, "message": "unknown method: nope"})
+        );
     }
 }

@@ -129,7 +129,8 @@ mod tests {
     use proptest::prelude::*;
 
     const UUID: [u8; 16] = [
-        0x00, 0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88, 0x99, 0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0xff,
+        0x00, 0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88, 0x99, 0xaa, 0xbb, 0xcc, 0xdd, 0xee,
+        0xff,
     ];
 
     #[test]
@@ -160,20 +161,44 @@ mod tests {
             (FrameType::TtsFinal, None, &b""[..]),
             (FrameType::TtsError, None, "voice failed: ü".as_bytes()),
         ] {
-            let f = Frame { frame_type: t, stream: UUID, seq: 7, format, payload };
+            let f = Frame {
+                frame_type: t,
+                stream: UUID,
+                seq: 7,
+                format,
+                payload,
+            };
             assert_eq!(parse_frame(&build_frame(&f)).unwrap(), f);
         }
         assert_eq!(parse_frame(&[1; 25]), Err(FrameError::TooShort(25)));
-        let mut bad = build_frame(&Frame { frame_type: FrameType::InboundPcm, stream: UUID, seq: 0, format: None, payload: &[] });
+        let mut bad = build_frame(&Frame {
+            frame_type: FrameType::InboundPcm,
+            stream: UUID,
+            seq: 0,
+            format: None,
+            payload: &[],
+        });
         bad[0] = 9;
         assert_eq!(parse_frame(&bad), Err(FrameError::UnknownType(9)));
         bad[0] = 2;
         bad[25] = 7;
         assert_eq!(parse_frame(&bad), Err(FrameError::UnknownFormat(7)));
-        let mut fin = build_frame(&Frame { frame_type: FrameType::TtsFinal, stream: UUID, seq: 0, format: None, payload: &[] });
+        let mut fin = build_frame(&Frame {
+            frame_type: FrameType::TtsFinal,
+            stream: UUID,
+            seq: 0,
+            format: None,
+            payload: &[],
+        });
         fin.push(1);
         assert_eq!(parse_frame(&fin), Err(FrameError::FinalWithPayload(1)));
-        let mut err = build_frame(&Frame { frame_type: FrameType::TtsError, stream: UUID, seq: 0, format: None, payload: &[] });
+        let mut err = build_frame(&Frame {
+            frame_type: FrameType::TtsError,
+            stream: UUID,
+            seq: 0,
+            format: None,
+            payload: &[],
+        });
         err.push(0xff);
         assert_eq!(parse_frame(&err), Err(FrameError::ErrorNotUtf8));
     }

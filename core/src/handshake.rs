@@ -160,10 +160,22 @@ mod tests {
     fn version_rules() {
         assert_eq!(code(json!({})), PROTOCOL_VERSION_MISMATCH);
         assert_eq!(code(Value::Null), PROTOCOL_VERSION_MISMATCH);
-        assert_eq!(code(json!({"protocol_version": "3"})), PROTOCOL_VERSION_MISMATCH);
-        assert_eq!(code(json!({"protocol_version": 3.0})), PROTOCOL_VERSION_MISMATCH);
-        assert_eq!(code(json!({"protocol_version": 2})), PROTOCOL_VERSION_MISMATCH);
-        assert_eq!(code(json!({"protocol_version": -3})), PROTOCOL_VERSION_MISMATCH);
+        assert_eq!(
+            code(json!({"protocol_version": "3"})),
+            PROTOCOL_VERSION_MISMATCH
+        );
+        assert_eq!(
+            code(json!({"protocol_version": 3.0})),
+            PROTOCOL_VERSION_MISMATCH
+        );
+        assert_eq!(
+            code(json!({"protocol_version": 2})),
+            PROTOCOL_VERSION_MISMATCH
+        );
+        assert_eq!(
+            code(json!({"protocol_version": -3})),
+            PROTOCOL_VERSION_MISMATCH
+        );
         assert_eq!(code(json!([3])), INVALID_PARAMS);
         assert!(negotiate(&json!({"protocol_version": 3})).is_ok());
     }
@@ -178,16 +190,27 @@ mod tests {
         .unwrap();
         assert_eq!(
             reply.negotiated_capabilities,
-            ["infer.cancel.v1", "infer.model-identity.v1", "models.catalog-identity.v1"]
+            [
+                "infer.cancel.v1",
+                "infer.model-identity.v1",
+                "models.catalog-identity.v1"
+            ]
         );
-        let err = negotiate(&json!({"protocol_version": 3, "required_capabilities": ["feedback.v1", "x.v9"]})).unwrap_err();
+        let err = negotiate(
+            &json!({"protocol_version": 3, "required_capabilities": ["feedback.v1", "x.v9"]}),
+        )
+        .unwrap_err();
         assert_eq!(err.code, CAPABILITY_MISMATCH);
         assert!(err.message.contains("feedback.v1, x.v9"), "{}", err.message);
-        let err = negotiate(&json!({"protocol_version": 3, "optional_capabilities": [""]})).unwrap_err();
+        let err =
+            negotiate(&json!({"protocol_version": 3, "optional_capabilities": [""]})).unwrap_err();
         assert_eq!(err.code, INVALID_PARAMS);
         assert!(err.message.contains("optional_capabilities[0]"));
-        let err = negotiate(&json!({"protocol_version": 3, "required_capabilities": "x"})).unwrap_err();
-        assert!(err.message.contains("required_capabilities must be an array"));
+        let err =
+            negotiate(&json!({"protocol_version": 3, "required_capabilities": "x"})).unwrap_err();
+        assert!(err
+            .message
+            .contains("required_capabilities must be an array"));
     }
 
     #[test]
@@ -197,7 +220,8 @@ mod tests {
         assert_eq!(r.client_version.chars().count(), CLIENT_VERSION_MAX_CHARS);
         let r = negotiate(&json!({"protocol_version": 3, "client_version": 7})).unwrap();
         assert_eq!(r.client_version, "unknown");
-        let r = negotiate(&json!({"protocol_version": 3, "client_version": "ß".repeat(70)})).unwrap();
+        let r =
+            negotiate(&json!({"protocol_version": 3, "client_version": "ß".repeat(70)})).unwrap();
         assert_eq!(r.client_version, "ß".repeat(64));
     }
 
@@ -205,8 +229,13 @@ mod tests {
     fn client_check_fails_closed() {
         let ok = serde_json::to_value(negotiate(&json!({"protocol_version": 3, "required_capabilities": capabilities::CLIENT_REQUIRED})).unwrap()).unwrap();
         assert!(check_reply(&ok, capabilities::CLIENT_REQUIRED).is_ok());
-        let partial = serde_json::to_value(negotiate(&json!({"protocol_version": 3})).unwrap()).unwrap();
-        assert!(check_reply(&partial, capabilities::CLIENT_REQUIRED).unwrap_err().contains("infer.model-identity.v1"));
-        assert!(check_reply(&json!({"ok": true}), &[]).unwrap_err().contains("malformed"));
+        let partial =
+            serde_json::to_value(negotiate(&json!({"protocol_version": 3})).unwrap()).unwrap();
+        assert!(check_reply(&partial, capabilities::CLIENT_REQUIRED)
+            .unwrap_err()
+            .contains("infer.model-identity.v1"));
+        assert!(check_reply(&json!({"ok": true}), &[])
+            .unwrap_err()
+            .contains("malformed"));
     }
 }

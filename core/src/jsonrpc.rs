@@ -64,8 +64,8 @@ pub fn classify(text: &str) -> Result<Incoming, Rejected> {
             RpcError::parse(format!("json nested deeper than {MAX_DEPTH} levels")),
         ));
     }
-    let value: Value = serde_json::from_str(text)
-        .map_err(|e| Rejected::new(Value::Null, RpcError::parse(e)))?;
+    let value: Value =
+        serde_json::from_str(text).map_err(|e| Rejected::new(Value::Null, RpcError::parse(e)))?;
     classify_value(value)
 }
 
@@ -146,7 +146,11 @@ pub fn classify_value(value: Value) -> Result<Incoming, Rejected> {
     classify_response(echo, id.is_some(), obj)
 }
 
-fn classify_response(id: Value, has_id: bool, mut obj: Map<String, Value>) -> Result<Incoming, Rejected> {
+fn classify_response(
+    id: Value,
+    has_id: bool,
+    mut obj: Map<String, Value>,
+) -> Result<Incoming, Rejected> {
     let result = obj.remove("result");
     let error = obj.remove("error");
     let outcome = match (result, error) {
@@ -293,7 +297,10 @@ mod tests {
     fn explicit_null_id_is_a_request() {
         assert!(matches!(
             classify(r#"{"jsonrpc":"2.0","id":null,"method":"m"}"#).unwrap(),
-            Incoming::Request { id: Value::Null, .. }
+            Incoming::Request {
+                id: Value::Null,
+                ..
+            }
         ));
     }
 
@@ -302,7 +309,10 @@ mod tests {
         assert_eq!(rejected("{nope").error.code, PARSE_ERROR);
         let batch = rejected(r#"[{"jsonrpc":"2.0","id":1,"method":"m"}]"#);
         assert_eq!(batch.error.code, INVALID_REQUEST);
-        assert_eq!(batch.error.message, "invalid request: batch requests are not supported");
+        assert_eq!(
+            batch.error.message,
+            "invalid request: batch requests are not supported"
+        );
         assert_eq!(batch.id, Value::Null);
         let r = rejected(r#"{"jsonrpc":"1.0","id":5,"method":"m"}"#);
         assert_eq!((r.error.code, r.id), (INVALID_REQUEST, json!(5)));
@@ -311,7 +321,10 @@ mod tests {
         let r = rejected(r#"{"jsonrpc":"2.0","id":1,"method":3}"#);
         assert!(r.error.message.contains("method must be a string"));
         let r = rejected(r#"{"jsonrpc":"2.0","id":1,"method":"m","params":3}"#);
-        assert!(r.error.message.contains("params must be an object or array"));
+        assert!(r
+            .error
+            .message
+            .contains("params must be an object or array"));
         let r = rejected(r#"{"jsonrpc":"2.0","id":1}"#);
         assert!(r.error.message.contains("method is required"));
         assert_eq!(rejected("42").error.code, INVALID_REQUEST);

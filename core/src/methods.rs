@@ -115,7 +115,12 @@ pub struct MethodSpec {
     pub summary: &'static str,
 }
 
-const fn row(name: &'static str, role: Role, deadline: DeadlineClass, summary: &'static str) -> MethodSpec {
+const fn row(
+    name: &'static str,
+    role: Role,
+    deadline: DeadlineClass,
+    summary: &'static str,
+) -> MethodSpec {
     MethodSpec {
         name,
         role,
@@ -234,11 +239,20 @@ mod tests {
     #[test]
     fn table_is_sorted_unique_and_consistent() {
         for pair in METHODS.windows(2) {
-            assert!(pair[0].name < pair[1].name, "{} !< {}", pair[0].name, pair[1].name);
+            assert!(
+                pair[0].name < pair[1].name,
+                "{} !< {}",
+                pair[0].name,
+                pair[1].name
+            );
         }
         assert!(gates_are_supported());
         for m in METHODS {
-            assert!(!m.summary.is_empty() && !m.summary.ends_with('.'), "{}", m.name);
+            assert!(
+                !m.summary.is_empty() && !m.summary.ends_with('.'),
+                "{}",
+                m.name
+            );
             assert_eq!(lookup(m.name), Some(m));
         }
         assert_eq!(lookup("nope"), None);
@@ -250,8 +264,12 @@ mod tests {
         assert!(C::Operator.sees(Role::Operator));
         assert!(!C::Operator.sees(Role::Host) && !C::Operator.sees(Role::Owner));
         assert!(!C::Operator.sees(Role::Agent));
-        assert!(C::Host.sees(Role::Host) && C::Host.sees(Role::Owner) && !C::Host.sees(Role::Agent));
-        assert!(C::Agent.sees(Role::Agent) && C::Agent.sees(Role::Owner) && !C::Agent.sees(Role::Host));
+        assert!(
+            C::Host.sees(Role::Host) && C::Host.sees(Role::Owner) && !C::Host.sees(Role::Agent)
+        );
+        assert!(
+            C::Agent.sees(Role::Agent) && C::Agent.sees(Role::Owner) && !C::Agent.sees(Role::Host)
+        );
         assert!(!C::Operator.may_call(Role::Host) && C::Host.may_call(Role::Host));
         assert!(!C::Host.may_call(Role::Agent) && C::Agent.may_call(Role::Agent));
     }

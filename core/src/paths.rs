@@ -116,7 +116,10 @@ fn is_absolute_for(platform: Platform, value: &str) -> bool {
         Platform::Windows => {
             let b = value.as_bytes();
             value.starts_with("\\\\")
-                || (b.len() >= 3 && b[0].is_ascii_alphabetic() && b[1] == b':' && (b[2] == b'\\' || b[2] == b'/'))
+                || (b.len() >= 3
+                    && b[0].is_ascii_alphabetic()
+                    && b[1] == b':'
+                    && (b[2] == b'\\' || b[2] == b'/'))
         }
         _ => value.starts_with('/'),
     }
@@ -149,7 +152,11 @@ pub fn resolve(env: &PathEnv) -> Result<Paths, PathError> {
         (Some(root), _) => root.join(APP_DIR),
         (None, Platform::Linux) => match &xdg {
             Some(xdg) => xdg.join(APP_DIR),
-            None => home.clone().ok_or(PathError::NoHome)?.join(".config").join(APP_DIR),
+            None => home
+                .clone()
+                .ok_or(PathError::NoHome)?
+                .join(".config")
+                .join(APP_DIR),
         },
         (None, Platform::MacOs) => home
             .clone()
@@ -206,16 +213,34 @@ mod tests {
     fn linux_defaults_and_xdg() {
         let p = resolve(&env(Platform::Linux)).unwrap();
         assert_eq!(p.state_root, PathBuf::from("/home/u/.car"));
-        assert_eq!(p.auth_token, PathBuf::from("/home/u/.config/ai.parslee.car/auth-token"));
-        assert_eq!(p.host_token, PathBuf::from("/home/u/.config/ai.parslee.car/host-token"));
-        assert_eq!(p.shared_socket, PathBuf::from("/home/u/.car/run/car-server.sock"));
+        assert_eq!(
+            p.auth_token,
+            PathBuf::from("/home/u/.config/ai.parslee.car/auth-token")
+        );
+        assert_eq!(
+            p.host_token,
+            PathBuf::from("/home/u/.config/ai.parslee.car/host-token")
+        );
+        assert_eq!(
+            p.shared_socket,
+            PathBuf::from("/home/u/.car/run/car-server.sock")
+        );
         assert_eq!(p.lock_file, PathBuf::from("/home/u/.car/run/daemon.lock"));
         let mut e = env(Platform::Linux);
         e.xdg_runtime_dir = Some("/run/user/1000".into());
         let p = resolve(&e).unwrap();
-        assert_eq!(p.auth_token, PathBuf::from("/run/user/1000/ai.parslee.car/auth-token"));
-        assert_eq!(p.shared_socket, PathBuf::from("/run/user/1000/ai.parslee.car/car-server.sock"));
-        assert_eq!(p.instance_socket(9200), PathBuf::from("/run/user/1000/ai.parslee.car/car-server-9200.sock"));
+        assert_eq!(
+            p.auth_token,
+            PathBuf::from("/run/user/1000/ai.parslee.car/auth-token")
+        );
+        assert_eq!(
+            p.shared_socket,
+            PathBuf::from("/run/user/1000/ai.parslee.car/car-server.sock")
+        );
+        assert_eq!(
+            p.instance_socket(9200),
+            PathBuf::from("/run/user/1000/ai.parslee.car/car-server-9200.sock")
+        );
     }
 
     #[test]
@@ -225,20 +250,35 @@ mod tests {
         e.car_home = Some("/tmp/car-alt".into());
         let p = resolve(&e).unwrap();
         assert!(p.relocated);
-        assert_eq!(p.auth_token, PathBuf::from("/tmp/car-alt/ai.parslee.car/auth-token"));
-        assert_eq!(p.shared_socket, PathBuf::from("/tmp/car-alt/run/car-server.sock"));
+        assert_eq!(
+            p.auth_token,
+            PathBuf::from("/tmp/car-alt/ai.parslee.car/auth-token")
+        );
+        assert_eq!(
+            p.shared_socket,
+            PathBuf::from("/tmp/car-alt/run/car-server.sock")
+        );
         assert_eq!(p.memory_dir, PathBuf::from("/tmp/car-alt/memory"));
         e.car_server_socket = Some("/tmp/explicit.sock".into());
-        assert_eq!(resolve(&e).unwrap().shared_socket, PathBuf::from("/tmp/explicit.sock"));
+        assert_eq!(
+            resolve(&e).unwrap().shared_socket,
+            PathBuf::from("/tmp/explicit.sock")
+        );
     }
 
     #[test]
     fn relative_car_home_is_refused_and_empty_is_unset() {
         let mut e = env(Platform::Linux);
         e.car_home = Some("rel/dir".into());
-        assert_eq!(resolve(&e), Err(PathError::RelativeCarHome("rel/dir".into())));
+        assert_eq!(
+            resolve(&e),
+            Err(PathError::RelativeCarHome("rel/dir".into()))
+        );
         e.car_home = Some("".into());
-        assert_eq!(resolve(&e).unwrap().state_root, PathBuf::from("/home/u/.car"));
+        assert_eq!(
+            resolve(&e).unwrap().state_root,
+            PathBuf::from("/home/u/.car")
+        );
         let mut e = env(Platform::Linux);
         e.home = None;
         assert_eq!(resolve(&e), Err(PathError::NoHome));
@@ -255,7 +295,12 @@ mod tests {
         e.home = Some(PathBuf::from("C:\\Users\\u"));
         e.local_app_data = Some("C:\\Users\\u\\AppData\\Local".into());
         let p = resolve(&e).unwrap();
-        assert_eq!(p.auth_token, PathBuf::from("C:\\Users\\u\\AppData\\Local").join(APP_DIR).join("auth-token"));
+        assert_eq!(
+            p.auth_token,
+            PathBuf::from("C:\\Users\\u\\AppData\\Local")
+                .join(APP_DIR)
+                .join("auth-token")
+        );
         e.car_home = Some("D:\\car".into());
         assert_eq!(resolve(&e).unwrap().state_root, PathBuf::from("D:\\car"));
         e.car_home = Some("car".into());

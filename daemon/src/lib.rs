@@ -1,1 +1,237 @@
+//! `car-server`: the car-runtime daemon.
+//!
+//! One daemon per user per host owns the shared state; every program reaches it through
+//! JSON-RPC 2.0 over WebSocket, on TCP (`127.0.0.1:9100`) and on a Unix socket. Modules:
+//!
+//! - [`config`]: flags and environment → `Config`;
+//! - [`auth`]: tokens, their `0600` files, constant-time comparison;
+//! - [`instance`]: the primary-daemon rule (lock + socket probe);
+//! - [`transport`] and [`upgrade`]: listeners and the upgrade-time Origin/Host checks;
+//! - [`connection`] and [`outbound`]: one connection's reader, writer, liveness and queue;
+//! - [`session`]: per-connection identity, negotiation and reverse calls;
+//! - [`dispatch`]: method table → gates → handler, under deadlines;
+//! - [`services`]: one module per method namespace;
+//! - [`state`]: what all connections share.
+//!
+//! [`run`] is the whole process: resolve paths, bind, claim primacy, publish credentials,
+//! serve until SIGINT/SIGTERM, then remove the token files and the socket.
 
+pub mod auth;
+pub mod config;
+pub mod connection;
+pub mod dispatch;
+pub mod instance;
+pub mod outbound;
+pub mod services;
+pub mod session;
+pub mod state;
+pub mod transport;
+pub mod upgrade;
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use car_proto::paths::{self, PathEnv, Paths};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use crate::auth::Credentials;
+use crate::config::{Config, SuppliedToken};
+use crate::instance::Instance;
+use crate::state::ServerState;
+
+/// A startup failure: the message and the process exit code.
+#[derive(Debug)]
+pub struct Fatal {
+    pub code: u8,
+    pub message: String,
+}
+
+impl Fatal {
+    fn usage(message: impl Into<String>) -> Self {
+        Fatal {
+            code: 2,
+            message: message.into(),
+        }
+    }
+
+    fn runtime(message: impl Into<String>) -> Self {
+        Fatal {
+            code: 1,
+            message: message.into(),
+        }
+    }
+}
+
+/// Resolves paths and config from the process environment (exit 2 on bad input).
+pub fn prepare(args: config::Args) -> Result<(Config, Paths), Fatal> {
+    if args.require_auth {
+        tracing::warn!("--require-auth is deprecated and does nothing: auth is on by default");
+    }
+    let config = Config::from_args(args).map_err(Fatal::usage)?;
+    let paths =
+        paths::resolve(&PathEnv::from_process()).map_err(|e| Fatal::usage(e.to_string()))?;
+    Ok((config, paths))
+}
+
+/// Runs the daemon until SIGINT/SIGTERM.
+pub async fn run(config: Config, paths: Paths) -> Result<(), Fatal> {
+    let shutdown = CancellationToken::new();
+    let addr = SocketAddr::new(config.bind, config.port);
+    let tcp = transport::bind_tcp(addr)
+        .await
+        .map_err(|e| Fatal::runtime(format!("cannot listen on {addr}: {e}")))?;
+    let local = tcp
+        .local_addr()
+        .map_err(|e| Fatal::runtime(e.to_string()))?;
+    if !config.bind.is_loopback() {
+        tracing::warn!(%local, "listening on a non-loopback address: any host that can reach it may connect");
+    }
+    let instance = instance::claim(&paths, local.port())
+        .map_err(|e| Fatal::runtime(format!("cannot claim {}: {e}", paths.lock_file.display())))?;
+    let unix = transport::bind_unix(&instance.socket)
+        .map_err(|e| Fatal::runtime(format!("cannot bind {}: {e}", instance.socket.display())))?;
+    let credentials = publish_credentials(&config, &paths, &instance)?;
+    let state = Arc::new(ServerState::new(
+        config.clone(),
+        credentials.clone(),
+        shutdown.clone(),
+    ));
+
+    let tcp_task = tokio::spawn(transport::accept_tcp(tcp, state.clone()));
+    let unix_task = tokio::spawn(transport::accept_unix(
+        unix,
+        instance.socket.clone(),
+        state.clone(),
+    ));
+    let ws_url = format!("ws://{local}");
+    tracing::info!(
+        %ws_url,
+        socket = %instance.socket.display(),
+        primary = instance.primary,
+        auth = config.auth_enabled,
+        state_root = %paths.state_root.display(),
+        version = car_proto::CAR_VERSION,
+        "car-server listening"
+    );
+    if let Some(ready) = &config.ready_file {
+        let info = json!({
+            "pid": std::process::id(),
+            "port": local.port(),
+            "ws_url": ws_url,
+            "socket": instance.socket,
+            "primary": instance.primary,
+        });
+        write_ready_file(ready, &info.to_string()).map_err(|e| {
+            Fatal::runtime(format!(
+                "cannot write --ready-file {}: {e}",
+                ready.display()
+            ))
+        })?;
+    }
+
+    wait_for_signal().await;
+    tracing::info!("shutting down");
+    shutdown.cancel();
+    let _ = tcp_task.await;
+    let _ = unix_task.await;
+    if let Some(creds) = &credentials {
+        if instance.primary {
+            auth::remove_if_ours(&paths.auth_token, &creds.token);
+            auth::remove_if_ours(&paths.host_token, &creds.host_token);
+        }
+    }
+    if let Err(e) = std::fs::remove_file(&instance.socket) {
+        tracing::debug!(error = %e, "socket already gone");
+    }
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// Mints or adopts the daemon's credentials; the primary publishes them as files.
+fn publish_credentials(
+    config: &Config,
+    paths: &Paths,
+    instance: &Instance,
+) -> Result<Option<Credentials>, Fatal> {
+    if !config.auth_enabled {
+        tracing::warn!("auth is OFF (--no-auth): any local process can call any method");
+        return Ok(None);
+    }
+    let host_token = auth::mint_token();
+    if instance.primary {
+        if config.supplied_token.is_some() {
+            tracing::warn!("a supplied token is ignored by the primary daemon, which mints and publishes its own");
+        }
+        if let Some(SuppliedToken::File(path)) = &config.supplied_token {
+            let _ = std::fs::remove_file(path);
+        }
+        let token = auth::mint_token();
+        auth::write_private_file(&paths.auth_token, &token)
+            .map_err(|e| Fatal::runtime(e.to_string()))?;
+        auth::write_private_file(&paths.host_token, &host_token).map_err(|e| {
+            auth::remove_if_ours(&paths.auth_token, &token);
+            Fatal::runtime(e.to_string())
+        })?;
+        tracing::info!(path = %paths.auth_token.display(), "auth token written");
+        return Ok(Some(Credentials { token, host_token }));
+    }
+    let token = match &config.supplied_token {
+        Some(SuppliedToken::Value(token)) => token.clone(),
+        Some(SuppliedToken::File(path)) => auth::take_token_file(path).map_err(Fatal::usage)?,
+        None => {
+            tracing::warn!("non-primary daemon without --auth-token/CAR_AUTH_TOKEN/--auth-token-file: its minted token is in memory only, so no client can authenticate");
+            auth::mint_token()
+        }
+    };
+    tracing::info!(shared = %paths.shared_socket.display(), "another daemon is primary for this state root: no token file written, binding a per-port socket");
+    Ok(Some(Credentials { token, host_token }))
+}
+
+fn write_ready_file(path: &Path, contents: &str) -> std::io::Result<()> {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, contents)?;
+    std::fs::rename(&tmp, path)
+}
+
+async fn wait_for_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).expect("install SIGTERM handler");
+    let mut int = signal(SignalKind::interrupt()).expect("install SIGINT handler");
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+}
+
+/// Installs the stderr logger; `CAR_LOG` holds the filter (default `info`).
+pub fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("CAR_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}
+
+/// The binary's entry point.
+pub fn main_with(args: config::Args) -> ExitCode {
+    init_logging();
+    let result = prepare(args).and_then(|(config, paths)| {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| Fatal::runtime(format!("cannot start the async runtime: {e}")))?;
+        runtime.block_on(run(config, paths))
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(fatal) => {
+            tracing::error!("{}", fatal.message);
+            eprintln!("car-server: {}", fatal.message);
+            ExitCode::from(fatal.code)
+        }
+    }
+}

@@ -92,7 +92,10 @@ impl DaemonBuilder {
     /// Starts the daemon; `Err((status, stderr))` when it exits before becoming ready.
     pub fn spawn(self) -> Result<Daemon, (ExitStatus, String)> {
         let scratch = tempfile::tempdir().expect("temporary directory");
-        let home = self.home.clone().unwrap_or_else(|| scratch.path().join("car-home"));
+        let home = self
+            .home
+            .clone()
+            .unwrap_or_else(|| scratch.path().join("car-home"));
         let ready = scratch.path().join("ready.json");
         let stderr_path = scratch.path().join("stderr.log");
         let stderr = std::fs::File::create(&stderr_path).expect("stderr file");
@@ -167,7 +170,13 @@ impl Daemon {
         Self::builder().start()
     }
 
-    fn new(child: Child, scratch: tempfile::TempDir, home: PathBuf, info: Value, stderr_path: PathBuf) -> Self {
+    fn new(
+        child: Child,
+        scratch: tempfile::TempDir,
+        home: PathBuf,
+        info: Value,
+        stderr_path: PathBuf,
+    ) -> Self {
         Daemon {
             child: Some(child),
             _scratch: scratch,
@@ -215,6 +224,16 @@ impl Daemon {
         self.signal(libc::SIGTERM)
     }
 
+    /// Sends `signal` without waiting (SIGSTOP/SIGCONT to simulate a stalled daemon).
+    pub fn send_signal(&self, signal: libc::c_int) {
+        let pid = self.pid() as libc::pid_t;
+        // SAFETY: plain kill(2) on our own child's pid.
+        #[allow(unsafe_code)]
+        unsafe {
+            libc::kill(pid, signal);
+        }
+    }
+
     /// Sends `signal` and waits (up to 30 s) for the process to exit.
     pub fn signal(&mut self, signal: libc::c_int) -> ExitStatus {
         let mut child = self.child.take().expect("daemon running");
@@ -231,7 +250,10 @@ impl Daemon {
             }
             if Instant::now() > deadline {
                 let _ = child.kill();
-                panic!("car-server ignored signal {signal} for 30 s:\n{}", self.stderr());
+                panic!(
+                    "car-server ignored signal {signal} for 30 s:\n{}",
+                    self.stderr()
+                );
             }
             std::thread::sleep(Duration::from_millis(10));
         }

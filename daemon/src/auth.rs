@@ -1,0 +1,219 @@
+//! Daemon credentials: minting tokens, publishing them as `0600` files, comparing them in
+//! constant time, and removing them on shutdown.
+//!
+//! Files are written atomically (DECISIONS 18): a temp file is created `0600` with
+//! `O_EXCL` in the target directory, written, synced and renamed over the target. A
+//! pre-existing symlink, or a file owned by another user, at the target is refused — the
+//! daemon will not follow a planted link into someone else's file. The token directory is
+//! created `0700`.
+
+use std::fs::{self, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use base64::Engine;
+use subtle::ConstantTimeEq;
+
+/// Bytes of entropy in a token (43 base64url characters without padding).
+pub const TOKEN_BYTES: usize = 32;
+
+/// A fresh random token: 32 bytes, base64url without padding.
+pub fn mint_token() -> String {
+    let mut bytes = [0u8; TOKEN_BYTES];
+    getrandom::fill(&mut bytes).expect("the operating system's random source");
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+}
+
+/// Length-checked constant-time comparison.
+pub fn tokens_match(expected: &str, presented: &str) -> bool {
+    expected.len() == presented.len() && bool::from(expected.as_bytes().ct_eq(presented.as_bytes()))
+}
+
+/// The daemon's credentials while auth is on.
+#[derive(Clone)]
+pub struct Credentials {
+    pub token: String,
+    pub host_token: String,
+}
+
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Credentials { .. }")
+    }
+}
+
+/// Why a credential file could not be published.
+#[derive(Debug, thiserror::Error)]
+pub enum TokenFileError {
+    #[error("refusing to write {0}: it is a symbolic link")]
+    Symlink(PathBuf),
+    #[error("refusing to write {0}: it is owned by uid {1}, not this user")]
+    ForeignOwner(PathBuf, u32),
+    #[error("refusing to write {0}: it is not a regular file")]
+    NotAFile(PathBuf),
+    #[error("cannot write {path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> TokenFileError + '_ {
+    move |source| TokenFileError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+fn current_uid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    #[allow(unsafe_code)]
+    unsafe {
+        libc::geteuid()
+    }
+}
+
+/// Checks that `path` is absent or a regular file this user owns.
+fn check_target(path: &Path) -> Result<(), TokenFileError> {
+    match fs::symlink_metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(io_err(path)(e)),
+        Ok(meta) if meta.file_type().is_symlink() => Err(TokenFileError::Symlink(path.into())),
+        Ok(meta) if !meta.file_type().is_file() => Err(TokenFileError::NotAFile(path.into())),
+        Ok(meta) if meta.uid() != current_uid() => {
+            Err(TokenFileError::ForeignOwner(path.into(), meta.uid()))
+        }
+        Ok(_) => Ok(()),
+    }
+}
+
+/// Atomically writes `contents` to `path` with mode `0600` (see the module docs).
+pub fn write_private_file(path: &Path, contents: &str) -> Result<(), TokenFileError> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(io_err(dir))?;
+    check_target(path)?;
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
+    let tmp = dir.join(format!(
+        ".{name}.{}.{}.tmp",
+        std::process::id(),
+        mint_token()
+    ));
+    let result = (|| {
+        let mut file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&tmp)
+            .map_err(io_err(&tmp))?;
+        file.write_all(contents.as_bytes()).map_err(io_err(&tmp))?;
+        file.sync_all().map_err(io_err(&tmp))?;
+        // Checked again right before the rename to narrow the window for a planted link.
+        check_target(path)?;
+        fs::rename(&tmp, path).map_err(io_err(path))
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// Removes `path` if it still holds `contents` (a newer daemon's file is left alone).
+pub fn remove_if_ours(path: &Path, contents: &str) {
+    match fs::read_to_string(path) {
+        Ok(found) if found == contents => {
+            if let Err(e) = fs::remove_file(path) {
+                tracing::warn!(path = %path.display(), error = %e, "could not remove credential file");
+            }
+        }
+        Ok(_) => {
+            tracing::info!(path = %path.display(), "credential file was replaced by another daemon; left in place")
+        }
+        Err(_) => {}
+    }
+}
+
+/// Reads a supplied token file, trims it and deletes the file (DECISIONS 17).
+pub fn take_token_file(path: &Path) -> Result<String, String> {
+    let text = fs::read_to_string(path)
+        .map_err(|e| format!("cannot read --auth-token-file {}: {e}", path.display()))?;
+    if let Err(e) = fs::remove_file(path) {
+        tracing::warn!(path = %path.display(), error = %e, "could not delete the token file after reading it");
+    }
+    let token = text.trim().to_string();
+    if token.is_empty() {
+        return Err(format!("--auth-token-file {} is empty", path.display()));
+    }
+    Ok(token)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn tokens_are_43_base64url_chars_and_distinct() {
+        let a = mint_token();
+        assert_eq!(a.len(), 43);
+        assert!(a
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'));
+        assert_ne!(a, mint_token());
+        assert!(tokens_match(&a, &a.clone()));
+        assert!(!tokens_match(&a, &a[..42]));
+        assert!(!tokens_match(&a, &mint_token()));
+    }
+
+    #[test]
+    fn writes_0600_atomically_and_refuses_symlinks() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sub").join("auth-token");
+        write_private_file(&path, "one").unwrap();
+        write_private_file(&path, "two").unwrap();
+        assert_eq!(fs::read_to_string(&path).unwrap(), "two");
+        assert_eq!(
+            fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        assert_eq!(
+            fs::metadata(path.parent().unwrap())
+                .unwrap()
+                .permissions()
+                .mode()
+                & 0o777,
+            0o700
+        );
+        let victim = dir.path().join("victim");
+        fs::write(&victim, "keep").unwrap();
+        let link = dir.path().join("sub").join("host-token");
+        std::os::unix::fs::symlink(&victim, &link).unwrap();
+        assert!(matches!(
+            write_private_file(&link, "x"),
+            Err(TokenFileError::Symlink(_))
+        ));
+        assert_eq!(fs::read_to_string(&victim).unwrap(), "keep");
+        // No temp files are left behind.
+        assert_eq!(fs::read_dir(path.parent().unwrap()).unwrap().count(), 2);
+        remove_if_ours(&path, "other");
+        assert!(path.exists());
+        remove_if_ours(&path, "two");
+        assert!(!path.exists());
+    }
+
+    #[test]
+    fn token_file_is_trimmed_and_deleted() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t");
+        fs::write(&path, "  abc \n").unwrap();
+        assert_eq!(take_token_file(&path).unwrap(), "abc");
+        assert!(!path.exists());
+        fs::write(&path, " \n").unwrap();
+        assert!(take_token_file(&path).unwrap_err().contains("empty"));
+    }
+}

@@ -1,0 +1,176 @@
+//! Command-line flags and environment variables, resolved once at startup into [`Config`].
+//!
+//! Owns parsing and validation only: nothing here opens a socket or writes a file.
+//! Durations accept `humantime` text (`500ms`, `30s`, `30m`) or a bare integer meaning
+//! seconds, so `CAR_HANDLER_TIMEOUT=1800` and `CAR_HANDLER_TIMEOUT=30m` agree.
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Parser;
+
+/// Parses a duration: a bare integer is seconds, anything else is humantime text.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    if let Ok(secs) = text.parse::<u64>() {
+        return Ok(Duration::from_secs(secs));
+    }
+    let d =
+        humantime::parse_duration(text).map_err(|e| format!("invalid duration {text:?}: {e}"))?;
+    if d.is_zero() {
+        return Err(format!(
+            "invalid duration {text:?}: must be greater than zero"
+        ));
+    }
+    Ok(d)
+}
+
+/// `car-server`: the car-runtime daemon. JSON-RPC 2.0 over WebSocket on TCP and a Unix socket.
+#[derive(Debug, Clone, Parser)]
+#[command(name = "car-server", version, about, args_override_self = true)]
+pub struct Args {
+    /// TCP port for the WebSocket listener (0 picks a free port).
+    #[arg(long, default_value_t = 9100)]
+    pub port: u16,
+
+    /// Address to bind; anything but loopback exposes the daemon to the network.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub bind: IpAddr,
+
+    /// Turn the token handshake off: any local process may call any method.
+    #[arg(long, env = "CAR_NO_AUTH", value_parser = clap::builder::FalseyValueParser::new())]
+    pub no_auth: bool,
+
+    /// Deprecated no-op: auth is on by default.
+    #[arg(long, hide = true)]
+    pub require_auth: bool,
+
+    /// Token for a non-primary daemon (a primary daemon always mints its own).
+    #[arg(long, env = "CAR_AUTH_TOKEN", hide_env_values = true)]
+    pub auth_token: Option<String>,
+
+    /// File holding the token for a non-primary daemon; read, trimmed, then deleted.
+    #[arg(long, env = "CAR_AUTH_TOKEN_FILE")]
+    pub auth_token_file: Option<PathBuf>,
+
+    /// Largest inbound message in bytes; larger ones close the connection with 1009.
+    #[arg(long, default_value_t = 16 * 1024 * 1024)]
+    pub max_message_bytes: usize,
+
+    /// Most bytes of replies queued for one peer before it is closed as a slow consumer.
+    #[arg(long, default_value_t = 8 * 1024 * 1024)]
+    pub max_outbound_bytes: usize,
+
+    /// Server-side handler deadline (`-32004` when a handler overruns it).
+    #[arg(long, env = "CAR_HANDLER_TIMEOUT", default_value = "30m", value_parser = parse_duration)]
+    pub handler_timeout: Duration,
+
+    /// Interval between WebSocket Pings.
+    #[arg(long, env = "CAR_PING_INTERVAL", default_value = "30s", value_parser = parse_duration)]
+    pub ping_interval: Duration,
+
+    /// Close a peer after this long without any inbound frame.
+    #[arg(long, env = "CAR_IDLE_TIMEOUT", default_value = "90s", value_parser = parse_duration)]
+    pub idle_timeout: Duration,
+
+    /// Serve the `debug.*` methods (tests and diagnostics only).
+    #[arg(long, env = "CAR_DEBUG_METHODS", value_parser = clap::builder::FalseyValueParser::new())]
+    pub debug_methods: bool,
+
+    /// Write `{pid, port, ws_url, socket, primary}` here once listening.
+    #[arg(long)]
+    pub ready_file: Option<PathBuf>,
+}
+
+/// Validated settings the rest of the daemon reads.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub port: u16,
+    pub bind: IpAddr,
+    pub auth_enabled: bool,
+    pub supplied_token: Option<SuppliedToken>,
+    pub max_message_bytes: usize,
+    pub max_outbound_bytes: usize,
+    pub handler_timeout: Duration,
+    pub ping_interval: Duration,
+    pub idle_timeout: Duration,
+    pub debug_methods: bool,
+    pub ready_file: Option<PathBuf>,
+}
+
+/// Where a supplied token came from (the file form is deleted once read).
+#[derive(Debug, Clone)]
+pub enum SuppliedToken {
+    Value(String),
+    File(PathBuf),
+}
+
+impl Config {
+    /// Validates parsed flags. Errors name the flag.
+    pub fn from_args(args: Args) -> Result<Self, String> {
+        if args.max_message_bytes < 1024 {
+            return Err("--max-message-bytes must be at least 1024".into());
+        }
+        if args.max_outbound_bytes < 1024 {
+            return Err("--max-outbound-bytes must be at least 1024".into());
+        }
+        if args.idle_timeout <= args.ping_interval {
+            return Err(format!(
+                "--idle-timeout ({:?}) must be longer than --ping-interval ({:?})",
+                args.idle_timeout, args.ping_interval
+            ));
+        }
+        let supplied_token = match (args.auth_token, args.auth_token_file) {
+            (Some(t), _) if !t.trim().is_empty() => {
+                Some(SuppliedToken::Value(t.trim().to_string()))
+            }
+            (_, Some(path)) => Some(SuppliedToken::File(path)),
+            _ => None,
+        };
+        Ok(Config {
+            port: args.port,
+            bind: args.bind,
+            auth_enabled: !args.no_auth,
+            supplied_token,
+            max_message_bytes: args.max_message_bytes,
+            max_outbound_bytes: args.max_outbound_bytes,
+            handler_timeout: args.handler_timeout,
+            ping_interval: args.ping_interval,
+            idle_timeout: args.idle_timeout,
+            debug_methods: args.debug_methods,
+            ready_file: args.ready_file,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("1800"), Ok(Duration::from_secs(1800)));
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_duration("30m"), Ok(Duration::from_secs(1800)));
+        assert!(parse_duration("soon").unwrap_err().contains("\"soon\""));
+        assert!(parse_duration("0ms").is_err());
+    }
+
+    #[test]
+    fn later_flags_win_and_limits_are_checked() {
+        let args = Args::try_parse_from(["car-server", "--port", "0", "--port", "9200"]).unwrap();
+        assert_eq!(args.port, 9200);
+        let args = Args::try_parse_from([
+            "car-server",
+            "--ping-interval",
+            "10s",
+            "--idle-timeout",
+            "5s",
+        ])
+        .unwrap();
+        assert!(Config::from_args(args)
+            .unwrap_err()
+            .contains("--idle-timeout"));
+    }
+}

@@ -1,0 +1,384 @@
+//! One WebSocket connection: the reader loop, the writer task, liveness and teardown.
+//!
+//! - **Reader** (this task): reads frames, classifies them (`car_proto::jsonrpc`), runs the
+//!   dispatch gates and immediate handlers inline, spawns every other handler (at most
+//!   [`MAX_IN_FLIGHT`] at once; beyond that the reader waits, which pushes back on the
+//!   peer through TCP), and routes responses to the session's reverse calls.
+//! - **Writer** (spawned): the only code that writes to the socket, fed by the
+//!   byte-bounded outbound queue (`crate::outbound`).
+//! - **Liveness**: a Ping every `ping_interval`; a peer with no inbound frame for
+//!   `idle_timeout` is closed. The select is biased toward reading, so already-readable
+//!   frames are drained before the idle decision. A tick that arrives more than two ping
+//!   intervals after the previous one means this loop itself was stalled: the idle window
+//!   restarts instead of blaming the peer.
+//! - **Teardown**: in-flight handlers are aborted and pending reverse calls failed at once;
+//!   a Close frame is sent when the daemon ends the connection (1001 shutdown, 1008 policy,
+//!   1009 too big, 1007 bad UTF-8, 1000 idle); after a protocol violation the socket is
+//!   drained briefly so the peer reads the Close frame instead of a reset.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use car_proto::errors::RpcError;
+use car_proto::jsonrpc::{classify, error_frame, result_frame, Incoming};
+use futures_util::stream::{SplitSink, SplitStream};
+use futures_util::{SinkExt, StreamExt};
+use serde_json::Value;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+use tokio::time::{Instant, MissedTickBehavior};
+use tokio_tungstenite::tungstenite::error::{CapacityError, Error as WsError};
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::protocol::CloseFrame;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::WebSocketStream;
+use tokio_util::sync::CancellationToken;
+
+use crate::dispatch::{self, Call, Handler, Verdict};
+use crate::outbound::{self, OutFrame, OutboundReceiver};
+use crate::session::Session;
+use crate::state::ServerState;
+
+/// Most handlers one connection may have running at once.
+pub const MAX_IN_FLIGHT: usize = 256;
+/// How long teardown waits for the writer to flush and for the peer's bytes to drain.
+const LINGER: Duration = Duration::from_secs(2);
+
+/// Why the reader stopped, and the Close frame (if any) the daemon sends.
+#[derive(Debug)]
+enum Ending {
+    /// The peer closed or the socket failed: nothing more to send.
+    PeerGone,
+    /// The daemon closes with this code and reason; `drain` when the peer violated the
+    /// protocol and may still be sending.
+    Close {
+        code: u16,
+        reason: String,
+        drain: bool,
+    },
+    /// Slow consumer: the socket is not being read, so nothing can be sent.
+    Abort,
+}
+
+/// Serves one upgraded connection until it ends.
+pub async fn serve<S>(ws: WebSocketStream<S>, state: Arc<ServerState>, transport: &'static str)
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let abort = CancellationToken::new();
+    let closed = CancellationToken::new();
+    let (queue, out_rx) = outbound::channel(state.config.max_outbound_bytes, abort.clone());
+    let session = Arc::new(Session::new(
+        state.next_session_id(),
+        transport,
+        state.auth_enabled(),
+        queue,
+        closed.clone(),
+    ));
+    tracing::debug!(session = session.id, transport, "connection opened");
+    let (sink, mut stream) = ws.split();
+    let writer = tokio::spawn(write_loop(sink, out_rx, abort.clone()));
+    let mut handlers = JoinSet::new();
+    let ending = read_loop(&mut stream, &session, &state, &abort, &mut handlers).await;
+
+    // Teardown: nothing of this connection may outlive it.
+    closed.cancel();
+    handlers.abort_all();
+    session.fail_reverse_calls();
+    let drain = match &ending {
+        Ending::Close {
+            code,
+            reason,
+            drain,
+        } => {
+            session
+                .outbound()
+                .send_control(OutFrame::Close(*code, reason.clone()));
+            *drain
+        }
+        Ending::PeerGone => {
+            session
+                .outbound()
+                .send_control(OutFrame::Close(1000, String::new()));
+            false
+        }
+        Ending::Abort => {
+            abort.cancel();
+            false
+        }
+    };
+    let sink = match tokio::time::timeout(LINGER, writer).await {
+        Ok(Ok(sink)) => Some(sink),
+        _ => None,
+    };
+    abort.cancel();
+    if let (true, Some(sink)) = (drain, sink) {
+        if let Ok(ws) = stream.reunite(sink) {
+            linger_drain(ws.into_inner()).await;
+        }
+    }
+    tracing::debug!(session = session.id, ending = ?ending, "connection closed");
+}
+
+async fn read_loop<S>(
+    stream: &mut SplitStream<WebSocketStream<S>>,
+    session: &Arc<Session>,
+    state: &Arc<ServerState>,
+    abort: &CancellationToken,
+    handlers: &mut JoinSet<()>,
+) -> Ending
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let ping_every = state.config.ping_interval;
+    let idle_after = state.config.idle_timeout;
+    let mut ticker = tokio::time::interval_at(Instant::now() + ping_every, ping_every);
+    ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let mut last_inbound = Instant::now();
+    let mut last_tick = Instant::now();
+    let permits = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
+    loop {
+        // Reap finished handler tasks so the set does not grow with the connection's age.
+        while handlers.try_join_next().is_some() {}
+        tokio::select! {
+            biased;
+            _ = abort.cancelled() => return Ending::Abort,
+            _ = state.shutdown.cancelled() => {
+                return Ending::Close { code: 1001, reason: "daemon shutting down".into(), drain: false }
+            }
+            frame = stream.next() => {
+                last_inbound = Instant::now();
+                match frame {
+                    None => return Ending::PeerGone,
+                    Some(Err(e)) => return ending_for_read_error(e, session),
+                    Some(Ok(Message::Text(text))) => {
+                        if let Some(ending) = on_text(text.as_str(), session, state, handlers, &permits).await {
+                            return ending;
+                        }
+                    }
+                    Some(Ok(Message::Binary(bytes))) => on_binary(&bytes, session),
+                    Some(Ok(Message::Close(_))) => return Ending::PeerGone,
+                    // Pongs need no answer; Pings are answered by tungstenite itself.
+                    Some(Ok(_)) => {}
+                }
+            }
+            _ = ticker.tick() => {
+                let now = Instant::now();
+                if now.duration_since(last_tick) > ping_every * 2 {
+                    tracing::warn!(session = session.id, stalled = ?now.duration_since(last_tick), "connection loop was stalled; restarting the idle window");
+                    last_inbound = now;
+                }
+                last_tick = now;
+                if now.duration_since(last_inbound) >= idle_after {
+                    tracing::info!(session = session.id, idle = ?now.duration_since(last_inbound), "closing idle peer");
+                    return Ending::Close { code: 1000, reason: "idle timeout".into(), drain: false };
+                }
+                session.outbound().send_control(OutFrame::Ping);
+            }
+        }
+    }
+}
+
+fn ending_for_read_error(e: WsError, session: &Session) -> Ending {
+    match e {
+        WsError::Capacity(CapacityError::MessageTooLong { size, max_size }) => {
+            tracing::warn!(
+                session = session.id,
+                size,
+                max_size,
+                "message too big; closing with 1009"
+            );
+            Ending::Close {
+                code: 1009,
+                reason: format!("message too big: limit is {max_size} bytes"),
+                drain: true,
+            }
+        }
+        WsError::Utf8(_) => {
+            tracing::warn!(
+                session = session.id,
+                "text frame is not UTF-8; closing with 1007"
+            );
+            Ending::Close {
+                code: 1007,
+                reason: "text frame is not valid UTF-8".into(),
+                drain: true,
+            }
+        }
+        WsError::Protocol(p) => {
+            tracing::warn!(session = session.id, error = %p, "websocket protocol violation; closing with 1002");
+            Ending::Close {
+                code: 1002,
+                reason: "protocol error".into(),
+                drain: true,
+            }
+        }
+        other => {
+            tracing::debug!(session = session.id, error = %other, "read failed");
+            Ending::PeerGone
+        }
+    }
+}
+
+/// Binary frames carry audio for streaming voice methods, none of which this daemon
+/// serves; a frame is parsed (so a malformed one is reported precisely) and dropped.
+fn on_binary(bytes: &[u8], session: &Session) {
+    match car_proto::frame::parse_frame(bytes) {
+        Ok(frame) => {
+            tracing::debug!(session = session.id, frame_type = ?frame.frame_type, "binary frame for no open stream dropped")
+        }
+        Err(e) => {
+            tracing::debug!(session = session.id, error = %e, "malformed binary frame dropped")
+        }
+    }
+}
+
+/// Handles one text frame; returns an ending when the connection must close.
+async fn on_text(
+    text: &str,
+    session: &Arc<Session>,
+    state: &Arc<ServerState>,
+    handlers: &mut JoinSet<()>,
+    permits: &Arc<Semaphore>,
+) -> Option<Ending> {
+    let (id, method, params) = match classify(text) {
+        Err(rejected) => {
+            session.outbound().send_text(rejected.to_frame());
+            return None;
+        }
+        Ok(Incoming::Response { id, outcome }) => {
+            session.complete_reverse_call(&id, outcome);
+            return None;
+        }
+        Ok(Incoming::Request { id, method, params }) => (Some(id), method, params),
+        Ok(Incoming::Notification { method, params }) => (None, method, params),
+    };
+    let reply = |outcome: Result<Value, RpcError>| {
+        if let Some(id) = &id {
+            let frame = match &outcome {
+                Ok(result) => result_frame(id, result),
+                Err(error) => error_frame(id, error),
+            };
+            session.outbound().send_text(frame);
+        } else if let Err(error) = &outcome {
+            tracing::debug!(session = session.id, %method, error = %error, "notification failed");
+        }
+    };
+    match state.dispatch.gate(session, &method) {
+        Verdict::CloseUnauthenticated => {
+            tracing::info!(session = session.id, %method, "call before session.auth; closing");
+            reply(Err(RpcError::auth_required()));
+            Some(Ending::Close {
+                code: 1008,
+                reason: "auth required".into(),
+                drain: false,
+            })
+        }
+        Verdict::Refuse(error) => {
+            // Unknown client notifications are dropped silently (DECISIONS 3).
+            reply(Err(error));
+            None
+        }
+        Verdict::Run(_, Handler::Immediate(handler)) => {
+            reply(handler(session, state, params));
+            None
+        }
+        Verdict::Run(spec, Handler::Async(handler)) => {
+            let permit = permits
+                .clone()
+                .acquire_owned()
+                .await
+                .expect("semaphore never closed");
+            let call = Call {
+                session: session.clone(),
+                state: state.clone(),
+                method: spec,
+            };
+            let session = session.clone();
+            handlers.spawn(async move {
+                let outcome = dispatch::run(call, handler, params).await;
+                drop(permit);
+                match (&id, outcome) {
+                    (Some(id), Ok(result)) => {
+                        session.outbound().send_text(result_frame(id, &result));
+                    }
+                    (Some(id), Err(error)) => {
+                        session.outbound().send_text(error_frame(id, &error));
+                    }
+                    (None, Err(error)) => tracing::debug!(session = session.id, method = spec.name, error = %error, "notification failed"),
+                    (None, Ok(_)) => {}
+                }
+            });
+            None
+        }
+    }
+}
+
+type Sink<S> = SplitSink<WebSocketStream<S>, Message>;
+
+/// The writer task: drains the outbound queue to the socket; returns the sink so teardown
+/// can reunite the stream for a lingering drain.
+async fn write_loop<S>(
+    mut sink: Sink<S>,
+    mut queue: OutboundReceiver,
+    abort: CancellationToken,
+) -> Sink<S>
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    loop {
+        let frame = tokio::select! {
+            _ = abort.cancelled() => break,
+            frame = queue.rx.recv() => match frame {
+                Some(frame) => frame,
+                None => break,
+            },
+        };
+        let (message, len, last) = match frame {
+            OutFrame::Text(text) => {
+                let len = text.len();
+                (Message::text(text), len, false)
+            }
+            OutFrame::Ping => (Message::Ping(Default::default()), 0, false),
+            OutFrame::Close(code, reason) => (
+                Message::Close(Some(CloseFrame {
+                    code: CloseCode::from(code),
+                    reason: reason.into(),
+                })),
+                0,
+                true,
+            ),
+        };
+        let sent = tokio::select! {
+            _ = abort.cancelled() => break,
+            sent = sink.send(message) => sent,
+        };
+        queue.written(len);
+        if let Err(e) = sent {
+            tracing::debug!(error = %e, "write failed");
+            break;
+        }
+        if last {
+            break;
+        }
+    }
+    sink
+}
+
+/// After closing a peer that violated the protocol, read and discard what it is still
+/// sending (up to [`LINGER`]) so it receives our Close frame rather than a TCP reset.
+async fn linger_drain<S: AsyncRead + AsyncWrite + Unpin>(mut raw: S) {
+    let _ = raw.flush().await;
+    let mut buf = vec![0u8; 64 * 1024];
+    let _ = tokio::time::timeout(LINGER, async {
+        loop {
+            match raw.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
+            }
+        }
+    })
+    .await;
+    let _ = raw.shutdown().await;
+}

@@ -1,0 +1,64 @@
+//! [`ServerState`]: what every connection of one daemon process shares.
+//!
+//! Holds the validated config, the credentials (when auth is on), the dispatch map built
+//! from the method table, the precomputed `server.schema` reply, the host-event channel
+//! and the shutdown token. Services reach shared state only through here.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde_json::{json, Value};
+use tokio::sync::broadcast;
+use tokio_util::sync::CancellationToken;
+
+use crate::auth::Credentials;
+use crate::config::Config;
+use crate::dispatch::Dispatch;
+
+#[derive(Debug)]
+pub struct ServerState {
+    pub config: Config,
+    /// `None` when auth is off.
+    pub credentials: Option<Credentials>,
+    pub dispatch: Dispatch,
+    /// The `server.schema` result, computed once from the active method table.
+    pub schema_reply: Value,
+    /// `host.event` notifications fan out from here to subscribed host sessions.
+    pub host_events: broadcast::Sender<Value>,
+    /// Cancelled on SIGINT/SIGTERM: listeners stop, sessions close.
+    pub shutdown: CancellationToken,
+    next_session: AtomicU64,
+}
+
+impl ServerState {
+    pub fn new(
+        config: Config,
+        credentials: Option<Credentials>,
+        shutdown: CancellationToken,
+    ) -> Self {
+        let schema = car_proto::schema::schema(config.debug_methods);
+        let schema_reply = json!({
+            "digest": car_proto::schema::digest(&schema),
+            "digest_algorithm": car_proto::schema::DIGEST_ALGORITHM,
+            "car_version": car_proto::CAR_VERSION,
+            "schema": schema,
+        });
+        let (host_events, _) = broadcast::channel(256);
+        ServerState {
+            dispatch: Dispatch::new(config.debug_methods),
+            config,
+            credentials,
+            schema_reply,
+            host_events,
+            shutdown,
+            next_session: AtomicU64::new(1),
+        }
+    }
+
+    pub fn next_session_id(&self) -> u64 {
+        self.next_session.fetch_add(1, Ordering::Relaxed)
+    }
+
+    pub fn auth_enabled(&self) -> bool {
+        self.credentials.is_some()
+    }
+}

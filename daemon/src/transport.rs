@@ -1,0 +1,145 @@
+//! Listeners: WebSocket over TCP and over the Unix socket, speaking the identical
+//! protocol. Owns accepting, the upgrade-time checks (`crate::upgrade`) and the
+//! WebSocket limits; hands each upgraded stream to `crate::connection`.
+
+use std::net::SocketAddr;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::{TcpListener, UnixListener};
+use tokio::task::JoinSet;
+use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, Response};
+use tokio_tungstenite::tungstenite::http::StatusCode;
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+
+use crate::connection;
+use crate::state::ServerState;
+use crate::upgrade;
+
+/// Binds the TCP listener.
+pub async fn bind_tcp(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    TcpListener::bind(addr).await
+}
+
+/// Binds the Unix socket (mode `0600`, parent directory `0700`).
+pub fn bind_unix(path: &Path) -> std::io::Result<UnixListener> {
+    if let Some(dir) = path.parent() {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)?;
+    }
+    let listener = UnixListener::bind(path)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+    Ok(listener)
+}
+
+fn ws_config(state: &ServerState) -> WebSocketConfig {
+    let max = state.config.max_message_bytes;
+    WebSocketConfig::default()
+        .max_message_size(Some(max))
+        .max_frame_size(Some(max))
+}
+
+/// Waits for open connections to close after shutdown (they see the same token and send
+/// Close 1001), then aborts stragglers.
+async fn finish(mut connections: JoinSet<()>) {
+    let all_closed = async { while connections.join_next().await.is_some() {} };
+    if tokio::time::timeout(std::time::Duration::from_secs(5), all_closed)
+        .await
+        .is_err()
+    {
+        connections.abort_all();
+    }
+}
+
+/// Accepts TCP connections until shutdown.
+pub async fn accept_tcp(listener: TcpListener, state: Arc<ServerState>) {
+    let mut connections = JoinSet::new();
+    let loopback = state.config.bind.is_loopback();
+    loop {
+        tokio::select! {
+            _ = state.shutdown.cancelled() => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, peer)) => {
+                    let _ = stream.set_nodelay(true);
+                    let state = state.clone();
+                    connections.spawn(async move {
+                        upgrade_and_serve(stream, state, "tcp", loopback, peer.to_string()).await
+                    });
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "tcp accept failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                }
+            },
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+        }
+    }
+    finish(connections).await;
+}
+
+/// Accepts Unix-socket connections until shutdown.
+pub async fn accept_unix(listener: UnixListener, path: PathBuf, state: Arc<ServerState>) {
+    let mut connections = JoinSet::new();
+    loop {
+        tokio::select! {
+            _ = state.shutdown.cancelled() => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => {
+                    let state = state.clone();
+                    connections.spawn(async move {
+                        upgrade_and_serve(stream, state, "unix", true, "unix".into()).await
+                    });
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, path = %path.display(), "unix accept failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                }
+            },
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+        }
+    }
+    finish(connections).await;
+}
+
+// The callback's error type is tungstenite's HTTP response; its size is not ours to choose.
+#[allow(clippy::result_large_err)]
+async fn upgrade_and_serve<S>(
+    stream: S,
+    state: Arc<ServerState>,
+    transport: &'static str,
+    loopback: bool,
+    peer: String,
+) where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let check = |request: &Request, response: Response| -> Result<Response, ErrorResponse> {
+        let header = |name: &str| request.headers().get(name).and_then(|v| v.to_str().ok());
+        let origin = request
+            .headers()
+            .get("origin")
+            .map(|v| v.to_str().unwrap_or("\u{fffd}"));
+        match upgrade::refusal(origin, header("host"), loopback) {
+            None => Ok(response),
+            Some(reason) => {
+                tracing::warn!(%peer, %reason, "websocket upgrade refused");
+                let mut refusal = ErrorResponse::new(Some(reason));
+                *refusal.status_mut() = StatusCode::FORBIDDEN;
+                Err(refusal)
+            }
+        }
+    };
+    let handshake = tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        tokio_tungstenite::accept_hdr_async_with_config(stream, check, Some(ws_config(&state))),
+    )
+    .await;
+    match handshake {
+        Ok(Ok(ws)) => connection::serve(ws, state, transport).await,
+        Ok(Err(e)) => tracing::debug!(%peer, error = %e, "websocket upgrade failed"),
+        Err(_) => tracing::debug!(%peer, "websocket upgrade timed out"),
+    }
+}

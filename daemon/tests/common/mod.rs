@@ -1,0 +1,169 @@
+//! A minimal raw WebSocket JSON-RPC client for driving a real `car-server` in tests.
+//! Deliberately independent of `car-daemon-client`: these tests pin the wire itself.
+
+#![allow(dead_code)]
+
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{json, Value};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::{TcpStream, UnixStream};
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+
+pub use car_test_harness::Daemon;
+
+/// How long any single wait in a test may take before the test fails.
+pub const WAIT: Duration = Duration::from_secs(20);
+
+pub trait Io: AsyncRead + AsyncWrite + Unpin + Send {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send> Io for T {}
+
+pub struct Ws {
+    pub ws: WebSocketStream<Box<dyn Io>>,
+    next_id: u64,
+}
+
+impl Ws {
+    pub async fn tcp(url: &str) -> Ws {
+        let (ws, _) = tokio_tungstenite::connect_async(url)
+            .await
+            .expect("connect");
+        let ws = match ws.into_inner() {
+            MaybeTlsStream::Plain(tcp) => tcp,
+            _ => unreachable!("plain ws"),
+        };
+        Self::wrap(Box::new(ws)).await
+    }
+
+    async fn wrap(stream: Box<dyn Io>) -> Ws {
+        // The stream already completed the upgrade; re-wrap it without a handshake.
+        let ws = WebSocketStream::from_raw_socket(
+            stream,
+            tokio_tungstenite::tungstenite::protocol::Role::Client,
+            None,
+        )
+        .await;
+        Ws { ws, next_id: 1 }
+    }
+
+    pub async fn unix(path: &std::path::Path) -> Ws {
+        let stream = UnixStream::connect(path)
+            .await
+            .expect("connect unix socket");
+        let request = "ws://localhost/".into_client_request().unwrap();
+        let (ws, _) = tokio_tungstenite::client_async(request, Box::new(stream) as Box<dyn Io>)
+            .await
+            .expect("upgrade over unix socket");
+        Ws { ws, next_id: 1 }
+    }
+
+    /// Connects over TCP and authenticates with the daemon token.
+    pub async fn authed(d: &Daemon) -> Ws {
+        let mut ws = Ws::tcp(&d.ws_url).await;
+        let r = ws.call("session.auth", json!({"token": d.token()})).await;
+        assert_eq!(r["result"]["ok"], true, "{r}");
+        ws
+    }
+
+    /// Connects, authenticates with the host token and negotiates.
+    pub async fn host(d: &Daemon) -> Ws {
+        let mut ws = Ws::tcp(&d.ws_url).await;
+        let r = ws
+            .call("session.auth", json!({"host_token": d.host_token()}))
+            .await;
+        assert_eq!(r["result"]["role"], "host", "{r}");
+        ws
+    }
+
+    pub async fn send_text(&mut self, text: impl Into<String>) {
+        self.ws
+            .send(Message::text(text.into()))
+            .await
+            .expect("send");
+    }
+
+    /// Sends a request with a fresh numeric id; returns the id.
+    pub async fn request(&mut self, method: &str, params: Value) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send_text(
+            json!({"jsonrpc":"2.0","id":id,"method":method,"params":params}).to_string(),
+        )
+        .await;
+        id
+    }
+
+    /// Sends a request and waits for the response with its id (the whole envelope).
+    pub async fn call(&mut self, method: &str, params: Value) -> Value {
+        let id = self.request(method, params).await;
+        loop {
+            let v = self.recv_json().await;
+            if v["id"] == json!(id) {
+                return v;
+            }
+        }
+    }
+
+    /// The next text frame as JSON; panics on anything else or after [`WAIT`].
+    pub async fn recv_json(&mut self) -> Value {
+        match self.recv().await {
+            Some(Message::Text(t)) => serde_json::from_str(t.as_str()).expect("daemon sent JSON"),
+            other => panic!("expected a text frame, got {other:?}"),
+        }
+    }
+
+    /// The next non-ping/pong message, `None` at end of stream or on a read error.
+    pub async fn recv(&mut self) -> Option<Message> {
+        loop {
+            let next = tokio::time::timeout(WAIT, self.ws.next())
+                .await
+                .expect("daemon answered in time");
+            match next {
+                Some(Ok(Message::Ping(_) | Message::Pong(_))) => continue,
+                Some(Ok(m)) => return Some(m),
+                Some(Err(_)) | None => return None,
+            }
+        }
+    }
+
+    /// Reads until the connection ends; returns the Close frame's code if one came.
+    pub async fn closed_with(&mut self) -> Option<u16> {
+        loop {
+            match self.recv().await {
+                Some(Message::Close(frame)) => return frame.map(|f| u16::from(f.code)),
+                Some(_) => continue,
+                None => return None,
+            }
+        }
+    }
+}
+
+/// An error response's code.
+pub fn code(response: &Value) -> i64 {
+    response["error"]["code"]
+        .as_i64()
+        .unwrap_or_else(|| panic!("expected an error, got {response}"))
+}
+
+/// An error response's message.
+pub fn message(response: &Value) -> String {
+    response["error"]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// `server.handshake` params as the bundled client sends them.
+pub fn handshake_params() -> Value {
+    json!({
+        "protocol_version": 3,
+        "client_version": "test",
+        "required_capabilities": ["infer.model-identity.v1", "models.catalog-identity.v1"],
+        "optional_capabilities": [],
+    })
+}
+
+pub type TcpWs = WebSocketStream<MaybeTlsStream<TcpStream>>;

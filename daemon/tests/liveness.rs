@@ -1,0 +1,153 @@
+//! Acceptance: ping/idle liveness, stall compensation and handler deadlines (issue 2 §10).
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use futures_util::StreamExt;
+use serde_json::json;
+use tokio_tungstenite::tungstenite::Message;
+
+fn fast_liveness() -> car_test_harness::DaemonBuilder {
+    Daemon::builder().args(["--ping-interval", "200ms", "--idle-timeout", "1s"])
+}
+
+/// Reads (so tungstenite answers Pings with Pongs) for `how_long`; panics if the
+/// connection closes meanwhile.
+async fn stay_responsive(ws: &mut Ws, how_long: Duration) -> usize {
+    let mut pings = 0;
+    let end = tokio::time::Instant::now() + how_long;
+    while let Ok(next) = tokio::time::timeout_at(end, ws.ws.next()).await {
+        match next {
+            Some(Ok(Message::Ping(_))) => pings += 1,
+            Some(Ok(Message::Close(f))) => panic!("closed while answering pings: {f:?}"),
+            Some(Ok(_)) => {}
+            Some(Err(e)) => panic!("connection failed while answering pings: {e}"),
+            None => panic!("connection ended while answering pings"),
+        }
+    }
+    pings
+}
+
+#[tokio::test]
+async fn an_idle_peer_is_closed_and_an_answering_peer_is_kept() {
+    let d = fast_liveness().start();
+    let mut silent = Ws::authed(&d).await;
+    let mut answering = Ws::authed(&d).await;
+    let pings = stay_responsive(&mut answering, Duration::from_secs(3)).await;
+    assert!(pings >= 5, "pings arrive every interval, got {pings}");
+    // The silent peer never read, so it never answered a Ping: it was closed. (Its first
+    // read tries to answer the queued Pings on a socket the daemon already closed, so the
+    // stream may end with a write error before the Close frame is surfaced.)
+    let ending = silent.closed_with().await;
+    assert!(matches!(ending, Some(1000) | None), "{ending:?}");
+    assert!(d.stderr().contains("closing idle peer"));
+    // The answering peer still works.
+    assert!(answering.call("server.schema", json!({})).await["result"].is_object());
+}
+
+#[tokio::test]
+async fn a_stalled_daemon_does_not_blame_its_peers() {
+    let d = fast_liveness().start();
+    let mut ws = Ws::authed(&d).await;
+    stay_responsive(&mut ws, Duration::from_millis(500)).await;
+    // Freeze the whole daemon for longer than the idle window.
+    d.send_signal(libc::SIGSTOP);
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    d.send_signal(libc::SIGCONT);
+    stay_responsive(&mut ws, Duration::from_secs(2)).await;
+    assert!(ws.call("server.schema", json!({})).await["result"].is_object());
+    assert!(d.stderr().contains("was stalled"), "{}", d.stderr());
+}
+
+#[tokio::test]
+async fn an_overrunning_handler_gets_32004_and_the_connection_stays_usable() {
+    let d = Daemon::builder()
+        .args(["--debug-methods", "--handler-timeout", "300ms"])
+        .start();
+    let mut ws = Ws::authed(&d).await;
+    let slow = ws.request("debug.sleep", json!({"ms": 5000})).await;
+    // Other calls on the same connection are answered meanwhile.
+    let r = ws.call("debug.echo", json!({"still": "here"})).await;
+    assert_eq!(r["result"], json!({"still": "here"}));
+    let r = loop {
+        let r = ws.recv_json().await;
+        if r["id"] == json!(slow) {
+            break r;
+        }
+    };
+    assert_eq!(code(&r), -32004);
+    assert!(
+        message(&r).starts_with("handler 'debug.sleep' exceeded its 300ms response deadline"),
+        "{r}"
+    );
+    assert_eq!(
+        ws.call("debug.sleep", json!({"ms": 10})).await["result"],
+        json!({"slept_ms": 10})
+    );
+}
+
+#[tokio::test]
+async fn the_handler_deadline_comes_from_car_handler_timeout() {
+    let d = Daemon::builder()
+        .args(["--debug-methods"])
+        .env("CAR_HANDLER_TIMEOUT", "1")
+        .start();
+    let mut ws = Ws::authed(&d).await;
+    let r = ws.call("debug.sleep", json!({"ms": 3000})).await;
+    assert!(
+        message(&r).contains("exceeded its 1s response deadline"),
+        "{r}"
+    );
+    let r = ws.call("debug.sleep", json!({"ms": "soon"})).await;
+    assert_eq!(code(&r), -32602);
+    assert!(message(&r).contains("ms must be"), "{r}");
+}
+
+#[tokio::test]
+async fn reverse_calls_and_notifications_reach_the_client() {
+    let d = Daemon::builder().args(["--debug-methods"]).start();
+    let mut ws = Ws::authed(&d).await;
+    let id = ws
+        .request(
+            "debug.call_client",
+            json!({"method": "tools.execute", "params": {"tool": "t"}}),
+        )
+        .await;
+    let request = ws.recv_json().await;
+    assert_eq!(request["method"], "tools.execute");
+    let cb = request["id"].as_str().unwrap().to_string();
+    assert!(cb.starts_with("cb-"), "{request}");
+    ws.send_text(json!({"jsonrpc":"2.0","id":cb,"error":{"code":-32000,"message":"boom","data":{"terminal":true}}}).to_string()).await;
+    let r = ws.recv_json().await;
+    assert_eq!(r["id"], json!(id));
+    assert_eq!(r["result"]["error"]["data"]["terminal"], true);
+
+    let id = ws
+        .request(
+            "debug.notify_client",
+            json!({"method": "infer.progress", "params": {"id": 5}}),
+        )
+        .await;
+    // The notification is queued before the answer.
+    let n = ws.recv_json().await;
+    assert_eq!(
+        n,
+        json!({"jsonrpc": "2.0", "method": "infer.progress", "params": {"id": 5}})
+    );
+    let r = ws.recv_json().await;
+    assert_eq!(
+        (r["id"].clone(), r["result"]["sent"].clone()),
+        (json!(id), json!(true))
+    );
+
+    // A reverse call the client never answers fails on its timeout.
+    let r = ws
+        .call(
+            "debug.call_client",
+            json!({"method": "x", "timeout_ms": 100}),
+        )
+        .await;
+    assert!(message(&r).contains("timed out"), "{r}");
+}
