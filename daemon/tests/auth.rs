@@ -126,10 +126,13 @@ async fn token_files_are_private_distinct_and_removed_on_sigterm() {
     assert_ne!(token, host);
     let socket = d.socket.clone();
     assert!(socket.exists());
+    let mut open = Ws::authed(&d).await;
     let status = d.terminate();
     assert!(status.success(), "{status:?}");
     assert!(!d.token_path().exists() && !d.host_token_path().exists());
     assert!(!socket.exists());
+    // Open connections were told the daemon is going away.
+    assert_eq!(open.closed_with().await, Some(1001));
     // A restart mints a fresh token.
     let d2 = Daemon::builder().home(d.home.clone()).start();
     assert_ne!(d2.token(), token);
@@ -172,4 +175,12 @@ async fn the_unix_socket_serves_the_same_protocol_with_the_same_auth() {
     );
     let mode = std::fs::metadata(&d.socket).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600);
+}
+
+#[tokio::test]
+async fn sigint_also_removes_the_token_files() {
+    let mut d = Daemon::start();
+    assert!(d.token_path().exists());
+    assert!(d.signal(libc::SIGINT).success());
+    assert!(!d.token_path().exists() && !d.host_token_path().exists());
 }

@@ -130,3 +130,33 @@ async fn a_stale_lock_and_socket_do_not_block_a_new_primary() {
     assert!(second.primary);
     Ws::authed(&second).await;
 }
+
+#[test]
+fn version_and_help() {
+    let bin = car_test_harness::car_server_bin();
+    let out = std::process::Command::new(&bin)
+        .arg("--version")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        format!("car-server {}", car_proto::CAR_VERSION)
+    );
+    let out = std::process::Command::new(&bin)
+        .arg("--help")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let help = String::from_utf8_lossy(&out.stdout);
+    for flag in [
+        "--port",
+        "--bind",
+        "--no-auth",
+        "--auth-token-file",
+        "--handler-timeout",
+        "--idle-timeout",
+    ] {
+        assert!(help.contains(flag), "{flag} missing from --help");
+    }
+}
