@@ -1,1 +1,32 @@
-//! Placeholder: the client crate is being written.
+//! `car-daemon-client`: the shared client through which every language binding talks to
+//! the local daemon `car-server`.
+//!
+//! Everything protocol-shaped lives here so each binding only translates types:
+//!
+//! - [`discovery`]: daemon address, Unix-socket preference, token, host token, memory
+//!   namespace — a pure function of explicit settings and an environment snapshot;
+//! - `connection` (private): one socket, a reader task, a writer task and
+//!   an id-routed table of pending calls that all fail at once when the socket dies;
+//! - [`Client`]: lazy connect (`session.auth` → `server.handshake`, failing closed), calls
+//!   from any number of tasks, per-call timeouts, reconnect, `close()`;
+//! - handler registration for reverse calls (`tools.execute`, `tools.cancel`, anything
+//!   else) and notifications;
+//! - [`timeouts`]: the per-method wait rules of DECISIONS 15;
+//! - [`Error`]: `Rpc` / `Transport` / `Timeout` / `Closed` / `Handshake`;
+//! - [`BlockingClient`]: the same API for threads without a runtime.
+
+mod blocking;
+mod client;
+mod connection;
+pub mod discovery;
+mod error;
+mod handlers;
+pub mod timeouts;
+
+pub use blocking::BlockingClient;
+pub use car_proto::handshake::HandshakeReply;
+pub use client::{CallOptions, Client, ClientConfig, Session};
+pub use discovery::{Endpoint, EnvSnapshot};
+pub use error::{Error, HandlerError, HANDLER_ERROR_CODE};
+pub use handlers::{BoxFuture, HandlerResult, ToolCall, ToolCancel};
+pub use timeouts::{TimeoutPolicy, Wait};

@@ -44,10 +44,13 @@ pub fn car_server_bin() -> PathBuf {
     let bin = profile_dir.join("car-server");
     if !bin.exists() {
         let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        let status = Command::new(cargo)
-            .args(["build", "-p", "car-server", "--bin", "car-server"])
-            .status()
-            .expect("run cargo build for car-server");
+        let mut build = Command::new(cargo);
+        build.args(["build", "-p", "car-server", "--bin", "car-server"]);
+        // Build the profile this test binary was built with, so the path above exists.
+        if profile_dir.file_name().is_some_and(|n| n == "release") {
+            build.arg("--release");
+        }
+        let status = build.status().expect("run cargo build for car-server");
         assert!(status.success(), "building car-server failed");
     }
     bin

@@ -1,0 +1,482 @@
+//! The public async client: lazy connect, auth and handshake, calls, handler registration,
+//! reconnect and close.
+//!
+//! This module owns the connection lifecycle. A [`Client`] holds at most one operator
+//! connection (authenticated with the daemon token) and one host-management connection
+//! (authenticated with the host token), each opened on first use and re-opened by the next
+//! call after it dropped. Opening runs discovery afresh (so a restarted daemon's new token
+//! is read), sends `session.auth` when a token exists and awaits it, then `server.handshake`
+//! requiring [`CLIENT_REQUIRED`] and requesting [`CLIENT_OPTIONAL`]; any refusal, malformed
+//! success, missing capability or timeout fails closed with [`Error::Handshake`] and the
+//! socket is dropped unused. Handlers live in a registry shared by every connection, so
+//! they survive reconnects. It must not touch the socket directly (that is `connection`).
+
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use car_proto::capabilities::{CLIENT_OPTIONAL, CLIENT_REQUIRED};
+use car_proto::errors::RpcError;
+use car_proto::handshake::{check_reply, HandshakeReply};
+use car_proto::methods::{self, Role};
+use serde_json::{json, Value};
+
+use crate::connection::{self, Connection};
+use crate::discovery::{self, Endpoint, EnvSnapshot, Overrides, RealFs, Secret};
+use crate::error::Error;
+use crate::handlers::{self, HandlerRegistry, HandlerResult, ToolCall, ToolCancel};
+use crate::timeouts::{self, TimeoutPolicy, Wait};
+
+/// How to find, authenticate to and wait for the daemon.
+#[derive(Debug, Clone)]
+pub struct ClientConfig {
+    /// Explicit settings; each wins over the environment.
+    pub overrides: Overrides,
+    /// The environment discovery reads (captured at construction).
+    pub env: EnvSnapshot,
+    pub timeouts: TimeoutPolicy,
+    /// Sent as `client_version` in `server.handshake`.
+    pub client_version: String,
+}
+
+impl ClientConfig {
+    /// Discovery from this process's environment.
+    pub fn from_env() -> Self {
+        Self::with_env(EnvSnapshot::from_process())
+    }
+
+    /// Discovery from an explicit environment snapshot (what tests use).
+    pub fn with_env(env: EnvSnapshot) -> Self {
+        Self {
+            overrides: Overrides::default(),
+            env,
+            timeouts: TimeoutPolicy::default(),
+            client_version: format!("car-daemon-client/{}", car_proto::CAR_VERSION),
+        }
+    }
+
+    /// The daemon URL, overriding `CAR_DAEMON_URL`.
+    pub fn url(mut self, url: impl Into<String>) -> Self {
+        self.overrides.url = Some(url.into());
+        self
+    }
+
+    /// The token, overriding `CAR_AUTH_TOKEN` and the token file.
+    pub fn token(mut self, token: impl Into<String>) -> Self {
+        self.overrides.token = Some(Secret::new(token));
+        self
+    }
+
+    /// The memory namespace, overriding `CAR_MEMORY_NAMESPACE`.
+    pub fn memory_namespace(mut self, ns: impl Into<String>) -> Self {
+        self.overrides.memory_namespace = Some(ns.into());
+        self
+    }
+
+    pub fn timeouts(mut self, timeouts: TimeoutPolicy) -> Self {
+        self.timeouts = timeouts;
+        self
+    }
+}
+
+/// Per-call settings.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CallOptions {
+    /// Replaces the wait the method's deadline class would give it.
+    pub wait: Option<Wait>,
+}
+
+impl CallOptions {
+    /// Give up `after` this long.
+    pub fn timeout(after: std::time::Duration) -> Self {
+        Self {
+            wait: Some(Wait::Absolute(after)),
+        }
+    }
+
+    /// Give up after `window` without an answer or a progress event.
+    pub fn idle_timeout(window: std::time::Duration) -> Self {
+        Self {
+            wait: Some(Wait::Idle(window)),
+        }
+    }
+
+    /// Wait until the answer or the connection's end.
+    pub fn unbounded() -> Self {
+        Self {
+            wait: Some(Wait::Unbounded),
+        }
+    }
+}
+
+/// What a successful connect negotiated.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Session {
+    pub endpoint: Endpoint,
+    /// The `session.auth` result; `None` when no token was found and no auth frame sent.
+    pub auth: Option<Value>,
+    pub handshake: HandshakeReply,
+}
+
+impl Session {
+    pub fn has_capability(&self, name: &str) -> bool {
+        self.handshake
+            .negotiated_capabilities
+            .iter()
+            .any(|c| c == name)
+    }
+}
+
+/// Which credential a connection presents.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Credential {
+    Token,
+    HostToken,
+}
+
+struct Live {
+    conn: Connection,
+    session: Session,
+}
+
+/// One lazily opened connection and the lock that serialises opening it.
+#[derive(Default)]
+struct Slot {
+    current: Mutex<Option<Arc<Live>>>,
+    opening: tokio::sync::Mutex<()>,
+}
+
+impl Slot {
+    fn get(&self) -> Option<Arc<Live>> {
+        let guard = self.current.lock().unwrap_or_else(|e| e.into_inner());
+        guard.as_ref().filter(|l| !l.conn.is_closed()).cloned()
+    }
+
+    fn set(&self, live: Option<Arc<Live>>) -> Option<Arc<Live>> {
+        let mut guard = self.current.lock().unwrap_or_else(|e| e.into_inner());
+        std::mem::replace(&mut *guard, live)
+    }
+}
+
+struct Inner {
+    config: ClientConfig,
+    registry: Arc<HandlerRegistry>,
+    operator: Slot,
+    host: Slot,
+    closed: AtomicBool,
+}
+
+/// The shared daemon client. Cheap to clone; the last clone's drop stops every task.
+#[derive(Clone)]
+pub struct Client {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("config", &self.inner.config)
+            .field("connected", &self.is_connected())
+            .field("closed", &self.inner.closed.load(Ordering::SeqCst))
+            .field("handlers", &self.inner.registry)
+            .finish()
+    }
+}
+
+impl Client {
+    /// A client that connects on its first call.
+    pub fn new(config: ClientConfig) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                config,
+                registry: Arc::new(HandlerRegistry::default()),
+                operator: Slot::default(),
+                host: Slot::default(),
+                closed: AtomicBool::new(false),
+            }),
+        }
+    }
+
+    /// A client configured from this process's environment.
+    pub fn from_env() -> Self {
+        Self::new(ClientConfig::from_env())
+    }
+
+    pub fn config(&self) -> &ClientConfig {
+        &self.inner.config
+    }
+
+    /// Calls `method` with the wait its deadline class gives it.
+    pub async fn call(&self, method: &str, params: Value) -> Result<Value, Error> {
+        self.call_with(method, params, CallOptions::default()).await
+    }
+
+    /// Calls `method` with per-call options.
+    pub async fn call_with(
+        &self,
+        method: &str,
+        params: Value,
+        options: CallOptions,
+    ) -> Result<Value, Error> {
+        let live = self.live(Credential::Token).await?;
+        let wait = self.wait_for(method, &params, options);
+        live.conn.call(method, params, wait).await
+    }
+
+    /// Calls a host-management method over the connection authenticated with the host
+    /// token. Methods the method table does not give the host (or owner) role are refused
+    /// before the host token is read or sent.
+    pub async fn call_host_management(&self, method: &str, params: Value) -> Result<Value, Error> {
+        match methods::lookup(method) {
+            Some(spec) if matches!(spec.role, Role::Host | Role::Owner) => {}
+            _ => {
+                return Err(Error::Refused(format!(
+                    "{method} is not a host-management method"
+                )))
+            }
+        }
+        let live = self.live(Credential::HostToken).await?;
+        let wait = self.wait_for(method, &params, CallOptions::default());
+        live.conn.call(method, params, wait).await
+    }
+
+    /// Connects now (if not connected) and returns what was negotiated.
+    pub async fn connect(&self) -> Result<Session, Error> {
+        Ok(self.live(Credential::Token).await?.session.clone())
+    }
+
+    /// The current operator connection's negotiated result, if connected.
+    pub fn session(&self) -> Option<Session> {
+        self.inner.operator.get().map(|l| l.session.clone())
+    }
+
+    pub fn is_connected(&self) -> bool {
+        self.inner.operator.get().is_some()
+    }
+
+    /// Drops the current connections (their pending calls fail with [`Error::Closed`]);
+    /// the next call reconnects. Handlers stay registered.
+    pub fn disconnect(&self) {
+        for slot in [&self.inner.operator, &self.inner.host] {
+            if let Some(live) = slot.set(None) {
+                live.conn.close(Error::Closed);
+            }
+        }
+    }
+
+    /// Closes the client for good: pending calls fail with [`Error::Closed`] and every
+    /// later call returns it. Idempotent.
+    pub fn close(&self) {
+        self.inner.closed.store(true, Ordering::SeqCst);
+        self.disconnect();
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.inner.closed.load(Ordering::SeqCst)
+    }
+
+    /// Registers the handler for daemon→client requests named `method`, replacing any
+    /// earlier one. It runs on the blocking pool, so it may block.
+    pub fn register_handler<F>(&self, method: &str, handler: F)
+    where
+        F: Fn(Value) -> HandlerResult + Send + Sync + 'static,
+    {
+        self.inner
+            .registry
+            .set_request(method, Some(handlers::sync_handler(handler)));
+    }
+
+    /// Registers an async handler for daemon→client requests named `method`.
+    pub fn register_async_handler<F, Fut>(&self, method: &str, handler: F)
+    where
+        F: Fn(Value) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = HandlerResult> + Send + 'static,
+    {
+        self.inner
+            .registry
+            .set_request(method, Some(handlers::async_handler(handler)));
+    }
+
+    pub fn unregister_handler(&self, method: &str) {
+        self.inner.registry.set_request(method, None);
+    }
+
+    /// True when a handler for `method` is registered.
+    pub fn has_handler(&self, method: &str) -> bool {
+        self.inner.registry.has_request(method)
+    }
+
+    /// Registers the `tools.execute` handler; arguments arrive normalised in [`ToolCall`]
+    /// whether the daemon sent them under `parameters` or `params`.
+    pub fn register_tool_handler<F>(&self, handler: F)
+    where
+        F: Fn(ToolCall) -> HandlerResult + Send + Sync + 'static,
+    {
+        self.inner
+            .registry
+            .set_request("tools.execute", Some(handlers::tool_handler(handler)));
+    }
+
+    pub fn unregister_tool_handler(&self) {
+        self.unregister_handler("tools.execute");
+    }
+
+    /// Registers the subscriber for `tools.cancel` notifications.
+    pub fn register_tool_cancel_handler<F>(&self, handler: F)
+    where
+        F: Fn(ToolCancel) + Send + Sync + 'static,
+    {
+        self.register_notification_handler("tools.cancel", move |params| {
+            handler(ToolCancel::from_params(&params))
+        });
+    }
+
+    pub fn unregister_tool_cancel_handler(&self) {
+        self.unregister_notification_handler("tools.cancel");
+    }
+
+    /// Registers the one subscriber for notifications named `method`, replacing any
+    /// earlier one. Notifications run one at a time in arrival order on the blocking
+    /// pool; a panic is logged and does not stop later notifications.
+    pub fn register_notification_handler<F>(&self, method: &str, handler: F)
+    where
+        F: Fn(Value) + Send + Sync + 'static,
+    {
+        self.inner
+            .registry
+            .set_notification(method, Some(Arc::new(handler)));
+    }
+
+    pub fn unregister_notification_handler(&self, method: &str) {
+        self.inner.registry.set_notification(method, None);
+    }
+
+    fn wait_for(&self, method: &str, params: &Value, options: CallOptions) -> Wait {
+        options
+            .wait
+            .unwrap_or_else(|| timeouts::wait_for(method, params, &self.inner.config.timeouts))
+    }
+
+    /// The open connection for `credential`, opening it when there is none.
+    async fn live(&self, credential: Credential) -> Result<Arc<Live>, Error> {
+        let slot = match credential {
+            Credential::Token => &self.inner.operator,
+            Credential::HostToken => &self.inner.host,
+        };
+        if self.is_closed() {
+            return Err(Error::Closed);
+        }
+        if let Some(live) = slot.get() {
+            return Ok(live);
+        }
+        // One opener at a time; callers that queued behind it reuse its connection.
+        let _opening = slot.opening.lock().await;
+        if self.is_closed() {
+            return Err(Error::Closed);
+        }
+        if let Some(live) = slot.get() {
+            return Ok(live);
+        }
+        let live = Arc::new(self.open(credential).await?);
+        slot.set(Some(live.clone()));
+        // close() may have run while we were opening; it must win.
+        if self.is_closed() {
+            if let Some(l) = slot.set(None) {
+                l.conn.close(Error::Closed);
+            }
+            return Err(Error::Closed);
+        }
+        Ok(live)
+    }
+
+    async fn open(&self, credential: Credential) -> Result<Live, Error> {
+        let config = &self.inner.config;
+        let found = discovery::discover(&config.overrides, &config.env, &RealFs)?;
+        let secret = match credential {
+            Credential::Token => found.token.map(|c| ("token", c.secret)),
+            Credential::HostToken => Some((
+                "host_token",
+                discovery::discover_host_token(&config.env, &RealFs)?.secret,
+            )),
+        };
+        tracing::debug!(endpoint = ?found.endpoint, auth = secret.is_some(), "connecting");
+        let conn = connection::open(
+            &found.endpoint,
+            self.inner.registry.clone(),
+            config.timeouts.connect,
+        )
+        .await?;
+        let step = Wait::Absolute(config.timeouts.handshake);
+        let auth = match secret {
+            Some((field, secret)) => {
+                let mut params = json!({ field: secret.expose() });
+                if let Some(ns) = &found.memory_namespace {
+                    params["memory_namespace"] = json!(ns);
+                }
+                let reply = conn
+                    .call("session.auth", params, step)
+                    .await
+                    .map_err(|e| handshake_error("session.auth", e))?;
+                if reply.get("ok") != Some(&Value::Bool(true)) {
+                    return Err(Error::handshake(format!(
+                        "session.auth reply is not {{ok: true}}: {reply}"
+                    )));
+                }
+                Some(reply)
+            }
+            None => {
+                if found.memory_namespace.is_some() {
+                    tracing::warn!("memory namespace not sent: no token, so no session.auth");
+                }
+                None
+            }
+        };
+        let params = json!({
+            "protocol_version": car_proto::PROTOCOL_VERSION,
+            "client_version": config.client_version,
+            "required_capabilities": CLIENT_REQUIRED,
+            "optional_capabilities": CLIENT_OPTIONAL,
+        });
+        let reply = conn
+            .call("server.handshake", params, step)
+            .await
+            .map_err(|e| handshake_error("server.handshake", e))?;
+        let handshake = check_reply(&reply, CLIENT_REQUIRED).map_err(Error::handshake)?;
+        tracing::debug!(
+            capabilities = ?handshake.negotiated_capabilities,
+            server_version = %handshake.server_version,
+            "connected"
+        );
+        Ok(Live {
+            conn,
+            session: Session {
+                endpoint: found.endpoint,
+                auth,
+                handshake,
+            },
+        })
+    }
+}
+
+/// Maps a failure of a connect step: refusals and timeouts fail closed as
+/// [`Error::Handshake`]; a broken socket stays a transport failure.
+fn handshake_error(step: &str, err: Error) -> Error {
+    match err {
+        Error::Rpc {
+            code,
+            message,
+            data,
+        } => Error::Handshake {
+            reason: format!("{step} refused: {message} (code {code})"),
+            rpc: Some(RpcError {
+                code,
+                message,
+                data,
+            }),
+        },
+        Error::Timeout { after, .. } => {
+            Error::handshake(format!("{step} timed out after {}ms", after.as_millis()))
+        }
+        other => other,
+    }
+}

@@ -1,0 +1,360 @@
+//! Daemon-to-client traffic: reverse calls (server-initiated requests such as
+//! `tools.execute`) and server-pushed notifications.
+//!
+//! This module owns the handler registry, which outlives any one connection so handlers
+//! survive reconnects, and the rules for running handlers:
+//!
+//! - a reverse call runs off the reader task (a blocking-pool thread for synchronous
+//!   handlers, a task for async ones), so one slow tool never delays other responses;
+//! - its `Ok` becomes `result`, its [`HandlerError`] becomes `error` (with
+//!   `data.terminal = true` when asked), a panic becomes `-32603`, and a method nobody
+//!   registered becomes `-32601`;
+//! - notifications have one subscriber per method and run one at a time in arrival order
+//!   on a blocking-pool thread; a panic is logged and the next notification still runs.
+//!
+//! The registry lock is only held to clone a handler out: no user code runs under it.
+//! Sockets are not touched here; the connection sends the frames this module builds.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::sync::{Arc, RwLock};
+
+use car_proto::errors::RpcError;
+use car_proto::jsonrpc::{error_frame, result_frame};
+use futures_util::FutureExt;
+use serde_json::{json, Value};
+
+use crate::error::HandlerError;
+
+/// What a reverse-call handler returns.
+pub type HandlerResult = Result<Value, HandlerError>;
+/// A boxed `Send` future.
+pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+
+type SyncFn = dyn Fn(&Value, Value) -> HandlerResult + Send + Sync;
+type AsyncFn = dyn Fn(&Value, Value) -> BoxFuture<HandlerResult> + Send + Sync;
+type NotifyFn = dyn Fn(Value) + Send + Sync;
+
+/// A registered reverse-call handler; it is given the request id and the params.
+#[derive(Clone)]
+pub(crate) enum RequestHandler {
+    /// Runs on the blocking pool: may block (a Python callback, a subprocess).
+    Sync(Arc<SyncFn>),
+    /// Runs as a task: must not block.
+    Async(Arc<AsyncFn>),
+}
+
+/// Every handler registered on a client; shared by all of its connections.
+#[derive(Default)]
+pub(crate) struct HandlerRegistry {
+    requests: RwLock<HashMap<String, RequestHandler>>,
+    notifications: RwLock<HashMap<String, Arc<NotifyFn>>>,
+}
+
+impl std::fmt::Debug for HandlerRegistry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names = |m: Vec<String>| m;
+        f.debug_struct("HandlerRegistry")
+            .field(
+                "requests",
+                &names(read(&self.requests).keys().cloned().collect()),
+            )
+            .field(
+                "notifications",
+                &names(read(&self.notifications).keys().cloned().collect()),
+            )
+            .finish()
+    }
+}
+
+// A panic elsewhere while holding these locks cannot leave the maps half-written (every
+// critical section is a single insert/remove/get), so a poisoned lock is still usable.
+fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    lock.read().unwrap_or_else(|e| e.into_inner())
+}
+
+fn write<T>(lock: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+    lock.write().unwrap_or_else(|e| e.into_inner())
+}
+
+impl HandlerRegistry {
+    pub(crate) fn set_request(&self, method: &str, handler: Option<RequestHandler>) {
+        let mut map = write(&self.requests);
+        match handler {
+            Some(h) => map.insert(method.to_string(), h),
+            None => map.remove(method),
+        };
+    }
+
+    pub(crate) fn set_notification(&self, method: &str, handler: Option<Arc<NotifyFn>>) {
+        let mut map = write(&self.notifications);
+        match handler {
+            Some(h) => map.insert(method.to_string(), h),
+            None => map.remove(method),
+        };
+    }
+
+    pub(crate) fn request(&self, method: &str) -> Option<RequestHandler> {
+        read(&self.requests).get(method).cloned()
+    }
+
+    pub(crate) fn notification(&self, method: &str) -> Option<Arc<NotifyFn>> {
+        read(&self.notifications).get(method).cloned()
+    }
+
+    pub(crate) fn has_request(&self, method: &str) -> bool {
+        read(&self.requests).contains_key(method)
+    }
+}
+
+/// Runs the handler for one reverse call and returns the response frame to send.
+pub(crate) async fn answer(
+    registry: &HandlerRegistry,
+    id: Value,
+    method: String,
+    params: Value,
+) -> String {
+    let Some(handler) = registry.request(&method) else {
+        tracing::debug!(%method, "no handler for reverse call");
+        return error_frame(&id, &RpcError::method_not_found(&method));
+    };
+    let outcome = match handler {
+        RequestHandler::Sync(f) => {
+            let call_id = id.clone();
+            match tokio::task::spawn_blocking(move || f(&call_id, params)).await {
+                Ok(outcome) => Ok(outcome),
+                Err(e) if e.is_panic() => Err(panic_text(e.into_panic())),
+                Err(e) => Err(e.to_string()),
+            }
+        }
+        RequestHandler::Async(f) => {
+            let call_id = id.clone();
+            // The handler is invoked inside the future so a panic while building it is
+            // caught as well as one while polling it.
+            AssertUnwindSafe(async move { f(&call_id, params).await })
+                .catch_unwind()
+                .await
+                .map_err(panic_text)
+        }
+    };
+    match outcome {
+        Ok(Ok(value)) => result_frame(&id, &value),
+        Ok(Err(err)) => error_frame(&id, &err.to_rpc_error()),
+        Err(panic) => {
+            tracing::error!(%method, %panic, "reverse-call handler panicked");
+            error_frame(
+                &id,
+                &RpcError::internal(format!("handler for {method} panicked: {panic}")),
+            )
+        }
+    }
+}
+
+/// Runs the notification handler for `method`, if any, on the blocking pool; a panic is
+/// logged and swallowed. Callers await it before the next notification to keep order.
+pub(crate) async fn deliver(registry: &HandlerRegistry, method: String, params: Value) {
+    let Some(handler) = registry.notification(&method) else {
+        tracing::trace!(%method, "notification without a subscriber dropped");
+        return;
+    };
+    if let Err(e) = tokio::task::spawn_blocking(move || handler(params)).await {
+        if e.is_panic() {
+            let panic = panic_text(e.into_panic());
+            tracing::error!(%method, %panic, "notification handler panicked");
+        }
+    }
+}
+
+fn panic_text(payload: Box<dyn std::any::Any + Send>) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "non-string panic payload".to_string()
+    }
+}
+
+/// Wraps a plain `params -> result` function as a synchronous handler.
+pub(crate) fn sync_handler<F>(f: F) -> RequestHandler
+where
+    F: Fn(Value) -> HandlerResult + Send + Sync + 'static,
+{
+    RequestHandler::Sync(Arc::new(move |_id: &Value, params| f(params)))
+}
+
+/// Wraps an async `params -> result` function.
+pub(crate) fn async_handler<F, Fut>(f: F) -> RequestHandler
+where
+    F: Fn(Value) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = HandlerResult> + Send + 'static,
+{
+    RequestHandler::Async(Arc::new(move |_id: &Value, params| Box::pin(f(params))))
+}
+
+/// One `tools.execute` reverse call, normalised (DECISIONS 12).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolCall {
+    pub tool: String,
+    /// The tool arguments, from `parameters` or (older daemons) `params`.
+    pub params: Value,
+    /// The proposal action id; empty for legacy callers.
+    pub action_id: String,
+    /// The daemon's callback-routing id (equal to the JSON-RPC id); `tools.cancel` names it.
+    pub request_id: Value,
+    pub timeout_ms: Option<u64>,
+    pub session_id: Option<String>,
+    /// 1-based retry counter.
+    pub attempt: u64,
+}
+
+impl ToolCall {
+    /// Builds the call from the request id and params; `-32602` naming the field when the
+    /// params are unusable.
+    pub fn from_request(id: &Value, params: &Value) -> Result<Self, HandlerError> {
+        let invalid = |detail: &str| {
+            HandlerError::from(RpcError::invalid_params(format!("tools.execute: {detail}")))
+        };
+        if !params.is_object() {
+            return Err(invalid("params must be an object"));
+        }
+        let tool = match params.get("tool") {
+            Some(Value::String(t)) if !t.is_empty() => t.clone(),
+            _ => return Err(invalid("tool is required")),
+        };
+        let args = params
+            .get("parameters")
+            .filter(|v| !v.is_null())
+            .or_else(|| params.get("params").filter(|v| !v.is_null()))
+            .cloned()
+            .unwrap_or_else(|| json!({}));
+        Ok(Self {
+            tool,
+            params: args,
+            action_id: params
+                .get("action_id")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string(),
+            request_id: params
+                .get("request_id")
+                .filter(|v| !v.is_null())
+                .cloned()
+                .unwrap_or_else(|| id.clone()),
+            timeout_ms: params.get("timeout_ms").and_then(Value::as_u64),
+            session_id: params
+                .get("session_id")
+                .and_then(Value::as_str)
+                .map(str::to_string),
+            attempt: params.get("attempt").and_then(Value::as_u64).unwrap_or(1),
+        })
+    }
+
+    /// The JSON a binding hands its tool callback (`call_json`):
+    /// `{tool, params, action_id, request_id, timeout_ms, session_id, attempt}`.
+    pub fn to_call_json(&self) -> Value {
+        json!({
+            "tool": self.tool,
+            "params": self.params,
+            "action_id": self.action_id,
+            "request_id": self.request_id,
+            "timeout_ms": self.timeout_ms,
+            "session_id": self.session_id,
+            "attempt": self.attempt,
+        })
+    }
+}
+
+/// One `tools.cancel` notification: the daemon gave up on the named `tools.execute`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolCancel {
+    pub request_id: Value,
+    pub action_id: Option<String>,
+    pub reason: Option<String>,
+}
+
+impl ToolCancel {
+    pub fn from_params(params: &Value) -> Self {
+        Self {
+            request_id: params.get("request_id").cloned().unwrap_or(Value::Null),
+            action_id: params
+                .get("action_id")
+                .and_then(Value::as_str)
+                .map(str::to_string),
+            reason: params
+                .get("reason")
+                .and_then(Value::as_str)
+                .map(str::to_string),
+        }
+    }
+}
+
+/// Wraps a tool function as the `tools.execute` handler.
+pub(crate) fn tool_handler<F>(f: F) -> RequestHandler
+where
+    F: Fn(ToolCall) -> HandlerResult + Send + Sync + 'static,
+{
+    RequestHandler::Sync(Arc::new(move |id: &Value, params: Value| {
+        f(ToolCall::from_request(id, &params)?)
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use car_proto::jsonrpc::{classify, Incoming};
+
+    fn outcome(frame: &str) -> Result<Value, RpcError> {
+        match classify(frame).unwrap() {
+            Incoming::Response { outcome, .. } => outcome,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn results_errors_panics_and_unknown_methods() {
+        let reg = HandlerRegistry::default();
+        reg.set_request("ok", Some(sync_handler(|p| Ok(json!({"got": p})))));
+        reg.set_request(
+            "fail",
+            Some(sync_handler(|_| Err(HandlerError::new("nope")))),
+        );
+        reg.set_request("boom", Some(sync_handler(|_| panic!("tool exploded"))));
+        reg.set_request(
+            "aboom",
+            Some(async_handler(|_| async { panic!("async exploded") })),
+        );
+        let id = json!("cb-1");
+        let ok = answer(&reg, id.clone(), "ok".into(), json!(1)).await;
+        assert_eq!(outcome(&ok), Ok(json!({"got": 1})));
+        let e = outcome(&answer(&reg, id.clone(), "fail".into(), json!(null)).await).unwrap_err();
+        assert_eq!((e.code, e.message.as_str(), e.data), (-32000, "nope", None));
+        for (m, text) in [("boom", "tool exploded"), ("aboom", "async exploded")] {
+            let e = outcome(&answer(&reg, id.clone(), m.into(), json!(null)).await).unwrap_err();
+            assert_eq!(e.code, -32603);
+            assert!(e.message.contains(text), "{}", e.message);
+        }
+        let e = outcome(&answer(&reg, id, "nobody".into(), json!(null)).await).unwrap_err();
+        assert_eq!(e.code, -32601);
+    }
+
+    #[test]
+    fn tool_calls_accept_parameters_or_params() {
+        let id = json!("cb-9");
+        let a = ToolCall::from_request(&id, &json!({"tool": "t", "parameters": {"x": 1}})).unwrap();
+        let b = ToolCall::from_request(&id, &json!({"tool": "t", "params": {"x": 1}})).unwrap();
+        assert_eq!(a, b);
+        assert_eq!(a.request_id, id);
+        assert_eq!(a.attempt, 1);
+        assert_eq!(
+            a.to_call_json(),
+            json!({"tool": "t", "params": {"x": 1}, "action_id": "", "request_id": "cb-9",
+                   "timeout_ms": null, "session_id": null, "attempt": 1})
+        );
+        let e = ToolCall::from_request(&id, &json!({"parameters": {}})).unwrap_err();
+        assert_eq!(e.code, -32602);
+        assert!(e.message.contains("tool is required"));
+    }
+}
