@@ -148,8 +148,8 @@ const fn debug_only(mut spec: MethodSpec) -> MethodSpec {
     spec
 }
 
-use DeadlineClass::{Immediate, Standard};
-use Role::{Host, Operator};
+use DeadlineClass::{Immediate, Proposal, Standard};
+use Role::{Host, Operator, Owner};
 
 /// Every daemon method, sorted by name. Later issues add rows here and nowhere else.
 pub const METHODS: &[MethodSpec] = &[
@@ -183,12 +183,84 @@ pub const METHODS: &[MethodSpec] = &[
         Standard,
         "wait for params.ms milliseconds, then return {slept_ms}",
     )),
+    row(
+        "events.count",
+        Operator,
+        Standard,
+        "the number of events in the durable event log",
+    ),
+    row(
+        "events.query",
+        Operator,
+        Standard,
+        "events newest first, filtered by kinds, ids and time",
+    ),
+    row(
+        "events.stats",
+        Operator,
+        Standard,
+        "event totals by kind and the time span of the log",
+    ),
     handshake_gated(row(
         "host.subscribe",
         Host,
         Standard,
         "subscribe this host session to host.event notifications",
     )),
+    row(
+        "policy.list",
+        Operator,
+        Standard,
+        "this connection's policies, sorted by name",
+    ),
+    row(
+        "policy.register",
+        Operator,
+        Standard,
+        "add a deny_tool, deny_tool_param or require_state policy",
+    ),
+    row(
+        "policy.unregister",
+        Operator,
+        Standard,
+        "remove a policy by name",
+    ),
+    row(
+        "proposal.submit",
+        Operator,
+        Proposal,
+        "run a proposal, calling tools back on this connection",
+    ),
+    row(
+        "runs.complete",
+        Operator,
+        Standard,
+        "complete a run with its outcome",
+    ),
+    row(
+        "runs.get_trace",
+        Owner,
+        Standard,
+        "a run and its trace records",
+    ),
+    row(
+        "runs.list",
+        Owner,
+        Standard,
+        "runs visible to this session, newest first",
+    ),
+    row(
+        "runs.start",
+        Operator,
+        Standard,
+        "start a durable run record, idempotent by key",
+    ),
+    row(
+        "runs.subscribe",
+        Owner,
+        Standard,
+        "receive runs.trace.event notifications",
+    ),
     row(
         "server.handshake",
         Operator,
@@ -206,6 +278,57 @@ pub const METHODS: &[MethodSpec] = &[
         Operator,
         Immediate,
         "authenticate this connection with the daemon token or the host token",
+    ),
+    row(
+        "session.clear_halt",
+        Host,
+        Standard,
+        "lift this connection's halt after a terminal tool error",
+    ),
+    row(
+        "session.init",
+        Operator,
+        Standard,
+        "register tools and policies in one call",
+    ),
+    row(
+        "state.exists",
+        Operator,
+        Standard,
+        "whether a state key is set",
+    ),
+    row("state.get", Operator, Standard, "a state value, or null"),
+    row("state.keys", Operator, Standard, "the state keys, sorted"),
+    row("state.set", Operator, Standard, "set a state value"),
+    row(
+        "state.snapshot",
+        Operator,
+        Standard,
+        "the whole state partition as an object",
+    ),
+    row(
+        "tools.list",
+        Operator,
+        Standard,
+        "this connection's tools, sorted by name",
+    ),
+    row(
+        "tools.register",
+        Operator,
+        Standard,
+        "register one tool descriptor or an array of them",
+    ),
+    row(
+        "tools.unregister",
+        Operator,
+        Standard,
+        "remove a tool by name",
+    ),
+    row(
+        "verify",
+        Operator,
+        Standard,
+        "check a proposal without running it",
     ),
 ];
 

@@ -66,6 +66,10 @@ pub struct Args {
     #[arg(long, env = "CAR_HANDLER_TIMEOUT", default_value = "30m", value_parser = parse_duration)]
     pub handler_timeout: Duration,
 
+    /// How long the daemon waits for a tool callback whose action declares no `timeout_ms`.
+    #[arg(long, env = "CAR_TOOL_TIMEOUT", default_value = "300s", value_parser = parse_duration)]
+    pub tool_timeout: Duration,
+
     /// Interval between WebSocket Pings.
     #[arg(long, env = "CAR_PING_INTERVAL", default_value = "30s", value_parser = parse_duration)]
     pub ping_interval: Duration,
@@ -93,6 +97,7 @@ pub struct Config {
     pub max_message_bytes: usize,
     pub max_outbound_bytes: usize,
     pub handler_timeout: Duration,
+    pub tool_timeout: Duration,
     pub ping_interval: Duration,
     pub idle_timeout: Duration,
     pub debug_methods: bool,
@@ -136,6 +141,7 @@ impl Config {
             max_message_bytes: args.max_message_bytes,
             max_outbound_bytes: args.max_outbound_bytes,
             handler_timeout: args.handler_timeout,
+            tool_timeout: args.tool_timeout,
             ping_interval: args.ping_interval,
             idle_timeout: args.idle_timeout,
             debug_methods: args.debug_methods,

@@ -86,6 +86,7 @@ where
     closed.cancel();
     handlers.abort_all();
     session.fail_reverse_calls();
+    crate::services::on_session_closed(&session, &state).await;
     let drain = match &ending {
         Ending::Close {
             code,

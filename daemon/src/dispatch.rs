@@ -130,11 +130,13 @@ impl Dispatch {
     }
 }
 
-/// The server-side deadline for a call of this row. Inference and proposal rows arrive
-/// with their services (and derive their own budgets there); until then every spawned
-/// class takes the flat handler deadline.
-pub fn deadline(_spec: &MethodSpec, config: &crate::config::Config) -> Duration {
-    config.handler_timeout
+/// The server-side deadline for a call of this row: the flat handler deadline, except
+/// `proposal.submit`, whose deadline is derived from the submitted action budgets.
+pub fn deadline(spec: &MethodSpec, params: &Value, config: &crate::config::Config) -> Duration {
+    match spec.deadline {
+        DeadlineClass::Proposal => services::proposal::derived_deadline(params, config),
+        _ => config.handler_timeout,
+    }
 }
 
 /// Runs an async handler under its deadline, turning a panic into `-32603`.
@@ -144,7 +146,7 @@ pub async fn run(
     params: Value,
 ) -> Result<Value, RpcError> {
     let method = call.method;
-    let budget = deadline(method, &call.state.config);
+    let budget = deadline(method, &params, &call.state.config);
     let guarded = std::panic::AssertUnwindSafe(handler(call, params)).catch_unwind();
     match tokio::time::timeout(budget, guarded).await {
         Ok(Ok(outcome)) => outcome,

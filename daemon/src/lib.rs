@@ -22,9 +22,11 @@ pub mod connection;
 pub mod dispatch;
 pub mod instance;
 pub mod outbound;
+pub mod runtime;
 pub mod services;
 pub mod session;
 pub mod state;
+pub mod store;
 pub mod transport;
 pub mod upgrade;
 
@@ -94,9 +96,20 @@ pub async fn run(config: Config, paths: Paths) -> Result<(), Fatal> {
     let unix = transport::bind_unix(&instance.socket)
         .map_err(|e| Fatal::runtime(format!("cannot bind {}: {e}", instance.socket.display())))?;
     let credentials = publish_credentials(&config, &paths, &instance)?;
+    let db = paths.state_root.join("car.db");
+    let store = store::Store::open(&db).map_err(Fatal::runtime)?;
+    match store.run(services::runs::mark_orphans_incomplete_job).await {
+        Ok(0) => {}
+        Ok(n) => tracing::info!(
+            runs = n,
+            "marked runs left running by a previous daemon incomplete"
+        ),
+        Err(e) => tracing::warn!(error = %e, "could not check for orphaned runs"),
+    }
     let state = Arc::new(ServerState::new(
         config.clone(),
         credentials.clone(),
+        store,
         shutdown.clone(),
     ));
 
@@ -137,6 +150,7 @@ pub async fn run(config: Config, paths: Paths) -> Result<(), Fatal> {
     shutdown.cancel();
     let _ = tcp_task.await;
     let _ = unix_task.await;
+    state.store.close();
     if let Some(creds) = &credentials {
         if instance.primary {
             auth::remove_if_ours(&paths.auth_token, &creds.token);

@@ -19,6 +19,7 @@ use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use crate::outbound::Outbound;
+use crate::runtime::Runtime;
 
 /// Ids for daemon-originated requests, shared by every session of the process.
 static NEXT_CALLBACK_ID: AtomicU64 = AtomicU64::new(1);
@@ -43,6 +44,9 @@ pub struct Session {
     host_subscribed: AtomicBool,
     outbound: Outbound,
     reverse: ReverseCalls,
+    runtime: Mutex<Runtime>,
+    /// Runs started on this connection and not yet completed (marked incomplete on close).
+    open_runs: Mutex<Vec<String>>,
     /// Cancelled when the connection ends; long-lived session tasks watch it.
     pub closed: CancellationToken,
 }
@@ -75,6 +79,8 @@ impl Session {
             host_subscribed: AtomicBool::new(false),
             outbound,
             reverse: ReverseCalls::default(),
+            runtime: Mutex::new(Runtime::default()),
+            open_runs: Mutex::new(Vec::new()),
             closed,
         }
     }
@@ -96,6 +102,37 @@ impl Session {
         *self.negotiated.lock().expect("negotiated lock") = Some(caps);
     }
 
+    /// The execution-session id stamped on reverse calls when the caller names none.
+    pub fn label(&self) -> String {
+        format!("sess-{}", self.id)
+    }
+
+    /// Runs `f` on this connection's runtime under its lock. `f` must not block.
+    pub fn runtime<R>(&self, f: impl FnOnce(&mut Runtime) -> R) -> R {
+        f(&mut self.runtime.lock().expect("runtime lock"))
+    }
+
+    /// Remembers a run started on this connection.
+    pub fn track_run(&self, run_id: &str) {
+        self.open_runs
+            .lock()
+            .expect("runs lock")
+            .push(run_id.to_string());
+    }
+
+    /// Forgets a run that was completed.
+    pub fn untrack_run(&self, run_id: &str) {
+        self.open_runs
+            .lock()
+            .expect("runs lock")
+            .retain(|r| r != run_id);
+    }
+
+    /// The runs still open when the connection ends.
+    pub fn take_open_runs(&self) -> Vec<String> {
+        std::mem::take(&mut *self.open_runs.lock().expect("runs lock"))
+    }
+
     /// Marks the session subscribed to `host.event`; true if it was not already.
     pub fn subscribe_host_events(&self) -> bool {
         !self.host_subscribed.swap(true, Ordering::AcqRel)
@@ -110,6 +147,11 @@ impl Session {
         self.outbound.send_text(notification_frame(method, params))
     }
 
+    /// A fresh daemon-originated request id, `"cb-<n>"`.
+    pub fn next_callback_id() -> String {
+        format!("cb-{}", NEXT_CALLBACK_ID.fetch_add(1, Ordering::Relaxed))
+    }
+
     /// Sends a request to the peer and waits for its answer: `Ok(Ok(result))`,
     /// `Ok(Err(the peer's error object))`, or `Err` when the call could not complete
     /// (timeout, connection closed).
@@ -118,30 +160,37 @@ impl Session {
         method: &str,
         params: &Value,
         timeout: Duration,
-    ) -> Result<Result<Value, RpcError>, RpcError> {
-        let id = format!("cb-{}", NEXT_CALLBACK_ID.fetch_add(1, Ordering::Relaxed));
+    ) -> Result<Result<Value, RpcError>, ReverseCallError> {
+        self.call_client_as(Self::next_callback_id(), method, params, timeout)
+            .await
+    }
+
+    /// [`Session::call_client`] with a caller-chosen id (from [`Session::next_callback_id`]),
+    /// for params that must carry their own request id.
+    pub async fn call_client_as(
+        &self,
+        id: String,
+        method: &str,
+        params: &Value,
+        timeout: Duration,
+    ) -> Result<Result<Value, RpcError>, ReverseCallError> {
         let rx = self.reverse.insert(id.clone());
+        // Removes the table entry however this future ends: answered, timed out, or
+        // dropped by an enclosing timeout or an aborted handler.
+        let _pending = PendingEntry {
+            table: &self.reverse,
+            id: id.clone(),
+        };
         if !self
             .outbound
             .send_text(request_frame(&Value::String(id.clone()), method, params))
         {
-            self.reverse.remove(&id);
-            return Err(RpcError::internal(format!(
-                "reverse call {method}: connection closed"
-            )));
+            return Err(ReverseCallError::Closed);
         }
         match tokio::time::timeout(timeout, rx).await {
             Ok(Ok(answer)) => Ok(answer),
-            Ok(Err(_)) => Err(RpcError::internal(format!(
-                "reverse call {method}: connection closed before the client answered"
-            ))),
-            Err(_) => {
-                self.reverse.remove(&id);
-                Err(RpcError::internal(format!(
-                    "reverse call {method} timed out after {}ms",
-                    timeout.as_millis()
-                )))
-            }
+            Ok(Err(_)) => Err(ReverseCallError::Closed),
+            Err(_) => Err(ReverseCallError::TimedOut(timeout)),
         }
     }
 
@@ -165,6 +214,17 @@ impl Session {
 }
 
 type Waiter = oneshot::Sender<Result<Value, RpcError>>;
+
+struct PendingEntry<'a> {
+    table: &'a ReverseCalls,
+    id: String,
+}
+
+impl Drop for PendingEntry<'_> {
+    fn drop(&mut self) {
+        self.table.remove(&self.id);
+    }
+}
 
 /// `request id → waiter` for daemon → client requests.
 #[derive(Debug, Default)]
@@ -194,4 +254,13 @@ impl ReverseCalls {
             .collect();
         drop(drained);
     }
+}
+
+/// Why a reverse call produced no answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReverseCallError {
+    #[error("the connection closed before the client answered")]
+    Closed,
+    #[error("the client did not answer within {}ms", .0.as_millis())]
+    TimedOut(Duration),
 }

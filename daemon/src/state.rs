@@ -13,6 +13,15 @@ use tokio_util::sync::CancellationToken;
 use crate::auth::Credentials;
 use crate::config::Config;
 use crate::dispatch::Dispatch;
+use crate::store::Store;
+
+/// A run trace record, fanned out to `runs.subscribe` sessions that may see `owner`'s runs.
+#[derive(Debug, Clone)]
+pub struct RunEvent {
+    pub owner: String,
+    pub run_id: String,
+    pub record: Value,
+}
 
 #[derive(Debug)]
 pub struct ServerState {
@@ -24,6 +33,10 @@ pub struct ServerState {
     pub schema_reply: Value,
     /// `host.event` notifications fan out from here to subscribed host sessions.
     pub host_events: broadcast::Sender<Value>,
+    /// Run trace records for `runs.subscribe`.
+    pub run_events: broadcast::Sender<RunEvent>,
+    /// The event log and run records (`$CAR_HOME/car.db`).
+    pub store: Store,
     /// Cancelled on SIGINT/SIGTERM: listeners stop, sessions close.
     pub shutdown: CancellationToken,
     next_session: AtomicU64,
@@ -33,6 +46,7 @@ impl ServerState {
     pub fn new(
         config: Config,
         credentials: Option<Credentials>,
+        store: Store,
         shutdown: CancellationToken,
     ) -> Self {
         let schema = car_proto::schema::schema(config.debug_methods);
@@ -43,12 +57,15 @@ impl ServerState {
             "schema": schema,
         });
         let (host_events, _) = broadcast::channel(256);
+        let (run_events, _) = broadcast::channel(1024);
         ServerState {
             dispatch: Dispatch::new(config.debug_methods),
             config,
             credentials,
             schema_reply,
             host_events,
+            run_events,
+            store,
             shutdown,
             next_session: AtomicU64::new(1),
         }

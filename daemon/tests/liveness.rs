@@ -149,5 +149,5 @@ async fn reverse_calls_and_notifications_reach_the_client() {
             json!({"method": "x", "timeout_ms": 100}),
         )
         .await;
-    assert!(message(&r).contains("timed out"), "{r}");
+    assert!(message(&r).contains("did not answer within 100ms"), "{r}");
 }

@@ -60,11 +60,12 @@ pub fn call_client(call: Call, params: Value) -> HandlerFuture {
         let timeout =
             u64_field(&obj, "timeout_ms", MAX_SLEEP_MS)?.unwrap_or(DEFAULT_CALL_TIMEOUT_MS);
         let inner = obj.get("params").cloned().unwrap_or(json!({}));
-        match call
+        let answer = call
             .session
             .call_client(&method, &inner, Duration::from_millis(timeout))
-            .await?
-        {
+            .await
+            .map_err(|e| RpcError::internal(format!("reverse call {method}: {e}")))?;
+        match answer {
             Ok(result) => Ok(json!({"result": result})),
             Err(error) => Ok(json!({"error": error})),
         }

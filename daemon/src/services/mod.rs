@@ -9,9 +9,16 @@
 //! [`ServerState`]: crate::state::ServerState
 
 mod debug;
+mod events;
 mod host;
+pub mod params;
+mod policy;
+pub mod proposal;
+pub mod runs;
 mod server;
 mod session;
+mod state;
+mod tools;
 
 use crate::dispatch::Handler;
 
@@ -22,10 +29,33 @@ pub const HANDLED: &[&str] = &[
     "debug.echo",
     "debug.notify_client",
     "debug.sleep",
+    "events.count",
+    "events.query",
+    "events.stats",
     "host.subscribe",
+    "policy.list",
+    "policy.register",
+    "policy.unregister",
+    "proposal.submit",
+    "runs.complete",
+    "runs.get_trace",
+    "runs.list",
+    "runs.start",
+    "runs.subscribe",
     "server.handshake",
     "server.schema",
     "session.auth",
+    "session.clear_halt",
+    "session.init",
+    "state.exists",
+    "state.get",
+    "state.keys",
+    "state.set",
+    "state.snapshot",
+    "tools.list",
+    "tools.register",
+    "tools.unregister",
+    "verify",
 ];
 
 /// The handler implementing a method table row.
@@ -40,8 +70,39 @@ pub fn handler_for(method: &str) -> Option<Handler> {
         "debug.echo" => Handler::Async(debug::echo),
         "debug.notify_client" => Handler::Async(debug::notify_client),
         "debug.sleep" => Handler::Async(debug::sleep),
+        "events.count" => Handler::Async(events::count),
+        "events.query" => Handler::Async(events::query),
+        "events.stats" => Handler::Async(events::stats),
+        "policy.list" => Handler::Async(policy::list),
+        "policy.register" => Handler::Async(policy::register),
+        "policy.unregister" => Handler::Async(policy::unregister),
+        "proposal.submit" => Handler::Async(proposal::submit),
+        "runs.complete" => Handler::Async(runs::complete),
+        "runs.get_trace" => Handler::Async(runs::get_trace),
+        "runs.list" => Handler::Async(runs::list),
+        "runs.start" => Handler::Async(runs::start),
+        "runs.subscribe" => Handler::Async(runs::subscribe),
+        "session.clear_halt" => Handler::Async(session::clear_halt),
+        "session.init" => Handler::Async(session::init),
+        "state.exists" => Handler::Async(state::exists),
+        "state.get" => Handler::Async(state::get),
+        "state.keys" => Handler::Async(state::keys),
+        "state.set" => Handler::Async(state::set),
+        "state.snapshot" => Handler::Async(state::snapshot),
+        "tools.list" => Handler::Async(tools::list),
+        "tools.register" => Handler::Async(tools::register),
+        "tools.unregister" => Handler::Async(tools::unregister),
+        "verify" => Handler::Async(proposal::verify),
         _ => return None,
     })
+}
+
+/// Connection teardown: what services must do when a session ends.
+pub async fn on_session_closed(
+    session: &crate::session::Session,
+    state: &crate::state::ServerState,
+) {
+    runs::on_session_closed(session, state).await;
 }
 
 /// Reads `params` as an object (`null` counts as `{}`), naming the problem otherwise.

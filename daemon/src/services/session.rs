@@ -177,3 +177,54 @@ pub fn auth(session: &Session, state: &ServerState, params: Value) -> Result<Val
     }
     Ok(reply)
 }
+
+/// `session.init {tools?, policies?}` → `{tools, policies}` (the counts after install).
+/// Validates everything before installing anything.
+pub fn init(call: crate::dispatch::Call, params: Value) -> crate::dispatch::HandlerFuture {
+    Box::pin(async move {
+        let p = super::params::Params::new(params)?.only(&["tools", "policies"])?;
+        let tools = match p.value("tools") {
+            Some(Value::Array(items)) => {
+                super::tools::parse_descriptors(&Value::Array(items.clone()), "tools")?
+            }
+            Some(_) => {
+                return Err(RpcError::invalid_params(
+                    "tools must be an array of tool descriptors",
+                ))
+            }
+            None => Vec::new(),
+        };
+        let policies = match p.value("policies") {
+            Some(Value::Array(items)) => items
+                .iter()
+                .enumerate()
+                .map(|(i, v)| super::policy::parse_policy(v, &format!("policies[{i}]")))
+                .collect::<Result<Vec<_>, _>>()?,
+            Some(_) => {
+                return Err(RpcError::invalid_params(
+                    "policies must be an array of policies",
+                ))
+            }
+            None => Vec::new(),
+        };
+        let tool_count = super::tools::install(&call, tools)?;
+        let policy_count = super::policy::install(&call, policies)?;
+        Ok(json!({"tools": tool_count, "policies": policy_count}))
+    })
+}
+
+/// `session.clear_halt` (host role) → `{cleared}`: lifts this connection's halt latch.
+pub fn clear_halt(call: crate::dispatch::Call, params: Value) -> crate::dispatch::HandlerFuture {
+    Box::pin(async move {
+        super::params::Params::new(params)?.only(&[])?;
+        let was = call.session.runtime(|rt| rt.halted.take());
+        if was.is_some() {
+            call.state.store.record(crate::store::NewEvent {
+                kind: "session.halt_cleared",
+                session_id: Some(call.session.label()),
+                ..Default::default()
+            });
+        }
+        Ok(json!({"cleared": was.is_some()}))
+    })
+}

@@ -1,0 +1,226 @@
+//! Reading request params with precise `-32602` errors that name the field.
+//!
+//! Every service reads its params through [`Params`], so the messages stay uniform:
+//! `invalid params: <field> is required`, `… must be a string`, `unknown field <name>`.
+
+use car_proto::errors::RpcError;
+use car_proto::jsonrpc::json_type;
+use serde_json::{Map, Value};
+
+/// Longest key, name or id accepted anywhere (bytes).
+pub const MAX_NAME_BYTES: usize = 1024;
+
+/// A request's params object.
+#[derive(Debug)]
+pub struct Params {
+    map: Map<String, Value>,
+    /// Prepended to field names in messages (`tools[2].`) for nested objects.
+    path: String,
+}
+
+fn bad(detail: impl std::fmt::Display) -> RpcError {
+    RpcError::invalid_params(detail)
+}
+
+impl Params {
+    /// Params must be an object (`null` counts as `{}`).
+    pub fn new(params: Value) -> Result<Self, RpcError> {
+        match params {
+            Value::Object(map) => Ok(Params {
+                map,
+                path: String::new(),
+            }),
+            Value::Null => Ok(Params {
+                map: Map::new(),
+                path: String::new(),
+            }),
+            other => Err(bad(format!(
+                "params must be an object, got {}",
+                json_type(&other)
+            ))),
+        }
+    }
+
+    /// Wraps an object that is one element of a larger request (`what` names it).
+    pub fn element(value: &Value, what: &str) -> Result<Self, RpcError> {
+        match value {
+            Value::Object(map) => Ok(Params {
+                map: map.clone(),
+                path: format!("{what}."),
+            }),
+            other => Err(bad(format!(
+                "{what} must be an object, got {}",
+                json_type(other)
+            ))),
+        }
+    }
+
+    /// The field's full name for messages.
+    fn name(&self, field: &str) -> String {
+        format!("{}{field}", self.path)
+    }
+
+    /// Refuses any field not in `allowed` (catches misspelt optional fields).
+    pub fn only(self, allowed: &[&str]) -> Result<Self, RpcError> {
+        if let Some(k) = self.map.keys().find(|k| !allowed.contains(&k.as_str())) {
+            return Err(bad(format!("unknown field {}", self.name(k))));
+        }
+        Ok(self)
+    }
+
+    pub fn has(&self, field: &str) -> bool {
+        self.map.get(field).is_some_and(|v| !v.is_null())
+    }
+
+    pub fn value(&self, field: &str) -> Option<&Value> {
+        self.map.get(field).filter(|v| !v.is_null())
+    }
+
+    pub fn required_value(&self, field: &str) -> Result<&Value, RpcError> {
+        self.map
+            .get(field)
+            .ok_or_else(|| bad(format!("{} is required", self.name(field))))
+    }
+
+    /// An optional non-empty string of at most [`MAX_NAME_BYTES`].
+    pub fn opt_str(&self, field: &str) -> Result<Option<String>, RpcError> {
+        match self.value(field) {
+            None => Ok(None),
+            Some(Value::String(s)) if s.is_empty() => {
+                Err(bad(format!("{} must not be empty", self.name(field))))
+            }
+            Some(Value::String(s)) if s.len() > MAX_NAME_BYTES => Err(bad(format!(
+                "{} is longer than {MAX_NAME_BYTES} bytes",
+                self.name(field)
+            ))),
+            Some(Value::String(s)) => Ok(Some(s.clone())),
+            Some(other) => Err(bad(format!(
+                "{} must be a string, got {}",
+                self.name(field),
+                json_type(other)
+            ))),
+        }
+    }
+
+    pub fn str(&self, field: &str) -> Result<String, RpcError> {
+        self.opt_str(field)?
+            .ok_or_else(|| bad(format!("{} is required", self.name(field))))
+    }
+
+    /// An optional string of any length (free text such as a description).
+    pub fn opt_text(&self, field: &str) -> Result<Option<String>, RpcError> {
+        match self.value(field) {
+            None => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s.clone())),
+            Some(other) => Err(bad(format!(
+                "{} must be a string, got {}",
+                self.name(field),
+                json_type(other)
+            ))),
+        }
+    }
+
+    /// An optional integer in `min..=max`.
+    pub fn opt_u64(&self, field: &str, min: u64, max: u64) -> Result<Option<u64>, RpcError> {
+        match self.value(field) {
+            None => Ok(None),
+            Some(v) => match v.as_u64() {
+                Some(n) if (min..=max).contains(&n) => Ok(Some(n)),
+                _ => Err(bad(format!(
+                    "{} must be an integer from {min} to {max}, got {v}",
+                    self.name(field)
+                ))),
+            },
+        }
+    }
+
+    pub fn opt_bool(&self, field: &str) -> Result<Option<bool>, RpcError> {
+        match self.value(field) {
+            None => Ok(None),
+            Some(Value::Bool(b)) => Ok(Some(*b)),
+            Some(other) => Err(bad(format!(
+                "{} must be a boolean, got {}",
+                self.name(field),
+                json_type(other)
+            ))),
+        }
+    }
+
+    /// An optional object.
+    pub fn opt_object(&self, field: &str) -> Result<Option<Map<String, Value>>, RpcError> {
+        match self.value(field) {
+            None => Ok(None),
+            Some(Value::Object(m)) => Ok(Some(m.clone())),
+            Some(other) => Err(bad(format!(
+                "{} must be an object, got {}",
+                self.name(field),
+                json_type(other)
+            ))),
+        }
+    }
+
+    /// An optional array of non-empty strings.
+    pub fn opt_str_list(&self, field: &str) -> Result<Option<Vec<String>>, RpcError> {
+        match self.value(field) {
+            None => Ok(None),
+            Some(Value::Array(items)) => items
+                .iter()
+                .enumerate()
+                .map(|(i, v)| match v {
+                    Value::String(s) if !s.is_empty() && s.len() <= MAX_NAME_BYTES => Ok(s.clone()),
+                    other => Err(bad(format!(
+                        "{}[{i}] must be a non-empty string, got {}",
+                        self.name(field),
+                        json_type(other)
+                    ))),
+                })
+                .collect::<Result<Vec<_>, _>>()
+                .map(Some),
+            Some(other) => Err(bad(format!(
+                "{} must be an array of strings, got {}",
+                self.name(field),
+                json_type(other)
+            ))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn messages_name_the_field() {
+        let p = Params::new(json!({"a": 1, "b": "", "c": "x", "n": 5, "l": ["x", 2]})).unwrap();
+        assert_eq!(
+            p.str("a").unwrap_err().message,
+            "invalid params: a must be a string, got number"
+        );
+        assert_eq!(
+            p.str("b").unwrap_err().message,
+            "invalid params: b must not be empty"
+        );
+        assert_eq!(
+            p.str("zz").unwrap_err().message,
+            "invalid params: zz is required"
+        );
+        assert_eq!(p.str("c").unwrap(), "x");
+        assert!(p
+            .opt_u64("n", 1, 3)
+            .unwrap_err()
+            .message
+            .contains("n must be an integer from 1 to 3"));
+        assert!(p.opt_str_list("l").unwrap_err().message.contains("l[1]"));
+        assert!(Params::new(json!({"x": 1}))
+            .unwrap()
+            .only(&["y"])
+            .unwrap_err()
+            .message
+            .contains("unknown field x"));
+        assert!(Params::new(json!([1]))
+            .unwrap_err()
+            .message
+            .contains("params must be an object"));
+    }
+}

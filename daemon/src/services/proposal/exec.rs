@@ -1,0 +1,490 @@
+//! The proposal executor: runs a verified plan level by level, independent actions of a
+//! level concurrently, calling tools back on the submitting connection.
+//!
+//! Per action: dependencies must have succeeded (else `skipped`); a tool call is checked
+//! against the policies before **every** attempt (a violation → `rejected`, naming the
+//! policy, and the tool is never called); each attempt is one `tools.execute` reverse call
+//! with `{action_id, tool, parameters, timeout_ms, attempt, request_id, session_id}`.
+//! An attempt ends when the client answers, when the action's `timeout_ms` runs out, when
+//! the daemon's own wait (`timeout_ms` + 5 s grace, or `CAR_TOOL_TIMEOUT`) runs out, or when
+//! the whole handler is abandoned at its deadline; the last three send the `tools.cancel`
+//! notification `{request_id, action_id, reason}`.
+//!
+//! Failure behaviour: `retry` tries again (attempts count from 1) until `max_retries` are
+//! spent; then, like `abort`, the failure stops the proposal — actions of later levels are
+//! `aborted`. `skip` records the failure and lets independent work continue. An error with
+//! `data.terminal = true` stops retries, rolls back this proposal's state writes (newest
+//! first), marks the result terminal, and halts the session until reconnect or a host's
+//! `session.clear_halt`; a halted session's later proposals are `rejected` whole.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use car_proto::errors::RpcError;
+use futures_util::future::join_all;
+use serde::Serialize;
+use serde_json::{json, Map, Value};
+
+use super::model::{Action, ActionKind, FailureBehavior};
+use crate::dispatch::Call;
+use crate::session::{ReverseCallError, Session};
+use crate::store::NewEvent;
+
+/// Added to an action's `timeout_ms` for the daemon's own callback wait.
+pub const CALLBACK_GRACE: Duration = Duration::from_secs(5);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    Succeeded,
+    Failed,
+    Rejected,
+    Skipped,
+    Aborted,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ActionResult {
+    pub action_id: String,
+    pub status: Status,
+    pub output: Value,
+    pub error: Option<String>,
+    pub attempts: u32,
+    pub terminal: bool,
+    pub rolled_back: bool,
+}
+
+impl ActionResult {
+    fn new(action: &Action, status: Status, error: Option<String>) -> Self {
+        ActionResult {
+            action_id: action.id.clone(),
+            status,
+            output: Value::Null,
+            error,
+            attempts: 0,
+            terminal: false,
+            rolled_back: false,
+        }
+    }
+}
+
+/// One proposal run.
+#[derive(Debug)]
+pub struct Execution<'a> {
+    pub call: &'a Call,
+    pub proposal_id: String,
+    pub session_id: String,
+    /// The daemon's callback wait when an action declares no `timeout_ms`.
+    pub tool_timeout: Duration,
+}
+
+/// Undo journal entry: (action index, key, previous value).
+type Undo = (usize, String, Option<Value>);
+
+enum Attempt {
+    Answered(Value),
+    Refused(RpcError),
+    Cancelled(String),
+    Closed,
+}
+
+impl Execution<'_> {
+    fn event(
+        &self,
+        kind: &'static str,
+        action_id: Option<&str>,
+        request_id: Option<&str>,
+        data: Value,
+    ) {
+        self.call.state.store.record(NewEvent {
+            kind,
+            session_id: Some(self.session_id.clone()),
+            proposal_id: Some(self.proposal_id.clone()),
+            action_id: action_id.map(str::to_string),
+            request_id: request_id.map(str::to_string),
+            data,
+        });
+    }
+
+    /// Runs the plan; returns `{proposal_id, results, outputs, final_state, errors}`.
+    pub async fn run(&self, actions: &[Action], levels: &[Vec<usize>]) -> Value {
+        self.event(
+            "proposal.submitted",
+            None,
+            None,
+            json!({"actions": actions.len(), "levels": levels.len()}),
+        );
+        let mut results: Vec<Option<ActionResult>> = vec![None; actions.len()];
+        let halted = self.call.session.runtime(|rt| rt.halted.clone());
+        let undo: Mutex<Vec<Undo>> = Mutex::new(Vec::new());
+        let mut stop: Option<String> = halted.as_ref().map(|why| format!("session halted: {why}"));
+        let mut terminal = false;
+        for level in levels {
+            if let Some(reason) = &stop {
+                let status = if halted.is_some() {
+                    Status::Rejected
+                } else {
+                    Status::Aborted
+                };
+                for &i in level {
+                    let r = ActionResult::new(&actions[i], status, Some(reason.clone()));
+                    self.event(
+                        if halted.is_some() {
+                            "action.rejected"
+                        } else {
+                            "action.aborted"
+                        },
+                        Some(&actions[i].id),
+                        None,
+                        json!({"reason": reason}),
+                    );
+                    results[i] = Some(r);
+                }
+                continue;
+            }
+            let outcomes = join_all(
+                level
+                    .iter()
+                    .map(|&i| self.run_action(i, &actions[i], actions, &results, &undo)),
+            )
+            .await;
+            for (&i, r) in level.iter().zip(outcomes) {
+                let failed = matches!(r.status, Status::Failed | Status::Rejected);
+                if r.terminal {
+                    terminal = true;
+                    stop = Some(format!("action {} failed terminally", r.action_id));
+                } else if failed
+                    && actions[i].failure_behavior != FailureBehavior::Skip
+                    && stop.is_none()
+                {
+                    stop = Some(format!(
+                        "action {} {}",
+                        r.action_id,
+                        if r.status == Status::Rejected {
+                            "was rejected"
+                        } else {
+                            "failed"
+                        }
+                    ));
+                }
+                results[i] = Some(r);
+            }
+        }
+        let mut results: Vec<ActionResult> = results
+            .into_iter()
+            .enumerate()
+            .map(|(i, r)| {
+                r.unwrap_or_else(|| {
+                    ActionResult::new(&actions[i], Status::Aborted, Some("not reached".into()))
+                })
+            })
+            .collect();
+        if terminal {
+            self.roll_back(undo.into_inner().expect("undo lock"), &mut results);
+        }
+        let outputs: Map<String, Value> = results
+            .iter()
+            .zip(actions)
+            .filter(|(r, a)| {
+                r.status == Status::Succeeded && matches!(a.kind, ActionKind::ToolCall { .. })
+            })
+            .map(|(r, _)| (r.action_id.clone(), r.output.clone()))
+            .collect();
+        let errors: Vec<String> = results
+            .iter()
+            .filter_map(|r| r.error.as_ref().map(|e| format!("{}: {e}", r.action_id)))
+            .collect();
+        let final_state = self.call.session.runtime(|rt| rt.snapshot(None));
+        self.event(
+            "proposal.completed",
+            None,
+            None,
+            json!({"terminal": terminal, "errors": errors.len()}),
+        );
+        json!({
+            "proposal_id": self.proposal_id,
+            "results": results,
+            "outputs": outputs,
+            "final_state": final_state,
+            "errors": errors,
+        })
+    }
+
+    fn roll_back(&self, undo: Vec<Undo>, results: &mut [ActionResult]) {
+        self.call.session.runtime(|rt| {
+            let state = rt.partition_mut(None);
+            for (_, key, previous) in undo.iter().rev() {
+                match previous {
+                    Some(v) => state.insert(key.clone(), v.clone()),
+                    None => state.remove(key),
+                };
+            }
+        });
+        for (i, key, _) in &undo {
+            results[*i].rolled_back = true;
+            self.event(
+                "state.rolled_back",
+                Some(&results[*i].action_id),
+                None,
+                json!({"key": key}),
+            );
+        }
+        let reason = format!("terminal tool error in proposal {}", self.proposal_id);
+        self.call
+            .session
+            .runtime(|rt| rt.halted = Some(reason.clone()));
+        self.event("session.halted", None, None, json!({"reason": reason}));
+        tracing::warn!(session = self.call.session.id, proposal = %self.proposal_id, "session halted by a terminal tool error");
+    }
+
+    async fn run_action(
+        &self,
+        index: usize,
+        action: &Action,
+        all: &[Action],
+        done: &[Option<ActionResult>],
+        undo: &Mutex<Vec<Undo>>,
+    ) -> ActionResult {
+        for dep in &action.dependencies {
+            let dep_result = all
+                .iter()
+                .position(|a| &a.id == dep)
+                .and_then(|j| done[j].as_ref());
+            match dep_result {
+                Some(r) if r.status == Status::Succeeded => {}
+                other => {
+                    let why = format!(
+                        "dependency {dep} did not succeed ({})",
+                        other
+                            .map(|r| format!("{:?}", r.status).to_lowercase())
+                            .unwrap_or("not run".into())
+                    );
+                    self.event(
+                        "action.skipped",
+                        Some(&action.id),
+                        None,
+                        json!({"reason": why}),
+                    );
+                    return ActionResult::new(action, Status::Skipped, Some(why));
+                }
+            }
+        }
+        match &action.kind {
+            ActionKind::StateWrite { key, value } => {
+                let previous = self
+                    .call
+                    .session
+                    .runtime(|rt| rt.partition_mut(None).insert(key.clone(), value.clone()));
+                undo.lock()
+                    .expect("undo lock")
+                    .push((index, key.clone(), previous));
+                self.event("state.written", Some(&action.id), None, json!({"key": key}));
+                let mut r = ActionResult::new(action, Status::Succeeded, None);
+                r.attempts = 1;
+                r
+            }
+            ActionKind::StateDelete { key } => {
+                let previous = self
+                    .call
+                    .session
+                    .runtime(|rt| rt.partition_mut(None).remove(key));
+                undo.lock()
+                    .expect("undo lock")
+                    .push((index, key.clone(), previous));
+                self.event("state.deleted", Some(&action.id), None, json!({"key": key}));
+                let mut r = ActionResult::new(action, Status::Succeeded, None);
+                r.attempts = 1;
+                r
+            }
+            ActionKind::ToolCall { tool, parameters } => {
+                self.call_tool(action, tool, parameters).await
+            }
+        }
+    }
+
+    async fn call_tool(
+        &self,
+        action: &Action,
+        tool: &str,
+        parameters: &Map<String, Value>,
+    ) -> ActionResult {
+        let mut result = ActionResult::new(action, Status::Failed, None);
+        for attempt in 1..=action.max_attempts() {
+            let violation = self
+                .call
+                .session
+                .runtime(|rt| rt.policy_violation(&self.session_id, tool, parameters));
+            if let Some((policy, why)) = violation {
+                self.event(
+                    "policy.denied",
+                    Some(&action.id),
+                    None,
+                    json!({"policy": policy, "tool": tool, "reason": why}),
+                );
+                result.status = Status::Rejected;
+                result.error = Some(why);
+                return result;
+            }
+            self.event(
+                "policy.allowed",
+                Some(&action.id),
+                None,
+                json!({"tool": tool, "attempt": attempt}),
+            );
+            result.attempts = attempt;
+            let request_id = Session::next_callback_id();
+            let params = json!({
+                "action_id": action.id,
+                "tool": tool,
+                "parameters": parameters,
+                "timeout_ms": action.timeout_ms,
+                "attempt": attempt,
+                "request_id": request_id,
+                "session_id": self.session_id,
+            });
+            self.event(
+                "tool.called",
+                Some(&action.id),
+                Some(&request_id),
+                json!({"tool": tool, "attempt": attempt}),
+            );
+            match self.attempt(action, tool, &request_id, &params).await {
+                Attempt::Answered(output) => {
+                    self.event(
+                        "tool.answered",
+                        Some(&action.id),
+                        Some(&request_id),
+                        json!({"attempt": attempt}),
+                    );
+                    result.status = Status::Succeeded;
+                    result.output = output;
+                    result.error = None;
+                    return result;
+                }
+                Attempt::Refused(error) => {
+                    let terminal = error
+                        .data
+                        .as_ref()
+                        .and_then(|d| d.get("terminal"))
+                        .and_then(Value::as_bool)
+                        == Some(true);
+                    self.event("tool.failed", Some(&action.id), Some(&request_id), json!({"attempt": attempt, "code": error.code, "message": error.message, "terminal": terminal}));
+                    result.error = Some(error.message);
+                    if terminal {
+                        result.terminal = true;
+                        return result;
+                    }
+                }
+                Attempt::Cancelled(reason) => result.error = Some(reason),
+                Attempt::Closed => {
+                    result.error = Some("the connection closed before the tool answered".into());
+                    return result;
+                }
+            }
+            if attempt < action.max_attempts() {
+                self.event(
+                    "action.retry",
+                    Some(&action.id),
+                    None,
+                    json!({"next_attempt": attempt + 1}),
+                );
+            }
+        }
+        self.event(
+            "action.failed",
+            Some(&action.id),
+            None,
+            json!({"attempts": result.attempts, "error": result.error}),
+        );
+        result
+    }
+
+    async fn attempt(
+        &self,
+        action: &Action,
+        tool: &str,
+        request_id: &str,
+        params: &Value,
+    ) -> Attempt {
+        let session = &self.call.session;
+        let daemon_wait = action
+            .timeout_ms
+            .map(|ms| Duration::from_millis(ms) + CALLBACK_GRACE)
+            .unwrap_or(self.tool_timeout);
+        let mut guard = CancelOnDrop {
+            exec: self,
+            request_id,
+            action_id: &action.id,
+            tool,
+            armed: true,
+        };
+        let wait =
+            session.call_client_as(request_id.to_string(), "tools.execute", params, daemon_wait);
+        let answer = match action.timeout_ms {
+            Some(ms) => match tokio::time::timeout(Duration::from_millis(ms), wait).await {
+                Ok(answer) => answer,
+                Err(_) => {
+                    guard.armed = false;
+                    return Attempt::Cancelled(self.cancel(
+                        request_id,
+                        &action.id,
+                        format!("tool '{tool}' exceeded its timeout_ms ({ms}ms)"),
+                    ));
+                }
+            },
+            None => wait.await,
+        };
+        guard.armed = false;
+        match answer {
+            Ok(Ok(output)) => Attempt::Answered(output),
+            Ok(Err(error)) => Attempt::Refused(error),
+            Err(ReverseCallError::TimedOut(d)) => Attempt::Cancelled(self.cancel(
+                request_id,
+                &action.id,
+                format!("tool '{tool}' callback timed out ({}s)", d.as_secs()),
+            )),
+            Err(ReverseCallError::Closed) => Attempt::Closed,
+        }
+    }
+
+    /// Sends `tools.cancel` and logs it; returns the reason.
+    fn cancel(&self, request_id: &str, action_id: &str, reason: String) -> String {
+        self.call.session.notify(
+            "tools.cancel",
+            &json!({"request_id": request_id, "action_id": action_id, "reason": reason}),
+        );
+        self.event(
+            "tool.cancelled",
+            Some(action_id),
+            Some(request_id),
+            json!({"reason": reason}),
+        );
+        reason
+    }
+}
+
+/// Sends `tools.cancel` if an attempt is dropped before it finished — the handler was
+/// abandoned at its deadline (or its connection closed, in which case the notification
+/// has nowhere to go and is dropped).
+struct CancelOnDrop<'a> {
+    exec: &'a Execution<'a>,
+    request_id: &'a str,
+    action_id: &'a str,
+    tool: &'a str,
+    armed: bool,
+}
+
+impl Drop for CancelOnDrop<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            self.exec.cancel(
+                self.request_id,
+                self.action_id,
+                format!(
+                    "proposal.submit was abandoned before tool '{}' answered",
+                    self.tool
+                ),
+            );
+        }
+    }
+}

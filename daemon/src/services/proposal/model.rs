@@ -1,0 +1,290 @@
+//! Proposal and action shapes, parsed leniently enough that `verify` can report every
+//! malformed action while `proposal.submit` refuses the first one with `-32602`.
+//!
+//! A proposal is `{id?, actions: [...]}` with at most [`MAX_ACTIONS`] actions. An action is
+//! `{id, type, dependencies?, timeout_ms?, failure_behavior?, max_retries?}` plus, by type:
+//! `tool_call` → `tool`, `parameters?` (object); `state_write` → `key`, `value`;
+//! `state_delete` → `key`. `failure_behavior` is `abort` (default), `skip` or `retry`;
+//! `max_retries` (retry only, default 3, at most 100) counts retries after the first try.
+
+use car_proto::errors::RpcError;
+use car_proto::jsonrpc::json_type;
+use serde_json::{Map, Value};
+
+use crate::services::params::Params;
+
+/// Most actions one proposal may hold; a larger one is refused as a whole.
+pub const MAX_ACTIONS: usize = 1000;
+/// Longest per-action budget (24 h).
+pub const MAX_TIMEOUT_MS: u64 = 86_400_000;
+/// Retries allowed when `max_retries` is not given.
+pub const DEFAULT_MAX_RETRIES: u32 = 3;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailureBehavior {
+    Abort,
+    Skip,
+    Retry,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum ActionKind {
+    ToolCall {
+        tool: String,
+        parameters: Map<String, Value>,
+    },
+    StateWrite {
+        key: String,
+        value: Value,
+    },
+    StateDelete {
+        key: String,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Action {
+    pub id: String,
+    pub kind: ActionKind,
+    pub dependencies: Vec<String>,
+    pub timeout_ms: Option<u64>,
+    pub failure_behavior: FailureBehavior,
+    pub max_retries: u32,
+}
+
+impl Action {
+    /// How many times the executor may try this action.
+    pub fn max_attempts(&self) -> u32 {
+        match self.failure_behavior {
+            FailureBehavior::Retry => self.max_retries + 1,
+            _ => 1,
+        }
+    }
+
+    /// The state key this action writes or deletes, if any.
+    pub fn state_key(&self) -> Option<&str> {
+        match &self.kind {
+            ActionKind::StateWrite { key, .. } | ActionKind::StateDelete { key } => Some(key),
+            ActionKind::ToolCall { .. } => None,
+        }
+    }
+}
+
+/// An action entry that could not be parsed: its id (when readable) and what is wrong.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Malformed {
+    pub index: usize,
+    pub action_id: Option<String>,
+    pub error: RpcError,
+}
+
+/// A parsed proposal; `actions[i]` is `Err` for a malformed entry.
+#[derive(Debug, Clone)]
+pub struct Proposal {
+    pub id: Option<String>,
+    pub actions: Vec<Result<Action, Malformed>>,
+}
+
+impl Proposal {
+    /// The well-formed actions, or the first malformed one as `-32602`.
+    pub fn strict(self) -> Result<(Option<String>, Vec<Action>), RpcError> {
+        let actions = self
+            .actions
+            .into_iter()
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|m| m.error)?;
+        Ok((self.id, actions))
+    }
+}
+
+/// Parses the proposal's outer shape (errors are `-32602`) and each action (errors are
+/// kept per action).
+pub fn parse(value: &Value) -> Result<Proposal, RpcError> {
+    let p =
+        Params::element(value, "proposal")?.only(&["id", "actions", "description", "metadata"])?;
+    let id = p.opt_str("id")?;
+    let actions = match p.value("actions") {
+        Some(Value::Array(items)) => items,
+        Some(other) => {
+            return Err(RpcError::invalid_params(format!(
+                "proposal.actions must be an array, got {}",
+                json_type(other)
+            )))
+        }
+        None => return Err(RpcError::invalid_params("proposal.actions is required")),
+    };
+    if actions.len() > MAX_ACTIONS {
+        return Err(RpcError::invalid_params(format!(
+            "proposal.actions has {} actions, at most {MAX_ACTIONS}",
+            actions.len()
+        )));
+    }
+    Ok(Proposal {
+        id,
+        actions: actions
+            .iter()
+            .enumerate()
+            .map(|(i, a)| parse_action(i, a))
+            .collect(),
+    })
+}
+
+fn parse_action(index: usize, value: &Value) -> Result<Action, Malformed> {
+    let what = format!("proposal.actions[{index}]");
+    let readable_id = value.get("id").and_then(Value::as_str).map(str::to_string);
+    let fail = |error: RpcError| Malformed {
+        index,
+        action_id: readable_id.clone(),
+        error,
+    };
+    let p = Params::element(value, &what).map_err(fail)?;
+    const COMMON: &[&str] = &[
+        "id",
+        "type",
+        "dependencies",
+        "timeout_ms",
+        "failure_behavior",
+        "max_retries",
+        "description",
+    ];
+    let id = p.str("id").map_err(fail)?;
+    let kind_name = p.str("type").map_err(fail)?;
+    let specific: &[&str] = match kind_name.as_str() {
+        "tool_call" => &["tool", "parameters"],
+        "state_write" => &["key", "value"],
+        "state_delete" => &["key"],
+        other => {
+            return Err(fail(RpcError::invalid_params(format!(
+                "{what}.type must be tool_call, state_write or state_delete, got {other:?}"
+            ))))
+        }
+    };
+    let allowed: Vec<&str> = COMMON.iter().chain(specific).copied().collect();
+    let p = p.only(&allowed).map_err(fail)?;
+    let kind = match kind_name.as_str() {
+        "tool_call" => ActionKind::ToolCall {
+            tool: p.str("tool").map_err(fail)?,
+            parameters: p
+                .opt_object("parameters")
+                .map_err(fail)?
+                .unwrap_or_default(),
+        },
+        "state_write" => ActionKind::StateWrite {
+            key: p.str("key").map_err(fail)?,
+            value: p.required_value("value").map_err(fail)?.clone(),
+        },
+        _ => ActionKind::StateDelete {
+            key: p.str("key").map_err(fail)?,
+        },
+    };
+    let dependencies = p
+        .opt_str_list("dependencies")
+        .map_err(fail)?
+        .unwrap_or_default();
+    let timeout_ms = p.opt_u64("timeout_ms", 1, MAX_TIMEOUT_MS).map_err(fail)?;
+    let failure_behavior = match p.opt_str("failure_behavior").map_err(fail)?.as_deref() {
+        None | Some("abort") => FailureBehavior::Abort,
+        Some("skip") => FailureBehavior::Skip,
+        Some("retry") => FailureBehavior::Retry,
+        Some(other) => {
+            return Err(fail(RpcError::invalid_params(format!(
+                "{what}.failure_behavior must be abort, skip or retry, got {other:?}"
+            ))))
+        }
+    };
+    let max_retries = p.opt_u64("max_retries", 0, 100).map_err(fail)?;
+    if max_retries.is_some() && failure_behavior != FailureBehavior::Retry {
+        return Err(fail(RpcError::invalid_params(format!(
+            "{what}.max_retries needs failure_behavior retry"
+        ))));
+    }
+    Ok(Action {
+        id,
+        kind,
+        dependencies,
+        timeout_ms,
+        failure_behavior,
+        max_retries: max_retries.map(|n| n as u32).unwrap_or(DEFAULT_MAX_RETRIES),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn parses_every_type_and_names_bad_fields() {
+        let p = parse(&json!({"actions": [
+            {"id": "a", "type": "tool_call", "tool": "t", "parameters": {"x": 1}, "timeout_ms": 50, "failure_behavior": "retry", "max_retries": 2},
+            {"id": "b", "type": "state_write", "key": "k", "value": [1], "dependencies": ["a"]},
+            {"id": "c", "type": "state_delete", "key": "k"},
+            {"id": "d", "type": "launch_rocket"},
+            {"id": "e", "type": "tool_call"},
+            {"id": "f", "type": "tool_call", "tool": "t", "paramters": {}},
+            {"id": "g", "type": "state_write", "key": "k", "value": 1, "max_retries": 1},
+            7
+        ]}))
+        .unwrap();
+        let a = p.actions[0].as_ref().unwrap();
+        assert_eq!((a.max_attempts(), a.timeout_ms), (3, Some(50)));
+        assert!(p.actions[1].is_ok() && p.actions[2].is_ok());
+        let msg = |i: usize| p.actions[i].as_ref().unwrap_err().error.message.clone();
+        assert!(
+            msg(3).contains("proposal.actions[3].type must be tool_call"),
+            "{}",
+            msg(3)
+        );
+        assert!(
+            msg(4).contains("proposal.actions[4].tool is required"),
+            "{}",
+            msg(4)
+        );
+        assert!(
+            msg(5).contains("unknown field proposal.actions[5].paramters"),
+            "{}",
+            msg(5)
+        );
+        assert!(
+            msg(6).contains("max_retries needs failure_behavior retry"),
+            "{}",
+            msg(6)
+        );
+        assert!(
+            msg(7).contains("proposal.actions[7] must be an object"),
+            "{}",
+            msg(7)
+        );
+        assert_eq!(
+            p.actions[3].as_ref().unwrap_err().action_id.as_deref(),
+            Some("d")
+        );
+        assert!(parse(&json!({"actions": [{"id": "x"}]}))
+            .unwrap()
+            .strict()
+            .is_err());
+    }
+
+    #[test]
+    fn outer_shape_errors() {
+        assert!(parse(&json!([]))
+            .unwrap_err()
+            .message
+            .contains("proposal must be an object"));
+        assert!(parse(&json!({}))
+            .unwrap_err()
+            .message
+            .contains("proposal.actions is required"));
+        assert!(parse(&json!({"actions": {}}))
+            .unwrap_err()
+            .message
+            .contains("must be an array"));
+        let many: Vec<Value> = (0..MAX_ACTIONS + 1)
+            .map(|i| json!({"id": i.to_string(), "type": "state_delete", "key": "k"}))
+            .collect();
+        assert!(parse(&json!({"actions": many}))
+            .unwrap_err()
+            .message
+            .contains("at most 1000"));
+    }
+}

@@ -1,0 +1,252 @@
+//! The daemon's SQLite database (`$CAR_HOME/car.db`, WAL): the event log and run records.
+//!
+//! One dedicated thread owns the connection and executes commands in order, so SQLite
+//! never runs on a tokio worker and writes never contend. Events are fire-and-forget
+//! ([`Store::record`]); consecutive ones are committed in one transaction. Everything else
+//! goes through [`Store::run`], which is ordered after every event recorded before it — so
+//! a query sees every event its caller caused. Closing drains the queue before returning.
+
+use std::path::Path;
+use std::sync::mpsc;
+use std::sync::Mutex;
+use std::thread::JoinHandle;
+
+use car_proto::errors::RpcError;
+use rusqlite::{params, Connection};
+use serde_json::Value;
+use tokio::sync::oneshot;
+
+/// One event-log entry to write.
+#[derive(Debug, Clone, Default)]
+pub struct NewEvent {
+    pub kind: &'static str,
+    pub session_id: Option<String>,
+    pub proposal_id: Option<String>,
+    pub action_id: Option<String>,
+    pub request_id: Option<String>,
+    pub data: Value,
+}
+
+type Job = Box<dyn FnOnce(&mut Connection) + Send>;
+
+enum Command {
+    Event(NewEvent, i64),
+    Job(Job),
+}
+
+/// Handle to the database thread.
+#[derive(Debug)]
+pub struct Store {
+    tx: Mutex<Option<mpsc::Sender<Command>>>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS events (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    ts_ms INTEGER NOT NULL,
+    kind TEXT NOT NULL,
+    session_id TEXT,
+    proposal_id TEXT,
+    action_id TEXT,
+    request_id TEXT,
+    data TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS events_kind ON events(kind);
+CREATE INDEX IF NOT EXISTS events_proposal ON events(proposal_id);
+CREATE INDEX IF NOT EXISTS events_action ON events(action_id);
+CREATE INDEX IF NOT EXISTS events_ts ON events(ts_ms);
+CREATE TABLE IF NOT EXISTS runs (
+    run_id TEXT PRIMARY KEY,
+    owner TEXT NOT NULL,
+    intent TEXT NOT NULL,
+    agent_id TEXT,
+    agent_name TEXT,
+    idempotency_key TEXT,
+    status TEXT NOT NULL,
+    outcome TEXT,
+    summary TEXT,
+    started_ms INTEGER NOT NULL,
+    completed_ms INTEGER,
+    UNIQUE(owner, idempotency_key)
+);
+CREATE TABLE IF NOT EXISTS run_trace (
+    run_id TEXT NOT NULL REFERENCES runs(run_id),
+    seq INTEGER NOT NULL,
+    ts_ms INTEGER NOT NULL,
+    kind TEXT NOT NULL,
+    data TEXT NOT NULL,
+    PRIMARY KEY(run_id, seq)
+);
+";
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+impl Store {
+    /// Opens (creating) the database and starts its thread.
+    pub fn open(path: &Path) -> Result<Store, String> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        }
+        let conn =
+            Connection::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .and_then(|_| conn.pragma_update(None, "synchronous", "NORMAL"))
+            .and_then(|_| conn.pragma_update(None, "foreign_keys", "ON"))
+            .and_then(|_| conn.busy_timeout(std::time::Duration::from_secs(5)))
+            .and_then(|_| conn.execute_batch(SCHEMA))
+            .map_err(|e| format!("cannot initialise {}: {e}", path.display()))?;
+        let (tx, rx) = mpsc::channel();
+        let thread = std::thread::Builder::new()
+            .name("car-store".into())
+            .spawn(move || serve(conn, rx))
+            .map_err(|e| format!("cannot start the database thread: {e}"))?;
+        Ok(Store {
+            tx: Mutex::new(Some(tx)),
+            thread: Mutex::new(Some(thread)),
+        })
+    }
+
+    fn send(&self, cmd: Command) -> bool {
+        match self.tx.lock().expect("store lock").as_ref() {
+            Some(tx) => tx.send(cmd).is_ok(),
+            None => false,
+        }
+    }
+
+    /// Appends an event (timestamped now); never blocks.
+    pub fn record(&self, event: NewEvent) {
+        if !self.send(Command::Event(event, now_ms())) {
+            tracing::warn!("event dropped: the store is closed");
+        }
+    }
+
+    /// Runs `job` on the database thread after everything queued before it.
+    pub async fn run<T, F>(&self, job: F) -> Result<T, RpcError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Connection) -> Result<T, RpcError> + Send + 'static,
+    {
+        let (tx, rx) = oneshot::channel();
+        let boxed: Job = Box::new(move |conn| {
+            let _ = tx.send(job(conn));
+        });
+        if !self.send(Command::Job(boxed)) {
+            return Err(RpcError::internal("the event store is closed"));
+        }
+        rx.await
+            .map_err(|_| RpcError::internal("the event store stopped"))?
+    }
+
+    /// Drains the queue and stops the thread.
+    pub fn close(&self) {
+        self.tx.lock().expect("store lock").take();
+        if let Some(t) = self.thread.lock().expect("store lock").take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn serve(mut conn: Connection, rx: mpsc::Receiver<Command>) {
+    let mut next = rx.recv().ok();
+    while let Some(cmd) = next.take() {
+        match cmd {
+            Command::Job(job) => job(&mut conn),
+            Command::Event(event, ts) => {
+                let mut batch = vec![(event, ts)];
+                // Gather what is already queued behind it into one transaction.
+                loop {
+                    match rx.try_recv() {
+                        Ok(Command::Event(e, t)) => batch.push((e, t)),
+                        Ok(other) => {
+                            next = Some(other);
+                            break;
+                        }
+                        Err(_) => break,
+                    }
+                }
+                if let Err(e) = insert_events(&mut conn, &batch) {
+                    tracing::error!(error = %e, count = batch.len(), "writing events failed");
+                }
+            }
+        }
+        if next.is_none() {
+            next = rx.recv().ok();
+        }
+    }
+}
+
+fn insert_events(conn: &mut Connection, batch: &[(NewEvent, i64)]) -> rusqlite::Result<()> {
+    let tx = conn.transaction()?;
+    {
+        let mut stmt = tx.prepare_cached(
+            "INSERT INTO events (ts_ms, kind, session_id, proposal_id, action_id, request_id, data) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        )?;
+        for (e, ts) in batch {
+            stmt.execute(params![
+                ts,
+                e.kind,
+                e.session_id,
+                e.proposal_id,
+                e.action_id,
+                e.request_id,
+                e.data.to_string()
+            ])?;
+        }
+    }
+    tx.commit()
+}
+
+/// Maps a SQLite failure to `-32603`.
+pub fn db_error(e: rusqlite::Error) -> RpcError {
+    tracing::error!(error = %e, "database error");
+    RpcError::internal(format!("database error: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn events_are_ordered_before_later_jobs_and_survive_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("car.db");
+        let store = Store::open(&path).unwrap();
+        for i in 0..100 {
+            store.record(NewEvent {
+                kind: "test",
+                data: serde_json::json!({"i": i}),
+                ..Default::default()
+            });
+        }
+        let n: i64 = store
+            .run(|c| {
+                c.query_row("SELECT COUNT(*) FROM events", [], |r| r.get(0))
+                    .map_err(db_error)
+            })
+            .await
+            .unwrap();
+        assert_eq!(n, 100);
+        store.record(NewEvent {
+            kind: "last",
+            ..Default::default()
+        });
+        store.close();
+        let store = Store::open(&path).unwrap();
+        let n: i64 = store
+            .run(|c| {
+                c.query_row("SELECT COUNT(*) FROM events", [], |r| r.get(0))
+                    .map_err(db_error)
+            })
+            .await
+            .unwrap();
+        assert_eq!(n, 101);
+    }
+}
