@@ -144,3 +144,43 @@ pub fn submit(call: Call, params: Value) -> HandlerFuture {
         Ok(execution.run(&actions, &plan.levels).await)
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    fn config(extra: &[&str]) -> Config {
+        let mut args = vec![
+            "car-server",
+            "--handler-timeout",
+            "60s",
+            "--tool-timeout",
+            "300s",
+        ];
+        args.extend_from_slice(extra);
+        Config::from_args(crate::config::Args::try_parse_from(args).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn deadline_follows_the_reference_formula() {
+        let c = config(&[]);
+        // No parseable proposal: the flat deadline.
+        assert_eq!(derived_deadline(&json!({}), &c), Duration::from_secs(60));
+        // One retried action: 10 min budget × (2 retries + 1) + 15 s.
+        let p = json!({"proposal": {"actions": [
+            {"id": "a", "type": "tool_call", "tool": "t", "timeout_ms": 600_000, "failure_behavior": "retry", "max_retries": 2},
+            {"id": "b", "type": "tool_call", "tool": "t"}
+        ]}});
+        assert_eq!(
+            derived_deadline(&p, &c),
+            Duration::from_secs(1800 + 300 + 15)
+        );
+        // A short proposal keeps the flat deadline.
+        let short = json!({"proposal": {"actions": [{"id": "a", "type": "tool_call", "tool": "t", "timeout_ms": 10}]}});
+        assert_eq!(
+            derived_deadline(&short, &config(&["--handler-timeout", "30m"])),
+            Duration::from_secs(1800)
+        );
+    }
+}
