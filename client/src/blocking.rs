@@ -69,6 +69,19 @@ impl BlockingClient {
         self.block_on(self.client.call_host_management(method, params))
     }
 
+    /// [`Client::execute_proposal`], blocking.
+    pub fn execute_proposal<F>(
+        &self,
+        proposal: Value,
+        session_id: Option<String>,
+        tool_fn: F,
+    ) -> Result<Value, Error>
+    where
+        F: Fn(crate::ToolCall) -> crate::HandlerResult + Send + Sync + 'static,
+    {
+        self.block_on(self.client.execute_proposal(proposal, session_id, tool_fn))
+    }
+
     pub fn connect(&self) -> Result<Session, Error> {
         self.block_on(self.client.connect())
     }

@@ -351,6 +351,62 @@ impl Client {
         self.inner.registry.set_notification(method, None);
     }
 
+    /// Runs a proposal whose tool calls are served by `tool_fn` (not by the registered
+    /// tool handler): the proposal's tools are registered on the connection, the proposal
+    /// is submitted under a fresh execution `session_id` (or the one given), and every
+    /// `tools.execute` carrying that id goes to `tool_fn`. Concurrent runs with different
+    /// tool functions do not see each other's calls. Returns the `proposal.submit` result.
+    pub async fn execute_proposal<F>(
+        &self,
+        proposal: Value,
+        session_id: Option<String>,
+        tool_fn: F,
+    ) -> Result<Value, Error>
+    where
+        F: Fn(ToolCall) -> HandlerResult + Send + Sync + 'static,
+    {
+        static NEXT_RUN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        let session_id = session_id.unwrap_or_else(|| {
+            format!(
+                "exec-{}-{}",
+                std::process::id(),
+                NEXT_RUN.fetch_add(1, Ordering::Relaxed)
+            )
+        });
+        let mut tools: Vec<&str> = proposal
+            .get("actions")
+            .and_then(Value::as_array)
+            .map(|actions| {
+                actions
+                    .iter()
+                    .filter(|a| a.get("type").and_then(Value::as_str) == Some("tool_call"))
+                    .filter_map(|a| a.get("tool").and_then(Value::as_str))
+                    .collect()
+            })
+            .unwrap_or_default();
+        tools.sort_unstable();
+        tools.dedup();
+        if !tools.is_empty() {
+            let descriptors: Vec<Value> = tools.iter().map(|t| json!({ "name": t })).collect();
+            self.call("tools.register", Value::Array(descriptors))
+                .await?;
+        }
+        let registry = self.inner.registry.clone();
+        registry.set_scoped_tool(&session_id, Some(Arc::new(tool_fn)));
+        struct Unscope(Arc<HandlerRegistry>, String);
+        impl Drop for Unscope {
+            fn drop(&mut self) {
+                self.0.set_scoped_tool(&self.1, None);
+            }
+        }
+        let _unscope = Unscope(registry, session_id.clone());
+        self.call(
+            "proposal.submit",
+            json!({ "proposal": proposal, "session_id": session_id }),
+        )
+        .await
+    }
+
     fn wait_for(&self, method: &str, params: &Value, options: CallOptions) -> Wait {
         options
             .wait

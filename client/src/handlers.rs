@@ -36,6 +36,8 @@ pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 type SyncFn = dyn Fn(&Value, Value) -> HandlerResult + Send + Sync;
 type AsyncFn = dyn Fn(&Value, Value) -> BoxFuture<HandlerResult> + Send + Sync;
 type NotifyFn = dyn Fn(Value) + Send + Sync;
+/// A tool function serving the `tools.execute` calls of one proposal run.
+pub(crate) type ToolFn = dyn Fn(ToolCall) -> HandlerResult + Send + Sync;
 
 /// A registered reverse-call handler; it is given the request id and the params.
 #[derive(Clone)]
@@ -51,6 +53,9 @@ pub(crate) enum RequestHandler {
 pub(crate) struct HandlerRegistry {
     requests: RwLock<HashMap<String, RequestHandler>>,
     notifications: RwLock<HashMap<String, Arc<NotifyFn>>>,
+    /// `session_id → tool function` for `execute_proposal` runs; a `tools.execute` whose
+    /// `session_id` names one goes there instead of the registered tool handler.
+    scoped_tools: RwLock<HashMap<String, Arc<ToolFn>>>,
 }
 
 impl std::fmt::Debug for HandlerRegistry {
@@ -107,6 +112,31 @@ impl HandlerRegistry {
     pub(crate) fn has_request(&self, method: &str) -> bool {
         read(&self.requests).contains_key(method)
     }
+
+    pub(crate) fn set_scoped_tool(&self, session_id: &str, f: Option<Arc<ToolFn>>) {
+        let mut map = write(&self.scoped_tools);
+        match f {
+            Some(f) => map.insert(session_id.to_string(), f),
+            None => map.remove(session_id),
+        };
+    }
+
+    /// The handler for a reverse call: a scoped tool function for `tools.execute` calls of
+    /// an `execute_proposal` run, else the registered handler.
+    fn route(&self, method: &str, params: &Value) -> Option<RequestHandler> {
+        if method == "tools.execute" {
+            let scoped = params
+                .get("session_id")
+                .and_then(Value::as_str)
+                .and_then(|s| read(&self.scoped_tools).get(s).cloned());
+            if let Some(f) = scoped {
+                return Some(RequestHandler::Sync(Arc::new(
+                    move |id: &Value, params: Value| f(ToolCall::from_request(id, &params)?),
+                )));
+            }
+        }
+        self.request(method)
+    }
 }
 
 /// Runs the handler for one reverse call and returns the response frame to send.
@@ -116,7 +146,7 @@ pub(crate) async fn answer(
     method: String,
     params: Value,
 ) -> String {
-    let Some(handler) = registry.request(&method) else {
+    let Some(handler) = registry.route(&method, &params) else {
         tracing::debug!(%method, "no handler for reverse call");
         return error_frame(&id, &RpcError::method_not_found(&method));
     };

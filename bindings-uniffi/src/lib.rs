@@ -1,0 +1,1 @@
+//! Placeholder: the uniffi binding is being written.
