@@ -12,6 +12,22 @@ export interface GeneratedMethods {
   eventsStats(paramsJson?: string): Promise<string>
   /** `host.subscribe` (host role): subscribe this host session to host.event notifications. */
   hostSubscribe(paramsJson?: string): Promise<string>
+  /** `memory.add_fact` (operator role): add a fact to this connection's memory graph; returns the new count. */
+  memoryAddFact(paramsJson?: string): Promise<string>
+  /** `memory.build_context` (operator role): a layered context block (constraints, relevant facts, unknowns) within a token budget. */
+  memoryBuildContext(paramsJson?: string): Promise<string>
+  /** `memory.consolidate` (operator role): merge duplicate facts and report what merged. */
+  memoryConsolidate(paramsJson?: string): Promise<string>
+  /** `memory.delete` (operator role): delete a fact by id. */
+  memoryDelete(paramsJson?: string): Promise<string>
+  /** `memory.fact_count` (operator role): the number of facts in this connection's memory graph. */
+  memoryFactCount(paramsJson?: string): Promise<string>
+  /** `memory.load` (operator role): replace the memory graph with a snapshot under CAR_HOME/memory. */
+  memoryLoad(paramsJson?: string): Promise<string>
+  /** `memory.persist` (operator role): write the memory graph to a snapshot under CAR_HOME/memory. */
+  memoryPersist(paramsJson?: string): Promise<string>
+  /** `memory.query` (operator role): facts ranked by relevance to a query. */
+  memoryQuery(paramsJson?: string): Promise<string>
   /** `policy.list` (operator role): this connection's policies, sorted by name. */
   policyList(paramsJson?: string): Promise<string>
   /** `policy.register` (operator role): add a deny_tool, deny_tool_param or require_state policy. */
@@ -40,6 +56,14 @@ export interface GeneratedMethods {
   sessionClearHalt(paramsJson?: string): Promise<string>
   /** `session.init` (operator role): register tools and policies in one call. */
   sessionInit(paramsJson?: string): Promise<string>
+  /** `skill.find` (operator role): skills matching a persona, url and task, best first. */
+  skillFind(paramsJson?: string): Promise<string>
+  /** `skill.ingest` (operator role): add or replace a skill in procedural memory. */
+  skillIngest(paramsJson?: string): Promise<string>
+  /** `skill.report` (operator role): record a skill outcome; returns its counts and degraded flag. */
+  skillReport(paramsJson?: string): Promise<string>
+  /** `skills.list` (operator role): the skills in memory, optionally for one domain. */
+  skillsList(paramsJson?: string): Promise<string>
   /** `state.exists` (operator role): whether a state key is set. */
   stateExists(paramsJson?: string): Promise<string>
   /** `state.get` (operator role): a state value, or null. */

@@ -31,6 +31,46 @@ impl CarDaemonClient {
         self.daemon_call("host.subscribe".to_string(), params_json)
     }
 
+    /// `memory.add_fact` (operator role): add a fact to this connection's memory graph; returns the new count.
+    pub fn memory_add_fact(&self, params_json: String) -> Result<String, CarError> {
+        self.daemon_call("memory.add_fact".to_string(), params_json)
+    }
+
+    /// `memory.build_context` (operator role): a layered context block (constraints, relevant facts, unknowns) within a token budget.
+    pub fn memory_build_context(&self, params_json: String) -> Result<String, CarError> {
+        self.daemon_call("memory.build_context".to_string(), params_json)
+    }
+
+    /// `memory.consolidate` (operator role): merge duplicate facts and report what merged.
+    pub fn memory_consolidate(&self, params_json: String) -> Result<String, CarError> {
+        self.daemon_call("memory.consolidate".to_string(), params_json)
+    }
+
+    /// `memory.delete` (operator role): delete a fact by id.
+    pub fn memory_delete(&self, params_json: String) -> Result<String, CarError> {
+        self.daemon_call("memory.delete".to_string(), params_json)
+    }
+
+    /// `memory.fact_count` (operator role): the number of facts in this connection's memory graph.
+    pub fn memory_fact_count(&self, params_json: String) -> Result<String, CarError> {
+        self.daemon_call("memory.fact_count".to_string(), params_json)
+    }
+
+    /// `memory.load` (operator role): replace the memory graph with a snapshot under CAR_HOME/memory.
+    pub fn memory_load(&self, params_json: String) -> Result<String, CarError> {
+        self.daemon_call("memory.load".to_string(), params_json)
+    }
+
+    /// `memory.persist` (operator role): write the memory graph to a snapshot under CAR_HOME/memory.
+    pub fn memory_persist(&self, params_json: String) -> Result<String, CarError> {
+        self.daemon_call("memory.persist".to_string(), params_json)
+    }
+
+    /// `memory.query` (operator role): facts ranked by relevance to a query.
+    pub fn memory_query(&self, params_json: String) -> Result<String, CarError> {
+        self.daemon_call("memory.query".to_string(), params_json)
+    }
+
     /// `policy.list` (operator role): this connection's policies, sorted by name.
     pub fn policy_list(&self, params_json: String) -> Result<String, CarError> {
         self.daemon_call("policy.list".to_string(), params_json)
@@ -99,6 +139,26 @@ impl CarDaemonClient {
     /// `session.init` (operator role): register tools and policies in one call.
     pub fn session_init(&self, params_json: String) -> Result<String, CarError> {
         self.daemon_call("session.init".to_string(), params_json)
+    }
+
+    /// `skill.find` (operator role): skills matching a persona, url and task, best first.
+    pub fn skill_find(&self, params_json: String) -> Result<String, CarError> {
+        self.daemon_call("skill.find".to_string(), params_json)
+    }
+
+    /// `skill.ingest` (operator role): add or replace a skill in procedural memory.
+    pub fn skill_ingest(&self, params_json: String) -> Result<String, CarError> {
+        self.daemon_call("skill.ingest".to_string(), params_json)
+    }
+
+    /// `skill.report` (operator role): record a skill outcome; returns its counts and degraded flag.
+    pub fn skill_report(&self, params_json: String) -> Result<String, CarError> {
+        self.daemon_call("skill.report".to_string(), params_json)
+    }
+
+    /// `skills.list` (operator role): the skills in memory, optionally for one domain.
+    pub fn skills_list(&self, params_json: String) -> Result<String, CarError> {
+        self.daemon_call("skills.list".to_string(), params_json)
     }
 
     /// `state.exists` (operator role): whether a state key is set.

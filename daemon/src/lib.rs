@@ -106,10 +106,14 @@ pub async fn run(config: Config, paths: Paths) -> Result<(), Fatal> {
         ),
         Err(e) => tracing::warn!(error = %e, "could not check for orphaned runs"),
     }
+    let memory = car_memory::MemoryStore::open(paths.memory_dir.clone())
+        .await
+        .map_err(|e| Fatal::runtime(format!("cannot open {}: {e}", paths.memory_dir.display())))?;
     let state = Arc::new(ServerState::new(
         config.clone(),
         credentials.clone(),
         store,
+        memory,
         shutdown.clone(),
     ));
 
@@ -151,6 +155,9 @@ pub async fn run(config: Config, paths: Paths) -> Result<(), Fatal> {
     let _ = tcp_task.await;
     let _ = unix_task.await;
     state.store.close();
+    if let Err(e) = state.memory.flush_all().await {
+        tracing::error!(error = %e, "flushing memory at shutdown failed");
+    }
     if let Some(creds) = &credentials {
         if instance.primary {
             auth::remove_if_ours(&paths.auth_token, &creds.token);

@@ -37,6 +37,8 @@ pub struct ServerState {
     pub run_events: broadcast::Sender<RunEvent>,
     /// The event log and run records (`$CAR_HOME/car.db`).
     pub store: Store,
+    /// The fact and skill graphs (`$CAR_HOME/memory`).
+    pub memory: car_memory::MemoryStore,
     /// Cancelled on SIGINT/SIGTERM: listeners stop, sessions close.
     pub shutdown: CancellationToken,
     next_session: AtomicU64,
@@ -47,6 +49,7 @@ impl ServerState {
         config: Config,
         credentials: Option<Credentials>,
         store: Store,
+        memory: car_memory::MemoryStore,
         shutdown: CancellationToken,
     ) -> Self {
         let schema = car_proto::schema::schema(config.debug_methods);
@@ -66,6 +69,7 @@ impl ServerState {
             host_events,
             run_events,
             store,
+            memory,
             shutdown,
             next_session: AtomicU64::new(1),
         }

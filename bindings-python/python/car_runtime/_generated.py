@@ -30,6 +30,38 @@ class GeneratedMethods:
         """`host.subscribe` (host role): subscribe this host session to host.event notifications."""
         return self.daemon_call("host.subscribe", params_json)
 
+    def memory_add_fact(self, params_json: str = "{}") -> str:
+        """`memory.add_fact` (operator role): add a fact to this connection's memory graph; returns the new count."""
+        return self.daemon_call("memory.add_fact", params_json)
+
+    def memory_build_context(self, params_json: str = "{}") -> str:
+        """`memory.build_context` (operator role): a layered context block (constraints, relevant facts, unknowns) within a token budget."""
+        return self.daemon_call("memory.build_context", params_json)
+
+    def memory_consolidate(self, params_json: str = "{}") -> str:
+        """`memory.consolidate` (operator role): merge duplicate facts and report what merged."""
+        return self.daemon_call("memory.consolidate", params_json)
+
+    def memory_delete(self, params_json: str = "{}") -> str:
+        """`memory.delete` (operator role): delete a fact by id."""
+        return self.daemon_call("memory.delete", params_json)
+
+    def memory_fact_count(self, params_json: str = "{}") -> str:
+        """`memory.fact_count` (operator role): the number of facts in this connection's memory graph."""
+        return self.daemon_call("memory.fact_count", params_json)
+
+    def memory_load(self, params_json: str = "{}") -> str:
+        """`memory.load` (operator role): replace the memory graph with a snapshot under CAR_HOME/memory."""
+        return self.daemon_call("memory.load", params_json)
+
+    def memory_persist(self, params_json: str = "{}") -> str:
+        """`memory.persist` (operator role): write the memory graph to a snapshot under CAR_HOME/memory."""
+        return self.daemon_call("memory.persist", params_json)
+
+    def memory_query(self, params_json: str = "{}") -> str:
+        """`memory.query` (operator role): facts ranked by relevance to a query."""
+        return self.daemon_call("memory.query", params_json)
+
     def policy_list(self, params_json: str = "{}") -> str:
         """`policy.list` (operator role): this connection's policies, sorted by name."""
         return self.daemon_call("policy.list", params_json)
@@ -86,6 +118,22 @@ class GeneratedMethods:
         """`session.init` (operator role): register tools and policies in one call."""
         return self.daemon_call("session.init", params_json)
 
+    def skill_find(self, params_json: str = "{}") -> str:
+        """`skill.find` (operator role): skills matching a persona, url and task, best first."""
+        return self.daemon_call("skill.find", params_json)
+
+    def skill_ingest(self, params_json: str = "{}") -> str:
+        """`skill.ingest` (operator role): add or replace a skill in procedural memory."""
+        return self.daemon_call("skill.ingest", params_json)
+
+    def skill_report(self, params_json: str = "{}") -> str:
+        """`skill.report` (operator role): record a skill outcome; returns its counts and degraded flag."""
+        return self.daemon_call("skill.report", params_json)
+
+    def skills_list(self, params_json: str = "{}") -> str:
+        """`skills.list` (operator role): the skills in memory, optionally for one domain."""
+        return self.daemon_call("skills.list", params_json)
+
     def state_exists(self, params_json: str = "{}") -> str:
         """`state.exists` (operator role): whether a state key is set."""
         return self.daemon_call("state.exists", params_json)
@@ -129,6 +177,14 @@ GENERATED_METHODS: dict[str, str] = {
     "events_query": "events.query",
     "events_stats": "events.stats",
     "host_subscribe": "host.subscribe",
+    "memory_add_fact": "memory.add_fact",
+    "memory_build_context": "memory.build_context",
+    "memory_consolidate": "memory.consolidate",
+    "memory_delete": "memory.delete",
+    "memory_fact_count": "memory.fact_count",
+    "memory_load": "memory.load",
+    "memory_persist": "memory.persist",
+    "memory_query": "memory.query",
     "policy_list": "policy.list",
     "policy_register": "policy.register",
     "policy_unregister": "policy.unregister",
@@ -143,6 +199,10 @@ GENERATED_METHODS: dict[str, str] = {
     "session_auth": "session.auth",
     "session_clear_halt": "session.clear_halt",
     "session_init": "session.init",
+    "skill_find": "skill.find",
+    "skill_ingest": "skill.ingest",
+    "skill_report": "skill.report",
+    "skills_list": "skills.list",
     "state_exists": "state.exists",
     "state_get": "state.get",
     "state_keys": "state.keys",

@@ -11,6 +11,7 @@
 mod debug;
 mod events;
 mod host;
+mod memory;
 pub mod params;
 mod policy;
 pub mod proposal;
@@ -33,6 +34,14 @@ pub const HANDLED: &[&str] = &[
     "events.query",
     "events.stats",
     "host.subscribe",
+    "memory.add_fact",
+    "memory.build_context",
+    "memory.consolidate",
+    "memory.delete",
+    "memory.fact_count",
+    "memory.load",
+    "memory.persist",
+    "memory.query",
     "policy.list",
     "policy.register",
     "policy.unregister",
@@ -47,6 +56,10 @@ pub const HANDLED: &[&str] = &[
     "session.auth",
     "session.clear_halt",
     "session.init",
+    "skill.find",
+    "skill.ingest",
+    "skill.report",
+    "skills.list",
     "state.exists",
     "state.get",
     "state.keys",
@@ -70,6 +83,18 @@ pub fn handler_for(method: &str) -> Option<Handler> {
         "debug.echo" => Handler::Async(debug::echo),
         "debug.notify_client" => Handler::Async(debug::notify_client),
         "debug.sleep" => Handler::Async(debug::sleep),
+        "memory.add_fact" => Handler::Async(memory::add_fact),
+        "memory.build_context" => Handler::Async(memory::build_context),
+        "memory.consolidate" => Handler::Async(memory::consolidate),
+        "memory.delete" => Handler::Async(memory::delete),
+        "memory.fact_count" => Handler::Async(memory::fact_count),
+        "memory.load" => Handler::Async(memory::load),
+        "memory.persist" => Handler::Async(memory::persist),
+        "memory.query" => Handler::Async(memory::query),
+        "skill.find" => Handler::Async(memory::skill_find),
+        "skill.ingest" => Handler::Async(memory::skill_ingest),
+        "skill.report" => Handler::Async(memory::skill_report),
+        "skills.list" => Handler::Async(memory::skills_list),
         "events.count" => Handler::Async(events::count),
         "events.query" => Handler::Async(events::query),
         "events.stats" => Handler::Async(events::stats),

@@ -1,0 +1,397 @@
+//! One memory graph: the facts and skills of a single scope, in memory.
+//!
+//! Owns fact storage, the lexical index kept in step with it, and the fact operations
+//! (`add_fact`, `delete`, `query`). Skills, consolidation and context building are further
+//! `impl Graph` blocks in their own modules. It must not do I/O, locking or async: the store
+//! wraps a graph in a lock and persists it; everything here is plain, synchronous and
+//! deterministic given the clock value passed in.
+
+use crate::embed::{fact_text, ContentHash, Embeddings, SemanticQuery};
+use crate::error::{MemoryError, ValidationError};
+use crate::fact::{validate_query, Fact, FactHit, NewFact, MAX_K};
+use crate::ranking::{DocTerms, LexicalIndex, QueryTerms};
+use crate::skills::Skill;
+use sha2::{Digest, Sha256};
+use std::cmp::Ordering;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
+
+/// A fact with what ranking needs precomputed.
+#[derive(Debug, Clone)]
+pub(crate) struct Entry {
+    pub(crate) fact: Fact,
+    pub(crate) terms: DocTerms,
+    pub(crate) hash: ContentHash,
+}
+
+impl Entry {
+    pub(crate) fn new(fact: Fact) -> Self {
+        let terms = DocTerms::of_fact(&fact.subject, &fact.body, &fact.tags);
+        let hash = ContentHash::of(&fact_text(&fact.subject, &fact.body, &fact.tags));
+        Self { fact, terms, hash }
+    }
+}
+
+/// The facts and skills of one scope.
+#[derive(Debug, Clone, Default)]
+pub struct Graph {
+    pub(crate) facts: HashMap<String, Entry>,
+    pub(crate) lexical: LexicalIndex,
+    pub(crate) skills: BTreeMap<String, Skill>,
+}
+
+/// The current time in Unix milliseconds.
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+impl Graph {
+    /// An empty graph.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Builds a graph from stored records, refusing duplicate fact ids or skill names
+    /// (a snapshot that has them is corrupt, not something to guess about).
+    pub fn from_records(facts: Vec<Fact>, skills: Vec<Skill>) -> Result<Self, String> {
+        let mut graph = Graph::new();
+        for fact in facts {
+            if graph.facts.contains_key(&fact.fact_id) {
+                return Err(format!("duplicate fact_id {:?}", fact.fact_id));
+            }
+            graph.insert_entry(Entry::new(fact));
+        }
+        for skill in skills {
+            if graph.skills.contains_key(&skill.name) {
+                return Err(format!("duplicate skill name {:?}", skill.name));
+            }
+            graph.skills.insert(skill.name.clone(), skill);
+        }
+        Ok(graph)
+    }
+
+    /// Every fact, oldest first (ties by id): the order snapshots are written in.
+    pub fn facts(&self) -> Vec<&Fact> {
+        let mut facts: Vec<&Fact> = self.facts.values().map(|e| &e.fact).collect();
+        facts.sort_by(|a, b| {
+            a.created_ms
+                .cmp(&b.created_ms)
+                .then_with(|| a.fact_id.cmp(&b.fact_id))
+        });
+        facts
+    }
+
+    /// The fact with this id.
+    pub fn fact(&self, fact_id: &str) -> Option<&Fact> {
+        self.facts.get(fact_id).map(|e| &e.fact)
+    }
+
+    /// How many facts the graph holds.
+    pub fn fact_count(&self) -> usize {
+        self.facts.len()
+    }
+
+    /// Adds a fact (or replaces the one with the same caller-chosen id) and returns the new
+    /// fact count.
+    pub fn add_fact(&mut self, fact: NewFact) -> usize {
+        self.add_fact_at(fact, now_ms())
+    }
+
+    /// [`Graph::add_fact`] with an explicit clock, for deterministic tests.
+    pub fn add_fact_at(&mut self, new: NewFact, now_ms: u64) -> usize {
+        let fact_id = match new.fact_id {
+            Some(id) => id,
+            None => self.fresh_fact_id(&new.subject, &new.body, now_ms),
+        };
+        // Replacing keeps the original creation time: it is the same fact, corrected.
+        let created_ms = match self.remove_entry(&fact_id) {
+            Some(old) => old.fact.created_ms,
+            None => now_ms,
+        };
+        self.insert_entry(Entry::new(Fact {
+            fact_id,
+            subject: new.subject,
+            body: new.body,
+            kind: new.kind,
+            confidence: new.confidence,
+            tags: new.tags,
+            source: new.source,
+            created_ms,
+            updated_ms: now_ms,
+        }));
+        self.facts.len()
+    }
+
+    /// Deletes a fact and returns the remaining count; an unknown id is an error naming it.
+    pub fn delete(&mut self, fact_id: &str) -> Result<usize, MemoryError> {
+        self.remove_entry(fact_id)
+            .map(|_| self.facts.len())
+            .ok_or_else(|| MemoryError::FactNotFound(fact_id.to_owned()))
+    }
+
+    /// The `k` facts most relevant to `query`, best first (see [`crate::ranking`] for the
+    /// formula). `k` must already be validated (see [`crate::validate_k`]); it is clamped to
+    /// [`MAX_K`] regardless. A blank query is an error.
+    pub fn query(
+        &self,
+        query: &str,
+        k: usize,
+        semantic: Option<SemanticQuery<'_>>,
+    ) -> Result<Vec<FactHit>, ValidationError> {
+        validate_query(query)?;
+        let ranked = self.rank(query, semantic.as_ref(), |_| true);
+        Ok(ranked
+            .into_iter()
+            .take(k.clamp(1, MAX_K))
+            .map(|(score, e)| FactHit {
+                fact_id: e.fact.fact_id.clone(),
+                subject: e.fact.subject.clone(),
+                body: e.fact.body.clone(),
+                kind: e.fact.kind,
+                confidence: score,
+                tags: e.fact.tags.clone(),
+                source: e.fact.source.clone(),
+            })
+            .collect())
+    }
+
+    /// [`Graph::query`] with an embedder, synchronously: embeds what is missing (blocking),
+    /// then ranks. An embedder failure degrades to lexical ranking with a warning rather
+    /// than failing the query. The store uses a two-phase variant that embeds outside locks.
+    pub fn query_with(
+        &self,
+        query: &str,
+        k: usize,
+        embeddings: &Embeddings,
+    ) -> Result<Vec<FactHit>, ValidationError> {
+        validate_query(query)?;
+        match embeddings.prepare(query, &self.missing_embeddings(embeddings)) {
+            Ok(vector) => self.query(
+                query,
+                k,
+                Some(SemanticQuery {
+                    vector: &vector,
+                    embeddings,
+                }),
+            ),
+            Err(error) => {
+                tracing::warn!(model = embeddings.model_id(), %error, "embedding failed; ranking lexically");
+                self.query(query, k, None)
+            }
+        }
+    }
+
+    /// Fact texts whose vectors `embeddings` has not cached yet.
+    pub fn missing_embeddings(&self, embeddings: &Embeddings) -> Vec<(ContentHash, String)> {
+        let mut missing: std::collections::HashSet<ContentHash> = embeddings
+            .missing(self.content_hashes())
+            .into_iter()
+            .collect();
+        let mut texts: Vec<(ContentHash, String)> = Vec::with_capacity(missing.len());
+        for e in self.facts.values() {
+            if missing.remove(&e.hash) {
+                texts.push((
+                    e.hash,
+                    fact_text(&e.fact.subject, &e.fact.body, &e.fact.tags),
+                ));
+            }
+        }
+        texts
+    }
+
+    /// The content hashes of every fact (to prune an embedding cache).
+    pub fn content_hashes(&self) -> impl Iterator<Item = ContentHash> + '_ {
+        self.facts.values().map(|e| e.hash)
+    }
+
+    /// Every fact passing `filter` with a positive score, best first.
+    pub(crate) fn rank<'a>(
+        &'a self,
+        query: &str,
+        semantic: Option<&SemanticQuery<'_>>,
+        filter: impl Fn(&Fact) -> bool,
+    ) -> Vec<(f64, &'a Entry)> {
+        let terms = QueryTerms::new(query);
+        if terms.is_empty() && semantic.is_none() {
+            return Vec::new();
+        }
+        let prepared = self.lexical.prepare(&terms);
+        let mut scored: Vec<(f64, &Entry)> = self
+            .facts
+            .values()
+            .filter(|e| filter(&e.fact))
+            .map(|e| (prepared.score(&e.terms, &e.hash, semantic), e))
+            .filter(|(s, _)| *s > 0.0)
+            .collect();
+        scored.sort_by(|(sa, a), (sb, b)| {
+            sb.partial_cmp(sa)
+                .unwrap_or(Ordering::Equal)
+                .then_with(|| {
+                    b.fact
+                        .confidence
+                        .partial_cmp(&a.fact.confidence)
+                        .unwrap_or(Ordering::Equal)
+                })
+                .then_with(|| b.fact.updated_ms.cmp(&a.fact.updated_ms))
+                .then_with(|| a.fact.fact_id.cmp(&b.fact.fact_id))
+        });
+        scored
+    }
+
+    /// Replaces this graph's whole content with `other`'s (for `memory.load`).
+    pub fn replace_with(&mut self, other: Graph) {
+        *self = other;
+    }
+
+    pub(crate) fn insert_entry(&mut self, entry: Entry) {
+        self.lexical.add(&entry.terms);
+        if let Some(old) = self.facts.insert(entry.fact.fact_id.clone(), entry) {
+            self.lexical.remove(&old.terms);
+        }
+    }
+
+    pub(crate) fn remove_entry(&mut self, fact_id: &str) -> Option<Entry> {
+        let entry = self.facts.remove(fact_id)?;
+        self.lexical.remove(&entry.terms);
+        Some(entry)
+    }
+
+    /// A new id: `f-` and 16 hex digits of a hash over the content, the time and a
+    /// process-wide counter, retried on the (astronomically unlikely) collision.
+    fn fresh_fact_id(&self, subject: &str, body: &str, now_ms: u64) -> String {
+        static COUNTER: AtomicU64 = AtomicU64::new(0);
+        loop {
+            let n = COUNTER.fetch_add(1, AtomicOrdering::Relaxed);
+            let mut h = Sha256::new();
+            h.update(subject.as_bytes());
+            h.update([0]);
+            h.update(body.as_bytes());
+            h.update(now_ms.to_le_bytes());
+            h.update(n.to_le_bytes());
+            h.update(std::process::id().to_le_bytes());
+            let id = format!("f-{}", &hex::encode(h.finalize())[..16]);
+            if !self.facts.contains_key(&id) {
+                return id;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fact::{FactInput, FactKind};
+
+    fn add(g: &mut Graph, input: FactInput, now: u64) -> usize {
+        g.add_fact_at(input.validate().unwrap(), now)
+    }
+
+    #[test]
+    fn add_returns_count_and_generates_ids() {
+        let mut g = Graph::new();
+        assert_eq!(add(&mut g, FactInput::new("a", "b"), 1), 1);
+        assert_eq!(
+            add(&mut g, FactInput::new("a", "b"), 1),
+            2,
+            "same text, new id"
+        );
+        assert!(g
+            .facts()
+            .iter()
+            .all(|f| f.fact_id.starts_with("f-") && f.fact_id.len() == 18));
+    }
+
+    #[test]
+    fn same_fact_id_replaces_and_keeps_created() {
+        let mut g = Graph::new();
+        add(&mut g, FactInput::new("editor", "tabs").fact_id("x"), 10);
+        let n = add(
+            &mut g,
+            FactInput::new("editor", "spaces")
+                .fact_id("x")
+                .kind(FactKind::Preference),
+            20,
+        );
+        assert_eq!(n, 1);
+        let f = g.fact("x").unwrap();
+        assert_eq!(
+            (f.body.as_str(), f.kind, f.created_ms, f.updated_ms),
+            ("spaces", FactKind::Preference, 10, 20)
+        );
+        assert!(
+            g.query("tabs", 5, None).unwrap().is_empty(),
+            "old text is unindexed"
+        );
+        assert_eq!(g.query("spaces", 5, None).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn delete_unknown_names_the_id() {
+        let mut g = Graph::new();
+        add(&mut g, FactInput::new("a", "b").fact_id("keep"), 1);
+        assert_eq!(
+            g.delete("nope").unwrap_err().to_string(),
+            "unknown fact_id \"nope\""
+        );
+        assert_eq!(g.delete("keep").unwrap(), 0);
+        assert!(g.query("a", 5, None).unwrap().is_empty());
+    }
+
+    #[test]
+    fn query_ranks_and_bounds_scores() {
+        let mut g = Graph::new();
+        add(
+            &mut g,
+            FactInput::new("retry policy", "retry tool calls three times").fact_id("r"),
+            1,
+        );
+        add(
+            &mut g,
+            FactInput::new("tool timeout", "tool calls time out after 30s").fact_id("t"),
+            1,
+        );
+        add(
+            &mut g,
+            FactInput::new("editor", "four spaces").fact_id("e"),
+            1,
+        );
+        let hits = g.query("retrying tool calls", 2, None).unwrap();
+        assert_eq!(
+            hits.iter().map(|h| h.fact_id.as_str()).collect::<Vec<_>>(),
+            ["r", "t"]
+        );
+        assert!(hits
+            .iter()
+            .all(|h| h.confidence > 0.0 && h.confidence <= 1.0));
+        assert!(hits[0].confidence > hits[1].confidence);
+        assert_eq!(
+            g.query(" ", 5, None).unwrap_err().to_string(),
+            "query must not be empty"
+        );
+        assert!(
+            g.query("the of", 5, None).unwrap().is_empty(),
+            "stop words match nothing"
+        );
+    }
+
+    #[test]
+    fn from_records_refuses_duplicates() {
+        let f = Fact {
+            fact_id: "x".into(),
+            subject: "s".into(),
+            body: "b".into(),
+            kind: FactKind::Fact,
+            confidence: 0.5,
+            tags: vec![],
+            source: None,
+            created_ms: 1,
+            updated_ms: 1,
+        };
+        assert!(Graph::from_records(vec![f.clone(), f], vec![])
+            .unwrap_err()
+            .contains("duplicate fact_id"));
+    }
+}

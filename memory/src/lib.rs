@@ -1,0 +1,42 @@
+//! `car-memory`: the durable memory engine behind the daemon's `memory.*`, `skill.*` and
+//! `skills.*` methods.
+//!
+//! - [`fact`]: the fact record, its kinds and the validated input for adding one;
+//! - [`graph`]: one scope's facts and skills in memory, and the fact operations;
+//! - [`text`] and [`ranking`]: normalisation, stemming and the BM25 (+ embedding) score;
+//! - [`embed`]: the [`Embedder`] seam and the fact-vector cache;
+//! - [`consolidate`]: merging duplicate facts;
+//! - [`context`]: the layered, budgeted `build_context` block;
+//! - [`skills`] and [`skill_find`]: procedural memory (ingest, outcomes, listing; matching);
+//! - [`snapshot`]: the versioned file format and atomic writes;
+//! - [`confine`]: the path rule for `memory.persist` / `memory.load`;
+//! - [`store`]: per-scope graphs, lazy loading and group-committed durability.
+//!
+//! It must not touch sockets or JSON-RPC: the daemon parses parameters into these types,
+//! maps [`MemoryError::is_invalid_params`] to `-32602` / `-32603`, and serialises results.
+
+pub mod confine;
+pub mod consolidate;
+pub mod context;
+pub mod embed;
+pub mod error;
+pub mod fact;
+pub mod graph;
+pub mod ranking;
+pub mod skill_find;
+pub mod skills;
+pub mod snapshot;
+pub mod store;
+pub mod text;
+
+pub use consolidate::{ConsolidationReport, MergeReason, MergedGroup, NEAR_DUPLICATE_JACCARD};
+pub use context::{validate_window, ContextBlock, LayerCounts, DEFAULT_CONTEXT_WINDOW};
+pub use embed::{Embedder, Embeddings, SemanticQuery};
+pub use error::{ConfineError, MemoryError, ValidationError};
+pub use fact::{
+    validate_k, validate_query, Fact, FactHit, FactInput, FactKind, NewFact, DEFAULT_K, MAX_K,
+};
+pub use graph::Graph;
+pub use skill_find::{SkillMatch, SkillQuery};
+pub use skills::{Outcome, OutcomeReport, Skill, SkillInput};
+pub use store::{MemoryStore, Scope};

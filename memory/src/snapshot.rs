@@ -1,0 +1,277 @@
+//! The snapshot file format and atomic file writes.
+//!
+//! Owns `{"version": 1, "facts": [...], "skills": [...]}`, its validation on load, the
+//! atomic write (temp file in the same directory, fsync, rename, fsync of the directory)
+//! and moving a corrupt file aside. It must not decide where files live (the store and
+//! [`crate::confine`] do) or hold locks. Every function here blocks: call it from
+//! `spawn_blocking`, never on a tokio worker.
+
+use crate::error::MemoryError;
+use crate::fact::{Fact, FactInput};
+use crate::graph::{now_ms, Graph};
+use crate::skills::{Skill, SkillInput};
+use serde::{Deserialize, Serialize};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// The only snapshot version this crate writes and reads.
+pub const SNAPSHOT_VERSION: u32 = 1;
+
+#[derive(Serialize)]
+struct SnapshotOut<'a> {
+    version: u32,
+    facts: Vec<&'a Fact>,
+    skills: Vec<&'a Skill>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SnapshotIn {
+    version: u32,
+    facts: Vec<Fact>,
+    #[serde(default)]
+    skills: Vec<Skill>,
+}
+
+/// Serialises a graph (facts oldest first, skills by name), pretty-printed so a person can
+/// read and diff it.
+pub fn encode(graph: &Graph) -> Vec<u8> {
+    let snapshot = SnapshotOut {
+        version: SNAPSHOT_VERSION,
+        facts: graph.facts(),
+        skills: graph.skills.values().collect(),
+    };
+    // Serialising plain structs of strings and numbers cannot fail; NaN confidences are
+    // rejected at validation and on decode, so serde_json never sees a non-finite float.
+    serde_json::to_vec_pretty(&snapshot).unwrap_or_default()
+}
+
+/// Parses and validates a snapshot. Every record must satisfy the same rules as a fresh
+/// `add_fact` / `skill.ingest`; ids and names must be unique.
+pub fn decode(bytes: &[u8]) -> Result<Graph, String> {
+    let snapshot: SnapshotIn = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+    if snapshot.version != SNAPSHOT_VERSION {
+        return Err(format!(
+            "unsupported snapshot version {} (expected {SNAPSHOT_VERSION})",
+            snapshot.version
+        ));
+    }
+    for (i, f) in snapshot.facts.iter().enumerate() {
+        FactInput {
+            subject: f.subject.clone(),
+            body: f.body.clone(),
+            kind: Some(f.kind),
+            confidence: Some(f.confidence),
+            fact_id: Some(f.fact_id.clone()),
+            tags: f.tags.clone(),
+            source: None,
+        }
+        .validate()
+        .map_err(|e| format!("facts[{i}]: {e}"))?;
+    }
+    for (i, s) in snapshot.skills.iter().enumerate() {
+        SkillInput {
+            name: s.name.clone(),
+            code: s.code.clone(),
+            ..SkillInput::default()
+        }
+        .validate()
+        .map_err(|e| format!("skills[{i}]: {e}"))?;
+    }
+    Graph::from_records(snapshot.facts, snapshot.skills)
+}
+
+/// Writes `bytes` to `path` atomically: a temp file in the same directory, flushed and
+/// fsynced, renamed over `path`, then the directory fsynced so the rename itself survives a
+/// crash. Creates the parent directory if needed.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), MemoryError> {
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).map_err(|e| MemoryError::io("create directory", dir, e))?;
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".snapshot-")
+        .suffix(".tmp")
+        .tempfile_in(dir)
+        .map_err(|e| MemoryError::io("create temp file in", dir, e))?;
+    tmp.write_all(bytes)
+        .map_err(|e| MemoryError::io("write", tmp.path().to_owned(), e))?;
+    tmp.as_file()
+        .sync_all()
+        .map_err(|e| MemoryError::io("fsync", tmp.path().to_owned(), e))?;
+    tmp.persist(path)
+        .map_err(|e| MemoryError::io("rename temp file to", path, e.error))?;
+    sync_dir(dir)
+}
+
+#[cfg(unix)]
+fn sync_dir(dir: &Path) -> Result<(), MemoryError> {
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| MemoryError::io("fsync directory", dir, e))
+}
+
+#[cfg(not(unix))]
+fn sync_dir(_dir: &Path) -> Result<(), MemoryError> {
+    Ok(())
+}
+
+/// Loads a scope's own snapshot. A missing file is an empty graph. A file that does not
+/// parse or validate is renamed to `<file>.corrupt-<unix-ms>`, a warning naming both paths
+/// is logged, and the scope starts empty; it is never deleted. A file that cannot be read
+/// (permissions, I/O) is an error: starting empty would overwrite it on the next write.
+pub fn load_or_quarantine(path: &Path) -> Result<Graph, MemoryError> {
+    let bytes = match std::fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Graph::new()),
+        Err(e) => return Err(MemoryError::io("read snapshot", path, e)),
+    };
+    match decode(&bytes) {
+        Ok(graph) => Ok(graph),
+        Err(reason) => {
+            let aside = quarantine_path(path);
+            std::fs::rename(path, &aside)
+                .map_err(|e| MemoryError::io("move corrupt snapshot aside", path, e))?;
+            tracing::warn!(
+                path = %path.display(),
+                moved_to = %aside.display(),
+                %reason,
+                "corrupt memory snapshot moved aside; scope starts empty"
+            );
+            Ok(Graph::new())
+        }
+    }
+}
+
+fn quarantine_path(path: &Path) -> PathBuf {
+    let ms = now_ms();
+    let mut n = 0u32;
+    loop {
+        let mut name = path.file_name().unwrap_or_default().to_os_string();
+        name.push(format!(".corrupt-{ms}"));
+        if n > 0 {
+            name.push(format!("-{n}"));
+        }
+        let candidate = path.with_file_name(name);
+        if !candidate.exists() {
+            return candidate;
+        }
+        n += 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fact::FactKind;
+    use crate::skills::Outcome;
+
+    fn sample() -> Graph {
+        let mut g = Graph::new();
+        g.add_fact_at(
+            FactInput::new("subj", "body\nline two")
+                .fact_id("f1")
+                .kind(FactKind::Unknown)
+                .confidence(0.25)
+                .tags(["a", "b"])
+                .source("https://example.test")
+                .validate()
+                .unwrap(),
+            7,
+        );
+        g.ingest_skill_at(
+            SkillInput {
+                name: "login".into(),
+                code: "click()".into(),
+                platform: "browser".into(),
+                persona: "ops".into(),
+                url_pattern: "https://x.test/*".into(),
+                task_keywords: vec!["sign in".into()],
+                description: "logs in".into(),
+                supersedes: None,
+            }
+            .validate()
+            .unwrap(),
+            8,
+        )
+        .unwrap();
+        g.report_outcome("login", Outcome::Fail).unwrap();
+        g
+    }
+
+    #[test]
+    fn round_trip_keeps_every_field() {
+        let g = sample();
+        let back = decode(&encode(&g)).unwrap();
+        assert_eq!(back.facts(), g.facts());
+        assert_eq!(back.list_skills(None), g.list_skills(None));
+        let json: serde_json::Value = serde_json::from_slice(&encode(&g)).unwrap();
+        assert_eq!(json["version"], 1);
+        assert_eq!(json["facts"][0]["kind"], "unknown");
+        assert_eq!(json["skills"][0]["recent_outcomes"][0], "fail");
+    }
+
+    #[test]
+    fn invalid_snapshots_are_refused_with_reasons() {
+        let cases = [
+            (
+                r#"{"version":2,"facts":[],"skills":[]}"#,
+                "unsupported snapshot version 2",
+            ),
+            (r#"{"version":1}"#, "missing field `facts`"),
+            (r#"not json"#, "expected"),
+            (
+                r#"{"version":1,"facts":[{"fact_id":"x","subject":"","body":"b","kind":"fact","confidence":1,"created_ms":1,"updated_ms":1}]}"#,
+                "facts[0]: subject must not be empty",
+            ),
+            (
+                r#"{"version":1,"facts":[{"fact_id":"x","subject":"s","body":"b","kind":"fact","confidence":3,"created_ms":1,"updated_ms":1}]}"#,
+                "facts[0]: confidence must be between 0 and 1",
+            ),
+        ];
+        for (text, expected) in cases {
+            let err = decode(text.as_bytes()).unwrap_err();
+            assert!(err.contains(expected), "{text}: {err}");
+        }
+    }
+
+    #[test]
+    fn atomic_write_replaces_and_leaves_no_temp_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sub/shared.json");
+        write_atomic(&path, b"one").unwrap();
+        write_atomic(&path, b"two").unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"two");
+        let names: Vec<_> = std::fs::read_dir(path.parent().unwrap())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["shared.json"]);
+    }
+
+    #[test]
+    fn corrupt_file_is_moved_aside() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("shared.json");
+        std::fs::write(&path, b"{broken").unwrap();
+        let g = load_or_quarantine(&path).unwrap();
+        assert_eq!(g.fact_count(), 0);
+        assert!(!path.exists());
+        let aside: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(aside.len(), 1);
+        assert!(aside[0].starts_with("shared.json.corrupt-"), "{aside:?}");
+        assert_eq!(
+            std::fs::read(dir.path().join(&aside[0])).unwrap(),
+            b"{broken"
+        );
+        assert_eq!(
+            load_or_quarantine(&path).unwrap().fact_count(),
+            0,
+            "missing is empty"
+        );
+    }
+}

@@ -1,0 +1,448 @@
+//! The durable store: one lazily loaded graph per scope, persisted with group commit.
+//!
+//! Owns where each scope's snapshot lives, lazy loading (with corrupt files moved aside),
+//! the locking discipline and the durability guarantee. It must not know about JSON-RPC or
+//! sessions: the daemon maps a connection to a [`Scope`] and calls these methods.
+//!
+//! # Durability and group commit
+//! A mutation runs under the scope's short `std::sync::Mutex` (never held across an
+//! `.await`) and bumps the scope's version. The caller then awaits a flush covering that
+//! version: flushes are serialised by a per-scope async mutex, and each one serialises the
+//! graph as it is *at write time*, so it covers every mutation applied so far. A caller
+//! that acquires the flush lock and finds its version already written returns at once; so
+//! N concurrent writers share a handful of writes instead of N. Every mutating method
+//! returns only after a snapshot containing its change is on disk (temp file, fsync,
+//! rename, directory fsync). Encoding and file I/O run in `spawn_blocking`.
+//!
+//! The flush lock guard moves into the blocking task, so a caller that is cancelled mid-flush
+//! cannot let a second, newer write race an older one to the rename.
+//!
+//! A failed write is reported to its caller; the change stays in memory and is written by
+//! the next successful flush (including [`MemoryStore::flush_all`] at shutdown).
+//!
+//! Closures given to [`MemoryStore::mutate`] must leave the graph unchanged when they
+//! return `Err` (every `Graph` method does): an error skips the flush.
+
+use crate::confine;
+use crate::context::ContextBlock;
+use crate::embed::{Embedder, Embeddings, SemanticQuery};
+use crate::error::{MemoryError, ValidationError};
+use crate::fact::{validate_query, FactHit, NewFact};
+use crate::graph::Graph;
+use crate::snapshot;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
+
+/// Longest snapshot file name most file systems accept, in bytes.
+const MAX_FILE_NAME_BYTES: usize = 255;
+
+/// Which graph a connection uses (DECISIONS 20).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Scope {
+    /// The daemon-wide graph: `memory_dir/shared.json`.
+    Shared,
+    /// A `memory_namespace`'s graph: `memory_dir/memory-namespaces/<encode(ns)>.json`.
+    Namespace(String),
+    /// An agent's graph: `memory_dir/agents/<encode(id)>.json`.
+    Agent(String),
+}
+
+impl Scope {
+    /// Where this scope's snapshot lives under `memory_dir`. An empty name, or one whose
+    /// encoded file name exceeds 255 bytes, is refused naming the field.
+    pub fn snapshot_path(&self, memory_dir: &Path) -> Result<PathBuf, ValidationError> {
+        let (field, dir, name) = match self {
+            Scope::Shared => return Ok(memory_dir.join(confine::SHARED_FILE)),
+            Scope::Namespace(ns) => ("memory_namespace", confine::NAMESPACES_DIR, ns),
+            Scope::Agent(id) => ("agent_id", confine::AGENTS_DIR, id),
+        };
+        if name.is_empty() {
+            return Err(ValidationError::new(field, "must not be empty"));
+        }
+        let file = format!("{}.json", car_proto::namespace::encode(name));
+        if file.len() > MAX_FILE_NAME_BYTES {
+            return Err(ValidationError::new(
+                field,
+                format!("is too long: its encoded file name would be {} bytes (at most {MAX_FILE_NAME_BYTES})", file.len()),
+            ));
+        }
+        Ok(memory_dir.join(dir).join(file))
+    }
+}
+
+#[derive(Debug)]
+struct Versioned {
+    graph: Graph,
+    version: u64,
+}
+
+#[derive(Debug)]
+struct ScopeState {
+    path: PathBuf,
+    graph: Mutex<Versioned>,
+    /// The highest version known to be on disk; its lock serialises flushes.
+    flushed: Arc<tokio::sync::Mutex<u64>>,
+}
+
+impl ScopeState {
+    fn lock(&self) -> MutexGuard<'_, Versioned> {
+        // Graph methods leave the graph consistent at every step they can panic in (they
+        // validate first, then mutate), so a poisoned lock still guards a usable graph.
+        self.graph.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+#[derive(Debug)]
+struct ScopeSlot {
+    path: PathBuf,
+    state: tokio::sync::OnceCell<Arc<ScopeState>>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    dir: PathBuf,
+    scopes: Mutex<HashMap<Scope, Arc<ScopeSlot>>>,
+    embeddings: RwLock<Option<Arc<Embeddings>>>,
+}
+
+/// The memory store of one daemon. Cheap to clone; clones share everything.
+#[derive(Debug, Clone)]
+pub struct MemoryStore {
+    inner: Arc<Inner>,
+}
+
+fn task_error(e: tokio::task::JoinError) -> MemoryError {
+    MemoryError::Task(e.to_string())
+}
+
+impl MemoryStore {
+    /// Opens (creating if needed) the memory directory, `CAR_HOME/memory`. Graphs are loaded
+    /// lazily on first use of their scope.
+    pub async fn open(memory_dir: impl Into<PathBuf>) -> Result<Self, MemoryError> {
+        let dir: PathBuf = memory_dir.into();
+        let create = dir.clone();
+        tokio::task::spawn_blocking(move || {
+            std::fs::create_dir_all(&create)
+                .map_err(|e| MemoryError::io("create directory", &create, e))
+        })
+        .await
+        .map_err(task_error)??;
+        Ok(Self {
+            inner: Arc::new(Inner {
+                dir,
+                scopes: Mutex::new(HashMap::new()),
+                embeddings: RwLock::new(None),
+            }),
+        })
+    }
+
+    /// The memory directory.
+    pub fn dir(&self) -> &Path {
+        &self.inner.dir
+    }
+
+    /// Installs (or with `None` removes) the embedder used to blend embedding similarity into
+    /// ranking. Installing a different embedder starts a fresh vector cache.
+    pub fn set_embedder(&self, embedder: Option<Arc<dyn Embedder>>) {
+        let mut slot = self
+            .inner
+            .embeddings
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        *slot = embedder.map(|e| Arc::new(Embeddings::new(e)));
+    }
+
+    fn embeddings(&self) -> Option<Arc<Embeddings>> {
+        self.inner
+            .embeddings
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    async fn state(&self, scope: &Scope) -> Result<Arc<ScopeState>, MemoryError> {
+        let slot = {
+            let path = scope.snapshot_path(&self.inner.dir)?;
+            let mut scopes = self
+                .inner
+                .scopes
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            scopes
+                .entry(scope.clone())
+                .or_insert_with(|| {
+                    Arc::new(ScopeSlot {
+                        path,
+                        state: tokio::sync::OnceCell::new(),
+                    })
+                })
+                .clone()
+        };
+        slot.state
+            .get_or_try_init(|| async {
+                let path = slot.path.clone();
+                let graph =
+                    tokio::task::spawn_blocking(move || snapshot::load_or_quarantine(&path))
+                        .await
+                        .map_err(task_error)??;
+                Ok::<_, MemoryError>(Arc::new(ScopeState {
+                    path: slot.path.clone(),
+                    graph: Mutex::new(Versioned { graph, version: 0 }),
+                    flushed: Arc::new(tokio::sync::Mutex::new(0)),
+                }))
+            })
+            .await
+            .cloned()
+    }
+
+    /// Runs `f` on the scope's graph under its lock; when it returns `Ok`, waits until a
+    /// snapshot containing the change is on disk. `f` runs on the calling task, so it must
+    /// be quick (every `Graph` mutation is) and must not block.
+    pub async fn mutate<T>(
+        &self,
+        scope: &Scope,
+        f: impl FnOnce(&mut Graph) -> Result<T, MemoryError>,
+    ) -> Result<T, MemoryError> {
+        let state = self.state(scope).await?;
+        let (value, version) = {
+            let mut cell = state.lock();
+            let value = f(&mut cell.graph)?;
+            cell.version += 1;
+            (value, cell.version)
+        };
+        Self::flush_to(&state, version).await?;
+        Ok(value)
+    }
+
+    /// Runs `f` on the scope's graph under its lock, without writing anything.
+    pub async fn read<T>(
+        &self,
+        scope: &Scope,
+        f: impl FnOnce(&Graph) -> T,
+    ) -> Result<T, MemoryError> {
+        let state = self.state(scope).await?;
+        let cell = state.lock();
+        Ok(f(&cell.graph))
+    }
+
+    async fn flush_to(state: &Arc<ScopeState>, version: u64) -> Result<(), MemoryError> {
+        let mut flushed = state.flushed.clone().lock_owned().await;
+        if *flushed >= version {
+            return Ok(());
+        }
+        let state = state.clone();
+        tokio::task::spawn_blocking(move || {
+            let (bytes, written) = {
+                let cell = state.lock();
+                (snapshot::encode(&cell.graph), cell.version)
+            };
+            snapshot::write_atomic(&state.path, &bytes)?;
+            *flushed = written;
+            Ok(())
+        })
+        .await
+        .map_err(task_error)?
+    }
+
+    /// Writes every loaded scope that has unwritten changes (for shutdown). Returns the
+    /// first error after trying every scope.
+    pub async fn flush_all(&self) -> Result<(), MemoryError> {
+        let slots: Vec<Arc<ScopeSlot>> = self
+            .inner
+            .scopes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .cloned()
+            .collect();
+        let mut first_error = None;
+        for slot in slots {
+            if let Some(state) = slot.state.get() {
+                let version = state.lock().version;
+                if let Err(e) = Self::flush_to(state, version).await {
+                    tracing::warn!(path = %state.path.display(), error = %e, "memory flush failed");
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
+    /// `memory.add_fact`: adds (or replaces by id) and returns the new fact count.
+    pub async fn add_fact(&self, scope: &Scope, fact: NewFact) -> Result<usize, MemoryError> {
+        self.mutate(scope, |g| Ok(g.add_fact(fact))).await
+    }
+
+    /// `memory.fact_count`.
+    pub async fn fact_count(&self, scope: &Scope) -> Result<usize, MemoryError> {
+        self.read(scope, Graph::fact_count).await
+    }
+
+    /// `memory.delete`: returns the remaining count.
+    pub async fn delete(&self, scope: &Scope, fact_id: &str) -> Result<usize, MemoryError> {
+        self.mutate(scope, |g| g.delete(fact_id)).await
+    }
+
+    /// `memory.consolidate`.
+    pub async fn consolidate(
+        &self,
+        scope: &Scope,
+    ) -> Result<crate::ConsolidationReport, MemoryError> {
+        self.mutate(scope, |g| Ok(g.consolidate())).await
+    }
+
+    /// `memory.query`: `k` already validated by [`crate::validate_k`]. With an embedder
+    /// installed, missing fact vectors and the query vector are computed in one batch in
+    /// `spawn_blocking`, outside every lock; an embedder failure falls back to lexical
+    /// ranking with a warning.
+    pub async fn query(
+        &self,
+        scope: &Scope,
+        query: &str,
+        k: usize,
+    ) -> Result<Vec<FactHit>, MemoryError> {
+        validate_query(query)?;
+        let state = self.state(scope).await?;
+        let semantic = self.prepare_semantic(&state, query).await;
+        let cell = state.lock();
+        let semantic_query = semantic.as_ref().map(|(e, v)| SemanticQuery {
+            vector: v,
+            embeddings: e,
+        });
+        Ok(cell.graph.query(query, k, semantic_query)?)
+    }
+
+    /// `memory.build_context`: `window` already validated by [`crate::validate_window`].
+    pub async fn build_context(
+        &self,
+        scope: &Scope,
+        query: &str,
+        window: usize,
+    ) -> Result<ContextBlock, MemoryError> {
+        let state = self.state(scope).await?;
+        let semantic = if query.trim().is_empty() {
+            None
+        } else {
+            self.prepare_semantic(&state, query).await
+        };
+        let cell = state.lock();
+        let semantic_query = semantic.as_ref().map(|(e, v)| SemanticQuery {
+            vector: v,
+            embeddings: e,
+        });
+        cell.graph.build_context(query, window, semantic_query)
+    }
+
+    async fn prepare_semantic(
+        &self,
+        state: &Arc<ScopeState>,
+        query: &str,
+    ) -> Option<(Arc<Embeddings>, Vec<f32>)> {
+        let embeddings = self.embeddings()?;
+        let missing = state.lock().graph.missing_embeddings(&embeddings);
+        let worker = embeddings.clone();
+        let text = query.to_owned();
+        match tokio::task::spawn_blocking(move || worker.prepare(&text, &missing)).await {
+            Ok(Ok(vector)) => Some((embeddings, vector)),
+            Ok(Err(error)) => {
+                tracing::warn!(model = embeddings.model_id(), %error, "embedding failed; ranking lexically");
+                None
+            }
+            Err(error) => {
+                tracing::warn!(model = embeddings.model_id(), %error, "embedding task failed; ranking lexically");
+                None
+            }
+        }
+    }
+
+    /// `skill.ingest`: the input already validated by [`crate::SkillInput::validate`].
+    pub async fn ingest_skill(
+        &self,
+        scope: &Scope,
+        skill: crate::SkillInput,
+    ) -> Result<usize, MemoryError> {
+        self.mutate(scope, |g| g.ingest_skill(skill)).await
+    }
+
+    /// `skill.find`.
+    pub async fn find_skills(
+        &self,
+        scope: &Scope,
+        query: &crate::SkillQuery,
+    ) -> Result<Vec<crate::SkillMatch>, MemoryError> {
+        self.read(scope, |g| g.find_skills(query))
+            .await?
+            .map_err(Into::into)
+    }
+
+    /// `skill.report`.
+    pub async fn report_outcome(
+        &self,
+        scope: &Scope,
+        name: &str,
+        outcome: crate::Outcome,
+    ) -> Result<crate::OutcomeReport, MemoryError> {
+        self.mutate(scope, |g| g.report_outcome(name, outcome))
+            .await
+    }
+
+    /// `skills.list`.
+    pub async fn list_skills(
+        &self,
+        scope: &Scope,
+        domain: Option<&str>,
+    ) -> Result<Vec<crate::Skill>, MemoryError> {
+        self.read(scope, |g| g.list_skills(domain)).await
+    }
+
+    /// `memory.persist`: writes the scope's graph to a caller path confined by
+    /// [`confine::resolve`] (atomically) and returns the number of facts written.
+    pub async fn persist(&self, scope: &Scope, path: &str) -> Result<usize, MemoryError> {
+        let state = self.state(scope).await?;
+        let dir = self.inner.dir.clone();
+        let requested = path.to_owned();
+        tokio::task::spawn_blocking(move || {
+            let target = confine::resolve(&dir, &requested)?;
+            let (bytes, count) = {
+                let cell = state.lock();
+                (snapshot::encode(&cell.graph), cell.graph.fact_count())
+            };
+            snapshot::write_atomic(&target, &bytes).map_err(|e| MemoryError::CallerFile {
+                op: "persist to",
+                path: requested.clone(),
+                reason: match e {
+                    MemoryError::Io { source, .. } => source.to_string(),
+                    other => other.to_string(),
+                },
+            })?;
+            Ok(count)
+        })
+        .await
+        .map_err(task_error)?
+    }
+
+    /// `memory.load`: replaces the scope's graph (facts and skills) with a confined file's
+    /// snapshot, writes the scope's own snapshot durably, and returns the fact count.
+    pub async fn load(&self, scope: &Scope, path: &str) -> Result<usize, MemoryError> {
+        let dir = self.inner.dir.clone();
+        let requested = path.to_owned();
+        let graph = tokio::task::spawn_blocking(move || {
+            let target = confine::resolve(&dir, &requested)?;
+            let caller_file = |reason: String| MemoryError::CallerFile {
+                op: "load from",
+                path: requested.clone(),
+                reason,
+            };
+            let bytes = std::fs::read(&target).map_err(|e| caller_file(e.to_string()))?;
+            snapshot::decode(&bytes).map_err(caller_file)
+        })
+        .await
+        .map_err(task_error)??;
+        self.mutate(scope, move |g| {
+            g.replace_with(graph);
+            Ok(g.fact_count())
+        })
+        .await
+    }
+}
