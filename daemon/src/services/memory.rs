@@ -67,10 +67,7 @@ pub fn add_fact(call: Call, params: Value) -> HandlerFuture {
             "source",
         ])?;
         let kind = match p.opt_text("kind")? {
-            Some(k) => Some(
-                k.parse::<FactKind>()
-                    .map_err(|e| RpcError::invalid_params(e))?,
-            ),
+            Some(k) => Some(k.parse::<FactKind>().map_err(RpcError::invalid_params)?),
             None => None,
         };
         let confidence = match p.value("confidence") {
