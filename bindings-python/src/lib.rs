@@ -1,1 +1,69 @@
-//! Placeholder: the python binding is being written.
+//! `car_runtime._native`: the PyO3 module under the `car_runtime` Python package.
+//!
+//! A translation layer around `car-daemon-client` and nothing else: JSON strings in and
+//! out, client errors mapped to the package's exception classes, Python callbacks run on
+//! Python-owned worker threads. The idiomatic API (`CarRuntime`, one- or two-argument
+//! tool functions, context managers) lives in the `.py` files next to this module.
+//!
+//! - `client`: `NativeClient`, calls and handler registration, rebuilt after `fork()`;
+//! - `hub`: the queue that hands daemon callbacks to Python worker threads, and the
+//!   process-wide tool handlers;
+//! - `process`: the per-process tokio runtime and hub, keyed by pid;
+//! - `wait`: blocking with the GIL released and Ctrl-C honoured;
+//! - `errors`: `Error` ↔ exception translation and panic containment.
+
+mod client;
+mod errors;
+mod hub;
+mod process;
+mod wait;
+
+use pyo3::prelude::*;
+
+/// The version of the bundled client (the workspace version).
+#[pyfunction]
+fn client_version() -> &'static str {
+    car_proto::CAR_VERSION
+}
+
+/// The daemon protocol version this client speaks.
+#[pyfunction]
+fn protocol_version() -> u64 {
+    car_proto::PROTOCOL_VERSION
+}
+
+/// Panics inside the native module, for the test that proves a panic surfaces as
+/// `car_runtime.InternalError` (an `Exception`), not pyo3's `PanicException`. `where_`
+/// is `"call"` (in the calling thread) or `"task"` (inside a future on the runtime).
+#[pyfunction]
+fn _panic_for_tests(py: Python<'_>, where_: &str) -> PyResult<()> {
+    errors::guard_panics(|| match where_ {
+        "call" => panic!("deliberate panic for tests"),
+        "task" => {
+            let (handle, _) = process::current(py)?;
+            wait::wait(py, &handle, async {
+                if where_ == "task" {
+                    panic!("deliberate panic in a task for tests");
+                }
+                Ok(())
+            })
+        }
+        other => Err(pyo3::exceptions::PyValueError::new_err(format!(
+            "where_ must be \"call\" or \"task\", got {other:?}"
+        ))),
+    })
+}
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<client::NativeClient>()?;
+    m.add_class::<hub::CallbackJob>()?;
+    m.add_function(wrap_pyfunction!(client_version, m)?)?;
+    m.add_function(wrap_pyfunction!(protocol_version, m)?)?;
+    m.add_function(wrap_pyfunction!(hub::next_callback, m)?)?;
+    m.add_function(wrap_pyfunction!(hub::set_tool_handler, m)?)?;
+    m.add_function(wrap_pyfunction!(hub::has_tool_handler, m)?)?;
+    m.add_function(wrap_pyfunction!(hub::set_tool_cancel_handler, m)?)?;
+    m.add_function(wrap_pyfunction!(_panic_for_tests, m)?)?;
+    Ok(())
+}

@@ -1,0 +1,72 @@
+"""car_runtime: drive the local car-server daemon from Python.
+
+    from car_runtime import CarRuntime
+
+    with CarRuntime() as rt:
+        rt.state_set("greeting", '"hello"')
+        print(rt.state_get("greeting"))
+
+Structured results are JSON strings; see `CarRuntime` for the members and `_errors` for
+what each exception means.
+"""
+
+from __future__ import annotations
+
+from . import _native
+from ._errors import (
+    CarRuntimeError,
+    ClientClosedError,
+    DaemonConnectionError,
+    DaemonRpcError,
+    DaemonTimeoutError,
+    HandshakeError,
+    InternalError,
+    RefusedError,
+    TerminalToolError,
+)
+from ._generated import GENERATED_METHODS
+from ._runtime import (
+    CarRuntime,
+    get_memory_namespace,
+    register_tool_cancel_handler,
+    register_tool_handler,
+    set_memory_namespace,
+    unregister_tool_cancel_handler,
+    unregister_tool_handler,
+)
+
+__version__: str = _native.client_version()
+
+
+def client_version() -> str:
+    """The version of the bundled daemon client."""
+    return _native.client_version()
+
+
+def protocol_version() -> int:
+    """The daemon protocol version this package speaks."""
+    return _native.protocol_version()
+
+
+__all__ = [
+    "GENERATED_METHODS",
+    "CarRuntime",
+    "CarRuntimeError",
+    "ClientClosedError",
+    "DaemonConnectionError",
+    "DaemonRpcError",
+    "DaemonTimeoutError",
+    "HandshakeError",
+    "InternalError",
+    "RefusedError",
+    "TerminalToolError",
+    "__version__",
+    "client_version",
+    "get_memory_namespace",
+    "protocol_version",
+    "register_tool_cancel_handler",
+    "register_tool_handler",
+    "set_memory_namespace",
+    "unregister_tool_cancel_handler",
+    "unregister_tool_handler",
+]

@@ -1,0 +1,341 @@
+//! `NativeClient`: one `car-daemon-client` [`BlockingClient`] seen from Python.
+//!
+//! This module owns the translation of calls and handler registrations, and the client's
+//! fork safety: every entry point first checks the pid the client was built in, and in a
+//! forked child rebuilds it on the child's runtime (see `process`) and re-installs the
+//! handlers registered so far. The parent's client is leaked in the child, never dropped.
+//! Every handler it installs only enqueues a job on the callback hub (see `hub`): no
+//! Python code runs on a tokio thread and no Rust lock is held while Python runs.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use car_daemon_client::{
+    BlockingClient, CallOptions, ClientConfig, HandlerError, ToolCall, ToolCancel,
+};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use serde_json::Value;
+use tokio::runtime::Handle;
+
+use crate::errors::guard_panics;
+use crate::hub::{Hub, Kind, Target};
+use crate::process::{self, lock};
+use crate::wait::wait;
+
+type Callbacks = HashMap<String, Arc<Py<PyAny>>>;
+
+/// Everything a client incarnation needs; locked only while attached (see `process`).
+struct State {
+    pid: u32,
+    client: Arc<BlockingClient>,
+    handle: Handle,
+    hub: Arc<Hub>,
+    requests: Callbacks,
+    notifications: Callbacks,
+    closed: bool,
+}
+
+/// The daemon client behind `car_runtime.CarRuntime`.
+#[pyclass(module = "car_runtime._native", name = "NativeClient")]
+pub(crate) struct NativeClient {
+    config: ClientConfig,
+    state: Mutex<State>,
+}
+
+fn parse_json(field: &str, text: &str) -> PyResult<Value> {
+    serde_json::from_str(text)
+        .map_err(|e| PyValueError::new_err(format!("{field} is not valid JSON: {e}")))
+}
+
+fn request_handler(
+    hub: &Arc<Hub>,
+    f: &Arc<Py<PyAny>>,
+) -> impl Fn(Value) -> Result<Value, HandlerError> + Send + Sync + 'static {
+    let (hub, f) = (hub.clone(), f.clone());
+    move |params: Value| hub.dispatch(Target::Func(f.clone()), Kind::Request, params.to_string())
+}
+
+fn notification_handler(hub: &Arc<Hub>, f: &Arc<Py<PyAny>>) -> impl Fn(Value) + Send + Sync {
+    let (hub, f) = (hub.clone(), f.clone());
+    move |params: Value| {
+        let _ = hub.dispatch(
+            Target::Func(f.clone()),
+            Kind::Notification,
+            params.to_string(),
+        );
+    }
+}
+
+/// A `tools.cancel` request id as the cancel handler gets it: the string itself when the
+/// id is a string (the daemon's `cb-<n>`), else its JSON text.
+fn request_id_text(id: &Value) -> String {
+    match id {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Installs the process-wide tool and cancel handlers plus this runtime's own.
+fn install(client: &BlockingClient, hub: &Arc<Hub>, requests: &Callbacks, notes: &Callbacks) {
+    let c = client.client();
+    let h = hub.clone();
+    c.register_tool_handler(move |call: ToolCall| {
+        h.dispatch(
+            Target::ProcessTool,
+            Kind::Request,
+            call.to_call_json().to_string(),
+        )
+    });
+    let h = hub.clone();
+    c.register_tool_cancel_handler(move |cancel: ToolCancel| {
+        let _ = h.dispatch(
+            Target::ProcessToolCancel,
+            Kind::Notification,
+            request_id_text(&cancel.request_id),
+        );
+    });
+    for (method, f) in requests {
+        c.register_handler(method, request_handler(hub, f));
+    }
+    for (method, f) in notes {
+        c.register_notification_handler(method, notification_handler(hub, f));
+    }
+}
+
+impl NativeClient {
+    /// The client for this process, rebuilt after a fork.
+    fn current(&self, py: Python<'_>) -> PyResult<(Arc<BlockingClient>, Handle, Arc<Hub>)> {
+        let mut st = lock(&self.state);
+        let pid = std::process::id();
+        if st.pid != pid {
+            let (handle, hub) = process::current(py)?;
+            let client = BlockingClient::with_handle(self.config.clone(), handle.clone());
+            install(&client, &hub, &st.requests, &st.notifications);
+            if st.closed {
+                client.close();
+            }
+            // The parent's client: its tasks and locks belong to the parent process.
+            std::mem::forget(std::mem::replace(&mut st.client, Arc::new(client)));
+            st.pid = pid;
+            st.handle = handle;
+            st.hub = hub;
+        }
+        Ok((st.client.clone(), st.handle.clone(), st.hub.clone()))
+    }
+
+    fn options(timeout_s: Option<f64>) -> PyResult<CallOptions> {
+        match timeout_s {
+            None => Ok(CallOptions::default()),
+            Some(s) => Duration::try_from_secs_f64(s)
+                .map(CallOptions::timeout)
+                .map_err(|e| PyValueError::new_err(format!("timeout: {e}"))),
+        }
+    }
+}
+
+#[pymethods]
+impl NativeClient {
+    /// A client that connects on its first call; discovery reads the environment now.
+    #[new]
+    #[pyo3(signature = (url=None, token=None, memory_namespace=None))]
+    fn new(
+        py: Python<'_>,
+        url: Option<String>,
+        token: Option<String>,
+        memory_namespace: Option<String>,
+    ) -> PyResult<Self> {
+        guard_panics(|| {
+            let mut config = ClientConfig::from_env();
+            config.client_version = format!("car-runtime-python/{}", car_proto::CAR_VERSION);
+            if let Some(url) = url {
+                config = config.url(url);
+            }
+            if let Some(token) = token {
+                config = config.token(token);
+            }
+            if let Some(ns) = memory_namespace {
+                config = config.memory_namespace(ns);
+            }
+            let (handle, hub) = process::current(py)?;
+            let client = BlockingClient::with_handle(config.clone(), handle.clone());
+            let (requests, notifications) = (Callbacks::new(), Callbacks::new());
+            install(&client, &hub, &requests, &notifications);
+            Ok(Self {
+                config,
+                state: Mutex::new(State {
+                    pid: std::process::id(),
+                    client: Arc::new(client),
+                    handle,
+                    hub,
+                    requests,
+                    notifications,
+                    closed: false,
+                }),
+            })
+        })
+    }
+
+    /// Calls `method` with `params_json`; returns the result JSON.
+    #[pyo3(signature = (method, params_json, timeout_s=None))]
+    fn call(
+        &self,
+        py: Python<'_>,
+        method: String,
+        params_json: &str,
+        timeout_s: Option<f64>,
+    ) -> PyResult<String> {
+        guard_panics(|| {
+            let params = parse_json("params_json", params_json)?;
+            let options = Self::options(timeout_s)?;
+            let (client, handle, _) = self.current(py)?;
+            let value = wait(py, &handle, async move {
+                client.client().call_with(&method, params, options).await
+            })?;
+            Ok(value.to_string())
+        })
+    }
+
+    /// Calls a host-management method over the host-token connection.
+    fn call_host_management(
+        &self,
+        py: Python<'_>,
+        method: String,
+        params_json: &str,
+    ) -> PyResult<String> {
+        guard_panics(|| {
+            let params = parse_json("params_json", params_json)?;
+            let (client, handle, _) = self.current(py)?;
+            let value = wait(py, &handle, async move {
+                client.client().call_host_management(&method, params).await
+            })?;
+            Ok(value.to_string())
+        })
+    }
+
+    /// Submits a proposal whose `tools.execute` calls go to `tool_fn(call_json) -> str`.
+    #[pyo3(signature = (proposal_json, tool_fn, session_id=None))]
+    fn execute_proposal(
+        &self,
+        py: Python<'_>,
+        proposal_json: &str,
+        tool_fn: Py<PyAny>,
+        session_id: Option<String>,
+    ) -> PyResult<String> {
+        guard_panics(|| {
+            let proposal = parse_json("proposal_json", proposal_json)?;
+            let (client, handle, hub) = self.current(py)?;
+            let f = Arc::new(tool_fn);
+            let run_tool = move |call: ToolCall| {
+                hub.dispatch(
+                    Target::Func(f.clone()),
+                    Kind::Request,
+                    call.to_call_json().to_string(),
+                )
+            };
+            let value = wait(py, &handle, async move {
+                client
+                    .client()
+                    .execute_proposal(proposal, session_id, run_tool)
+                    .await
+            })?;
+            Ok(value.to_string())
+        })
+    }
+
+    /// Serves daemon→client requests named `method` with `handler(params_json) -> str`.
+    fn register_handler(&self, py: Python<'_>, method: String, handler: Py<PyAny>) -> PyResult<()> {
+        guard_panics(|| {
+            let (client, _, hub) = self.current(py)?;
+            let f = Arc::new(handler);
+            client
+                .client()
+                .register_handler(&method, request_handler(&hub, &f));
+            lock(&self.state).requests.insert(method, f);
+            Ok(())
+        })
+    }
+
+    fn unregister_handler(&self, py: Python<'_>, method: String) -> PyResult<()> {
+        guard_panics(|| {
+            let (client, _, _) = self.current(py)?;
+            let removed = lock(&self.state).requests.remove(&method);
+            if method == "tools.execute" && removed.is_some() {
+                // Back to the process-wide tool handler.
+                let st = lock(&self.state);
+                install(&client, &st.hub, &Callbacks::new(), &Callbacks::new());
+            } else {
+                client.client().unregister_handler(&method);
+            }
+            Ok(())
+        })
+    }
+
+    /// Delivers notifications named `method` to `handler(params_json)`, in order.
+    fn register_notification_handler(
+        &self,
+        py: Python<'_>,
+        method: String,
+        handler: Py<PyAny>,
+    ) -> PyResult<()> {
+        guard_panics(|| {
+            let (client, _, hub) = self.current(py)?;
+            let f = Arc::new(handler);
+            client
+                .client()
+                .register_notification_handler(&method, notification_handler(&hub, &f));
+            lock(&self.state).notifications.insert(method, f);
+            Ok(())
+        })
+    }
+
+    fn unregister_notification_handler(&self, py: Python<'_>, method: String) -> PyResult<()> {
+        guard_panics(|| {
+            let (client, _, _) = self.current(py)?;
+            lock(&self.state).notifications.remove(&method);
+            client.client().unregister_notification_handler(&method);
+            Ok(())
+        })
+    }
+
+    /// Drops the connections; the next call reconnects.
+    fn disconnect(&self, py: Python<'_>) -> PyResult<()> {
+        guard_panics(|| {
+            self.current(py)?.0.disconnect();
+            Ok(())
+        })
+    }
+
+    /// Closes the client for good (idempotent); pending calls fail with `ClientClosedError`.
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        guard_panics(|| {
+            let (client, _, _) = self.current(py)?;
+            lock(&self.state).closed = true;
+            client.close();
+            Ok(())
+        })
+    }
+
+    #[getter]
+    fn closed(&self) -> bool {
+        lock(&self.state).closed
+    }
+}
+
+impl Drop for NativeClient {
+    fn drop(&mut self) {
+        let st = self.state.get_mut().unwrap_or_else(|e| e.into_inner());
+        if st.pid != std::process::id() {
+            // Built by the parent before a fork: leak it (see the module docs).
+            let client = std::mem::replace(
+                &mut st.client,
+                Arc::new(BlockingClient::with_handle(
+                    self.config.clone(),
+                    st.handle.clone(),
+                )),
+            );
+            std::mem::forget(client);
+        }
+    }
+}
