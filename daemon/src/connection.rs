@@ -1,9 +1,12 @@
 //! One WebSocket connection: the reader loop, the writer task, liveness and teardown.
 //!
 //! - **Reader** (this task): reads frames, classifies them (`car_proto::jsonrpc`), runs the
-//!   dispatch gates and immediate handlers inline, spawns every other handler (at most
-//!   [`MAX_IN_FLIGHT`] at once; beyond that the reader waits, which pushes back on the
-//!   peer through TCP), and routes responses to the session's reverse calls.
+//!   dispatch gates and immediate handlers inline, spawns every other handler, and routes
+//!   responses to the session's reverse calls. At most [`MAX_RUNNING`] handlers of one
+//!   connection run at once; later ones wait their turn in their own task. The reader
+//!   itself never waits for a slot — it must keep reading, because the replies to the
+//!   running handlers' reverse calls arrive on the same socket. A connection with
+//!   [`MAX_QUEUED`] requests already in flight gets `-32603 server busy` for the next one.
 //! - **Writer** (spawned): the only code that writes to the socket, fed by the
 //!   byte-bounded outbound queue (`crate::outbound`).
 //! - **Liveness**: a Ping every `ping_interval`; a peer with no inbound frame for
@@ -41,7 +44,9 @@ use crate::session::Session;
 use crate::state::ServerState;
 
 /// Most handlers one connection may have running at once.
-pub const MAX_IN_FLIGHT: usize = 256;
+pub const MAX_RUNNING: usize = 256;
+/// Most requests one connection may have in flight (running or waiting to run).
+pub const MAX_QUEUED: usize = 4096;
 /// How long teardown waits for the writer to flush and for the peer's bytes to drain.
 const LINGER: Duration = Duration::from_secs(2);
 
@@ -138,7 +143,10 @@ where
     ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let mut last_inbound = Instant::now();
     let mut last_tick = Instant::now();
-    let permits = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
+    let permits = Slots {
+        running: Arc::new(Semaphore::new(MAX_RUNNING)),
+        queued: Arc::new(Semaphore::new(MAX_QUEUED)),
+    };
     loop {
         // Reap finished handler tasks so the set does not grow with the connection's age.
         while handlers.try_join_next().is_some() {}
@@ -235,13 +243,19 @@ fn on_binary(bytes: &[u8], session: &Session) {
     }
 }
 
+/// The per-connection handler slots (see the module docs).
+struct Slots {
+    running: Arc<Semaphore>,
+    queued: Arc<Semaphore>,
+}
+
 /// Handles one text frame; returns an ending when the connection must close.
 async fn on_text(
     text: &str,
     session: &Arc<Session>,
     state: &Arc<ServerState>,
     handlers: &mut JoinSet<()>,
-    permits: &Arc<Semaphore>,
+    permits: &Slots,
 ) -> Option<Ending> {
     let (id, method, params) = match classify(text) {
         Err(rejected) => {
@@ -286,20 +300,28 @@ async fn on_text(
             None
         }
         Verdict::Run(spec, Handler::Async(handler)) => {
-            let permit = permits
-                .clone()
-                .acquire_owned()
-                .await
-                .expect("semaphore never closed");
+            let Ok(queued) = permits.queued.clone().try_acquire_owned() else {
+                tracing::warn!(
+                    session = session.id,
+                    "{MAX_QUEUED} requests in flight; refusing more"
+                );
+                reply(Err(RpcError::internal(format!(
+                    "server busy: this connection already has {MAX_QUEUED} requests in flight"
+                ))));
+                return None;
+            };
+            let running = permits.running.clone();
             let call = Call {
                 session: session.clone(),
                 state: state.clone(),
                 method: spec,
+                id: id.clone(),
             };
             let session = session.clone();
             handlers.spawn(async move {
+                let permit = running.acquire_owned().await.expect("semaphore never closed");
                 let outcome = dispatch::run(call, handler, params).await;
-                drop(permit);
+                drop((permit, queued));
                 match (&id, outcome) {
                     (Some(id), Ok(result)) => {
                         session.outbound().send_text(result_frame(id, &result));

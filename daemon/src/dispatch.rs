@@ -41,6 +41,9 @@ pub struct Call {
     pub session: Arc<Session>,
     pub state: Arc<ServerState>,
     pub method: &'static MethodSpec,
+    /// The request's JSON-RPC id (`None` for a notification); inference heartbeats and
+    /// cancellation name the call by it.
+    pub id: Option<Value>,
 }
 
 /// A method's implementation.

@@ -151,3 +151,53 @@ async fn reverse_calls_and_notifications_reach_the_client() {
         .await;
     assert!(message(&r).contains("did not answer within 100ms"), "{r}");
 }
+
+#[tokio::test]
+async fn replies_to_reverse_calls_still_flow_when_every_handler_slot_is_taken() {
+    // More handlers than may run at once, each waiting on a reverse call: the reader must
+    // keep reading the client's replies or every one of them would time out.
+    let d = Daemon::builder().args(["--debug-methods"]).start();
+    let mut ws = Ws::authed(&d).await;
+    let n = car_server::connection::MAX_RUNNING + 44;
+    for i in 0..n {
+        ws.request(
+            "debug.call_client",
+            json!({"method": "echo", "params": {"i": i}, "timeout_ms": 20000}),
+        )
+        .await;
+    }
+    let (mut answered, mut results) = (0, 0);
+    while results < n {
+        let f = ws.recv_json().await;
+        if f["method"] == "echo" {
+            ws.send_text(
+                json!({"jsonrpc": "2.0", "id": f["id"], "result": f["params"]}).to_string(),
+            )
+            .await;
+            answered += 1;
+        } else {
+            assert!(f["result"]["result"]["i"].is_u64(), "{f}");
+            results += 1;
+        }
+    }
+    assert_eq!(answered, n);
+}
+
+#[tokio::test]
+async fn a_connection_with_too_many_requests_in_flight_is_told_the_server_is_busy() {
+    let d = Daemon::builder().args(["--debug-methods"]).start();
+    let mut ws = Ws::authed(&d).await;
+    let limit = car_server::connection::MAX_QUEUED;
+    for _ in 0..limit + 3 {
+        ws.request("debug.sleep", json!({"ms": 3000})).await;
+    }
+    let mut busy = 0;
+    while busy < 3 {
+        let f = ws.recv_json().await;
+        assert_eq!(code(&f), -32603, "{f}");
+        assert!(message(&f).contains("server busy"), "{f}");
+        busy += 1;
+    }
+    // The daemon keeps serving other connections meanwhile.
+    assert!(Ws::authed(&d).await.call("server.schema", json!({})).await["result"].is_object());
+}
