@@ -1,1 +1,45 @@
-//! Placeholder: the node binding is being written.
+//! The native half of the Node package `car-runtime`: a napi-rs translation layer around
+//! `car-daemon-client`.
+//!
+//! This crate owns only translation: JS strings to `serde_json::Value` and back, client
+//! errors to tagged JS errors (see [`errors`]), and JS functions to reverse-call and
+//! notification handlers (see [`callbacks`]). Every protocol rule (discovery, handshake,
+//! timeouts, reconnect, reverse-call routing) lives in the client crate; the idiomatic
+//! surface (`CarRuntime`, typed members, error classes, `TerminalToolError`) lives in
+//! `index.js`. Async methods return Promises resolved from napi's tokio runtime, which is
+//! also the runtime every client task runs on.
+//!
+//! `#[napi]` expands to `unsafe` FFI glue (value conversions, registration constructors), so
+//! the modules holding `#[napi]` items allow `unsafe_code`; no hand-written code here is
+//! unsafe.
+
+pub mod callbacks;
+pub mod errors;
+pub mod runtime;
+
+#[allow(unsafe_code)] // `#[napi]` expands to unsafe FFI glue; nothing here is hand-written unsafe.
+pub mod exports {
+    use napi_derive::napi;
+
+    /// The daemon protocol version this package speaks.
+    #[napi]
+    pub fn protocol_version() -> u32 {
+        // The protocol version is a small integer (3); the cast cannot truncate.
+        car_proto::PROTOCOL_VERSION as u32
+    }
+
+    /// The version of this package and of the client crate it wraps.
+    #[napi]
+    pub fn client_version() -> String {
+        car_proto::CAR_VERSION.to_string()
+    }
+
+    /// The daemon methods of the compiled-in method table (debug-only rows excluded), so
+    /// tests can check that the generated wrappers cover every one.
+    #[napi]
+    pub fn method_table() -> Vec<String> {
+        car_proto::methods::active(false)
+            .map(|m| m.name.to_string())
+            .collect()
+    }
+}

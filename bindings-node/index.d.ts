@@ -1,0 +1,244 @@
+// Type declarations for `car-runtime` (hand-written; `generated.d.ts` holds the generated
+// wrappers). Structured results are JSON strings: parse them with `JSON.parse`.
+
+import type { GeneratedMethods } from './generated'
+
+export { GENERATED_METHODS } from './generated'
+
+/** The package version (same as `clientVersion()`). */
+export declare const version: string
+
+/** The daemon protocol version this package speaks (3). */
+export declare function protocolVersion(): number
+/** The version of this package and the client it wraps. */
+export declare function clientVersion(): string
+
+/** Which failure a `CarError` is. */
+export type CarErrorKind = 'rpc' | 'transport' | 'closed' | 'handshake' | 'timeout' | 'refused'
+
+/** Base class of every error raised for a failed daemon interaction. */
+export declare class CarError extends Error {
+  readonly kind: CarErrorKind
+  constructor(message: string, kind: CarErrorKind)
+}
+
+/** The daemon answered with a JSON-RPC error. */
+export declare class DaemonRpcError extends CarError {
+  readonly kind: 'rpc'
+  /** The JSON-RPC error code (e.g. -32601 unknown method, -32602 bad params). */
+  readonly code: number
+  /** The error's `data`, or `null`. */
+  readonly data: unknown
+  constructor(code: number, message: string, data?: unknown)
+}
+
+/** The connection could not be opened, broke mid-call, failed its handshake, or was closed. Has no `.code`. */
+export declare class DaemonConnectionError extends CarError {
+  readonly kind: 'transport' | 'closed' | 'handshake'
+  /** For a handshake the daemon refused: its error object. */
+  readonly detail?: { code: number; message: string; data?: unknown } | null
+  readonly code?: undefined
+  constructor(message: string, kind?: 'transport' | 'closed' | 'handshake', detail?: unknown)
+}
+
+/** The client stopped waiting for an answer. Has no `.code`. */
+export declare class DaemonTimeoutError extends CarError {
+  readonly kind: 'timeout'
+  readonly method: string
+  readonly afterMs: number
+  readonly code?: undefined
+  constructor(message: string, method: string, afterMs: number)
+}
+
+/** Throw (or reject with) it from a tool handler: the failure is terminal (`error.data.terminal = true`). */
+export declare class TerminalToolError extends Error {
+  readonly data?: unknown
+  constructor(message?: string, options?: { cause?: unknown; data?: unknown })
+}
+
+/**
+ * The JSON handed to a tool function:
+ * `{tool, params, action_id, request_id, timeout_ms, session_id, attempt}` (as a string).
+ */
+export interface ToolCallJson {
+  tool: string
+  params: unknown
+  action_id: string
+  request_id: string | number
+  timeout_ms: number | null
+  session_id: string | null
+  attempt: number
+}
+
+/** A tool function: gets `callJson` (see `ToolCallJson`), returns the result JSON. */
+export type ToolFunction =
+  | ((callJson: string) => string | Promise<string>)
+  | ((tool: string, paramsJson: string) => string | Promise<string>)
+
+/** A daemon→client request handler: gets the params JSON, returns the result JSON. */
+export type DaemonHandler = (paramsJson: string) => string | Promise<string>
+/** A notification handler: gets the params JSON. */
+export type DaemonNotificationHandler = (paramsJson: string) => void | Promise<void>
+
+export interface CarRuntimeOptions {
+  /** Daemon address; default `CAR_DAEMON_URL`, else `ws://127.0.0.1:9100` (or the local socket). */
+  url?: string
+  /** Daemon token; default `CAR_AUTH_TOKEN`, else the token file. */
+  token?: string
+  /** Memory namespace sent with `session.auth`; default `setMemoryNamespace()` / `CAR_MEMORY_NAMESPACE`. */
+  memoryNamespace?: string
+}
+
+export interface CallOptions {
+  /** Give up after this many milliseconds (rejects with `DaemonTimeoutError`). */
+  timeoutMs?: number
+}
+
+/**
+ * Names `CarRuntime` defines by hand; a generated wrapper with the same name is not
+ * installed (see `installGenerated`), so its generated signature is dropped here too.
+ */
+export type HandWrittenMember =
+  | 'daemonCall' | 'daemonCallHostManagement' | 'registerDaemonHandler' | 'unregisterDaemonHandler'
+  | 'registerDaemonNotificationHandler' | 'unregisterDaemonNotificationHandler' | 'disconnect' | 'close'
+  | 'serverSchema' | 'capabilities' | 'stateSet' | 'stateGet' | 'stateExists' | 'stateKeys' | 'stateSnapshot'
+  | 'addFact' | 'factCount' | 'queryFacts' | 'buildContext' | 'consolidate' | 'persistMemory' | 'loadMemory'
+  | 'ingestSkill' | 'findSkill' | 'reportOutcome' | 'listSkills' | 'registerTool' | 'registerToolSchema'
+  | 'listTools' | 'unregisterTool' | 'registerPolicy' | 'unregisterPolicy' | 'listPolicies' | 'verifyProposal'
+  | 'submitProposal' | 'executeProposal' | 'eventCount' | 'eventQuery' | 'runsStart' | 'runsComplete' | 'infer'
+  | 'inferTracked' | 'inferStream' | 'embed' | 'classify' | 'listModels' | 'tokenize' | 'detokenize'
+
+export interface CarRuntime extends Omit<GeneratedMethods, HandWrittenMember> {}
+
+/** A client of the local `car-server` daemon. Connects lazily; reconnects after a drop. */
+export declare class CarRuntime {
+  constructor(options?: CarRuntimeOptions)
+
+  // Bridge
+  daemonCall(method: string, paramsJson?: string, options?: CallOptions): Promise<string>
+  daemonCallHostManagement(method: string, paramsJson?: string): Promise<string>
+  registerDaemonHandler(method: string, handler: DaemonHandler): void
+  unregisterDaemonHandler(method: string): void
+  registerDaemonNotificationHandler(method: string, handler: DaemonNotificationHandler): void
+  unregisterDaemonNotificationHandler(method: string): void
+  disconnect(): void
+  close(): void
+  [Symbol.asyncDispose](): Promise<void>
+  readonly isClosed: boolean
+  readonly isConnected: boolean
+
+  // Discovery
+  serverSchema(): Promise<string>
+  capabilities(): Promise<string>
+
+  // State
+  stateSet(key: string, valueJson: string, tenant?: string | null): Promise<void>
+  /** The value JSON, `"null"` when absent. */
+  stateGet(key: string, tenant?: string | null): Promise<string>
+  stateExists(key: string, tenant?: string | null): Promise<boolean>
+  stateKeys(tenant?: string | null): Promise<string[]>
+  stateSnapshot(tenant?: string | null): Promise<string>
+
+  // Memory
+  /** Resolves to the new fact count. */
+  addFact(
+    subject: string,
+    body: string,
+    kind?: string | null,
+    confidence?: number | null,
+    factId?: string | null,
+    tags?: string[] | null,
+    source?: string | null,
+  ): Promise<number>
+  factCount(): Promise<number>
+  /** `[{fact_id, subject, body, kind, confidence, tags, source}]` */
+  queryFacts(query: string, k?: number | null): Promise<string>
+  buildContext(query: string, modelContextWindow?: number | null): Promise<string>
+  consolidate(): Promise<string>
+  persistMemory(path: string): Promise<number>
+  loadMemory(path: string): Promise<number>
+
+  // Skills
+  ingestSkill(
+    name: string,
+    code: string,
+    platform: string,
+    persona: string,
+    urlPattern: string,
+    taskKeywords: string[],
+    description: string,
+    supersedes?: string | null,
+  ): Promise<number>
+  /** A JSON array of `{name, code, match_score, …}` best first, or `"null"`. */
+  findSkill(persona?: string | null, url?: string | null, task?: string | null, maxResults?: number | null): Promise<string>
+  /** `{success_count, fail_count, degraded}` */
+  reportOutcome(name: string, outcome: 'success' | 'fail'): Promise<string>
+  listSkills(domain?: string | null): Promise<string>
+
+  // Tools and policies
+  registerTool(name: string): Promise<void>
+  registerToolSchema(schemaJson: string): Promise<void>
+  listTools(): Promise<string>
+  unregisterTool(name: string): Promise<number>
+  registerPolicy(
+    name: string,
+    rule: 'deny_tool' | 'deny_tool_param' | 'require_state',
+    target?: string | null,
+    key?: string | null,
+    pattern?: string | null,
+    valueJson?: string | null,
+    sessionId?: string | null,
+  ): Promise<void>
+  unregisterPolicy(name: string): Promise<number>
+  listPolicies(): Promise<string>
+
+  // Proposals
+  /** `{valid, issues, execution_levels, conflicts}` */
+  verifyProposal(proposalJson: string): Promise<string>
+  /** Runs a proposal with the process-wide tool handler; rejects at once when none is registered. */
+  submitProposal(proposalJson: string, sessionId?: string | null): Promise<string>
+  executeProposal(proposalJson: string, toolFn: ToolFunction, sessionId?: string | null): Promise<string>
+
+  // Events and runs
+  eventCount(): Promise<number>
+  eventQuery(queryJson?: string): Promise<string>
+  runsStart(paramsJson: string): Promise<string>
+  runsComplete(paramsJson: string): Promise<string>
+
+  // Inference
+  infer(prompt: string, model?: string | null, maxTokens?: number | null): Promise<string>
+  /** `{text, tool_calls, usage, model_used, model_identity, latency_ms, time_to_first_token_ms, stop_reason}` */
+  inferTracked(
+    prompt: string,
+    model?: string | null,
+    maxTokens?: number | null,
+    context?: string | null,
+    toolsJson?: string | null,
+    messagesJson?: string | null,
+  ): Promise<string>
+  inferStream(prompt: string, onEvent: (eventJson: string) => void, model?: string | null, maxTokens?: number | null): Promise<string>
+  embed(texts: string[], model?: string | null): Promise<string>
+  classify(text: string, labels: string[], model?: string | null): Promise<string>
+  listModels(): Promise<string>
+  tokenize(model: string, text: string): Promise<string>
+  detokenize(model: string, tokensJson: string): Promise<string>
+}
+
+/** `rt.executeProposal(proposalJson, toolFn, sessionId)` as a function. */
+export declare function executeProposal(
+  rt: CarRuntime,
+  proposalJson: string,
+  toolFn: ToolFunction,
+  sessionId?: string | null,
+): Promise<string>
+
+/** The process-wide `tools.execute` handler (for `submitProposal` and unscoped tool calls). */
+export declare function registerToolHandler(fn: ToolFunction): void
+export declare function unregisterToolHandler(): void
+/** The process-wide `tools.cancel` listener; gets the cancelled call's `request_id`. */
+export declare function registerToolCancelHandler(fn: (requestId: string) => void): void
+export declare function unregisterToolCancelHandler(): void
+
+/** The memory namespace for runtimes constructed later without their own. */
+export declare function setMemoryNamespace(ns: string | null): void
+export declare function getMemoryNamespace(): string | null

@@ -1,0 +1,152 @@
+// Type-checked by `npm run typecheck` (tsc --noEmit): uses every export of index.d.ts, so a
+// missing or mistyped declaration fails the build. Never executed.
+import * as car from '../..'
+import {
+  CarError,
+  CarRuntime,
+  DaemonConnectionError,
+  DaemonRpcError,
+  DaemonTimeoutError,
+  GENERATED_METHODS,
+  TerminalToolError,
+  clientVersion,
+  executeProposal,
+  getMemoryNamespace,
+  protocolVersion,
+  registerToolCancelHandler,
+  registerToolHandler,
+  setMemoryNamespace,
+  unregisterToolCancelHandler,
+  unregisterToolHandler,
+  version,
+} from '../..'
+
+async function everything(): Promise<void> {
+  const v: number = protocolVersion()
+  const c: string = clientVersion() + version
+  const names: Record<string, string> = GENERATED_METHODS
+  setMemoryNamespace('ns')
+  const ns: string | null = getMemoryNamespace()
+  setMemoryNamespace(null)
+
+  const rt = new CarRuntime({ url: 'ws://127.0.0.1:9100', token: 't', memoryNamespace: 'n' })
+  const rt2: car.CarRuntime = new car.CarRuntime()
+
+  // Bridge
+  const out: string = await rt.daemonCall('state.get', '{"key":"a"}', { timeoutMs: 100 })
+  await rt.daemonCall('capabilities.list')
+  await rt.daemonCallHostManagement('session.clear_halt', '{}')
+  rt.registerDaemonHandler('app.x', async (paramsJson: string) => paramsJson)
+  rt.registerDaemonHandler('app.y', (paramsJson) => paramsJson)
+  rt.unregisterDaemonHandler('app.y')
+  rt.registerDaemonNotificationHandler('app.z', (paramsJson: string) => {
+    void paramsJson
+  })
+  rt.unregisterDaemonNotificationHandler('app.z')
+  const flags: boolean = rt.isClosed || rt.isConnected
+  rt.disconnect()
+
+  // Discovery and state
+  const schema: string = await rt.serverSchema()
+  const caps: string = await rt.capabilities()
+  await rt.stateSet('k', '1', 'tenant')
+  const got: string = await rt.stateGet('k', null)
+  const exists: boolean = await rt.stateExists('k')
+  const keys: string[] = await rt.stateKeys()
+  const snap: string = await rt.stateSnapshot()
+
+  // Memory
+  const count: number = await rt.addFact('s', 'b', 'fact', 0.5, 'id', ['t'], 'src')
+  const n: number = await rt.factCount()
+  const rows: string = await rt.queryFacts('q', 3)
+  const ctx: string = await rt.buildContext('q', 4096)
+  const cons: string = await rt.consolidate()
+  const persisted: number = await rt.persistMemory('p.json')
+  const loaded: number = await rt.loadMemory('p.json')
+
+  // Skills
+  const skills: number = await rt.ingestSkill('n', 'c', 'web', 'p', 'u', ['k'], 'd', 'old')
+  const found: string = await rt.findSkill('p', 'u', 't', 2)
+  const report: string = await rt.reportOutcome('n', 'success')
+  const listed: string = await rt.listSkills('web')
+
+  // Tools and policies
+  await rt.registerTool('t')
+  await rt.registerToolSchema('{"name":"t"}')
+  const tools: string = await rt.listTools()
+  const removed: number = await rt.unregisterTool('t')
+  await rt.registerPolicy('p', 'deny_tool', 't')
+  await rt.registerPolicy('q', 'require_state', null, 'k', null, 'true', 'session')
+  const unp: number = await rt.unregisterPolicy('p')
+  const policies: string = await rt.listPolicies()
+
+  // Proposals
+  const verified: string = await rt.verifyProposal('{"actions":[]}')
+  const submitted: string = await rt.submitProposal('{"actions":[]}', 's')
+  const executed: string = await rt.executeProposal('{"actions":[]}', async (callJson: string) => {
+    const call: car.ToolCallJson = JSON.parse(callJson)
+    if (call.attempt > 1) throw new TerminalToolError('stop', { data: { why: 'x' } })
+    return JSON.stringify(call.params)
+  })
+  const executed2: string = await executeProposal(rt2, '{"actions":[]}', (tool: string, paramsJson: string) => tool + paramsJson, 'sid')
+
+  // Events and runs
+  const events: number = await rt.eventCount()
+  const query: string = await rt.eventQuery('{"limit":1}')
+  const run: string = await rt.runsStart('{"intent":"x"}')
+  const done: string = await rt.runsComplete('{"run_id":"r","outcome":"success"}')
+
+  // Inference
+  const text: string = await rt.infer('hi', 'model', 16)
+  const tracked: string = await rt.inferTracked('hi', null, 16, 'ctx', '[]', '[]')
+  const streamed: string = await rt.inferStream('hi', (eventJson: string) => void eventJson, 'm', 8)
+  const embedded: string = await rt.embed(['a'], 'm')
+  const classified: string = await rt.classify('t', ['a', 'b'])
+  const models: string = await rt.listModels()
+  const tokens: string = await rt.tokenize('m', 'text')
+  const detok: string = await rt.detokenize('m', '[1,2]')
+
+  // Generated wrappers (one per method-table row)
+  const gen: string = await rt.memoryAddFact('{"subject":"s","body":"b"}')
+  const gen2: string = await rt.capabilitiesList()
+  const gen3: string = await rt.runsGetTrace('{"run_id":"r"}')
+
+  // Process-wide handlers
+  registerToolHandler(async (callJson: string) => callJson)
+  registerToolHandler((tool: string, paramsJson: string) => tool + paramsJson)
+  unregisterToolHandler()
+  registerToolCancelHandler((requestId: string) => void requestId)
+  unregisterToolCancelHandler()
+
+  // Errors
+  try {
+    await rt.daemonCall('x')
+  } catch (err) {
+    if (err instanceof DaemonRpcError) {
+      const code: number = err.code
+      const data: unknown = err.data
+      const message: string = err.message
+      void [code, data, message]
+    } else if (err instanceof DaemonConnectionError) {
+      const kind: 'transport' | 'closed' | 'handshake' = err.kind
+      void kind
+    } else if (err instanceof DaemonTimeoutError) {
+      const after: number = err.afterMs
+      void after
+    } else if (err instanceof CarError) {
+      const kind: car.CarErrorKind = err.kind
+      void kind
+    }
+  }
+
+  {
+    await using disposable = new CarRuntime()
+    await disposable.stateKeys()
+  }
+  rt.close()
+  void [v, c, names, ns, out, flags, schema, caps, got, exists, keys, snap, count, n, rows, ctx, cons, persisted, loaded]
+  void [skills, found, report, listed, tools, removed, unp, policies, verified, submitted, executed, executed2]
+  void [events, query, run, done, text, tracked, streamed, embedded, classified, models, tokens, detok, gen, gen2, gen3]
+}
+
+void everything
