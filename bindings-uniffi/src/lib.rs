@@ -1,1 +1,49 @@
-//! Placeholder: the uniffi binding is being written.
+//! `car-runtime-uniffi`: the UniFFI library through which Swift and Kotlin apps reach the
+//! local daemon (bindings-api.md, "UniFFI").
+//!
+//! This crate is a translation layer over `car-daemon-client` and owns nothing else:
+//!
+//! - [`CarDaemonClient`] (`client`): the generic bridge (`daemon_call`,
+//!   `daemon_call_host_management`, handler registration, `close`), plus the typed wrappers
+//!   in `generated` (written by `cargo run -p xtask -- codegen`, never by hand);
+//! - [`DaemonHandler`] / [`DaemonNotificationHandler`] (`handlers`): the callback
+//!   interfaces foreign code implements, and their adapters onto the client's registry;
+//! - [`CarError`] (`error`): the client's error taxonomy as one enum, and the translation
+//!   of a foreign handler's failure into the JSON-RPC error the daemon receives;
+//! - `runtime`: the one tokio runtime of the process.
+//!
+//! Structured values cross the boundary as JSON strings so the native ABI stays stable as
+//! daemon shapes grow. Every export is synchronous: it runs on the foreign caller's thread
+//! and blocks it (never a tokio worker) while the runtime's tasks do the I/O.
+
+// Containment needs unwinding: with `panic = "abort"` a panic anywhere in the library (or a
+// foreign exception UniFFI could not map) would kill the host app instead of becoming an
+// error, so such a build is refused.
+#[cfg(not(panic = "unwind"))]
+compile_error!("car-runtime-uniffi must be built with panic = \"unwind\"");
+
+mod client;
+mod error;
+mod generated;
+mod handlers;
+mod runtime;
+
+pub use client::CarDaemonClient;
+pub use error::CarError;
+pub use handlers::{DaemonHandler, DaemonNotificationHandler};
+
+uniffi::setup_scaffolding!();
+
+/// The wire protocol version this library speaks (`server.handshake`).
+#[uniffi::export]
+pub fn protocol_version() -> u32 {
+    // The protocol version is a small integer in the wire contract; u32 keeps Swift and
+    // Kotlin signatures plain (`UInt32`/`UInt`) without a lossy cast.
+    u32::try_from(car_proto::PROTOCOL_VERSION).unwrap_or(u32::MAX)
+}
+
+/// This library's version (the workspace version shared by every package).
+#[uniffi::export]
+pub fn client_version() -> String {
+    car_proto::CAR_VERSION.to_string()
+}

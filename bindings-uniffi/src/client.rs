@@ -1,0 +1,100 @@
+//! [`CarDaemonClient`]: the generic daemon bridge exported to Swift and Kotlin.
+//!
+//! This module owns the translation of each bridge call: JSON text in, the shared
+//! client's blocking facade on the process runtime, JSON text or a [`CarError`] out.
+//! Discovery, auth, handshake, reconnect and timeouts are the shared client's; handler
+//! rules are `handlers`'. The typed wrappers (`generated`) all go through
+//! [`CarDaemonClient::daemon_call`].
+
+use std::sync::Arc;
+
+use car_daemon_client::discovery::parse_ws_url;
+use car_daemon_client::{BlockingClient, ClientConfig};
+use serde_json::Value;
+
+use crate::error::CarError;
+use crate::handlers::{self, DaemonHandler, DaemonNotificationHandler};
+use crate::runtime;
+
+/// A connection to the local daemon, opened on the first call and re-opened by the next
+/// call after it dropped. Handlers survive reconnects. Safe to share between threads.
+#[derive(Debug, uniffi::Object)]
+pub struct CarDaemonClient {
+    inner: BlockingClient,
+}
+
+#[uniffi::export]
+impl CarDaemonClient {
+    /// A client for the daemon at `url` (`ws://host:port`), else `CAR_DAEMON_URL`, else the
+    /// local default (preferring the daemon's Unix socket when it exists). The token comes
+    /// from `CAR_AUTH_TOKEN` or the token file under `CAR_HOME`, read at each connect.
+    /// Nothing is opened until the first call; a malformed `url` is refused here.
+    #[uniffi::constructor(default(url = None))]
+    pub fn new(url: Option<String>) -> Result<Arc<Self>, CarError> {
+        let mut config = ClientConfig::from_env();
+        config.client_version = format!("car-runtime-uniffi/{}", car_proto::CAR_VERSION);
+        if let Some(url) = url {
+            parse_ws_url(&url).map_err(|e| CarError::Transport {
+                detail: format!("url: {e}"),
+            })?;
+            config = config.url(url);
+        }
+        Self::with_config(config)
+    }
+
+    /// Calls `method` with `params_json` (a JSON value, usually an object) and returns the
+    /// result as JSON.
+    pub fn daemon_call(&self, method: String, params_json: String) -> Result<String, CarError> {
+        let params = parse_params(&params_json)?;
+        let result = self.inner.call(&method, params)?;
+        Ok(result.to_string())
+    }
+
+    /// Calls a host-management method over the connection authenticated with the host
+    /// token (the `host-token` file beside the token file). Other methods are refused
+    /// before the host token is read.
+    pub fn daemon_call_host_management(
+        &self,
+        method: String,
+        params_json: String,
+    ) -> Result<String, CarError> {
+        let params = parse_params(&params_json)?;
+        let result = self.inner.call_host_management(&method, params)?;
+        Ok(result.to_string())
+    }
+
+    /// Answers the daemon's `method` requests with `handler`, replacing any earlier one.
+    /// `tools.execute` handlers receive the normalised `call_json`.
+    pub fn register_daemon_handler(&self, method: String, handler: Arc<dyn DaemonHandler>) {
+        handlers::register(self.inner.client(), &method, handler);
+    }
+
+    /// Delivers the daemon's `method` notifications to `handler`, replacing any earlier one.
+    pub fn register_daemon_notification_handler(
+        &self,
+        method: String,
+        handler: Arc<dyn DaemonNotificationHandler>,
+    ) {
+        handlers::register_notification(self.inner.client(), &method, handler);
+    }
+
+    /// Closes the connections for good: pending calls fail with `Closed`, and so does
+    /// every later call. Idempotent.
+    pub fn close(&self) {
+        self.inner.close();
+    }
+}
+
+impl CarDaemonClient {
+    /// A client with an explicit configuration (Rust callers and tests; not exported, since
+    /// foreign code configures the client through its environment).
+    pub fn with_config(config: ClientConfig) -> Result<Arc<Self>, CarError> {
+        Ok(Arc::new(Self {
+            inner: BlockingClient::with_handle(config, runtime::handle()?),
+        }))
+    }
+}
+
+fn parse_params(params_json: &str) -> Result<Value, CarError> {
+    serde_json::from_str(params_json).map_err(|e| CarError::invalid_params_json(&e))
+}

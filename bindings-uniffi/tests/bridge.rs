@@ -1,0 +1,321 @@
+//! The exported bridge against a real `car-server`, driven from Rust through the same
+//! callback traits foreign code implements: results, error variants, reverse calls with
+//! declared and undeclared failures, `tools.execute` call_json, notifications, the
+//! host-management refusal, bad arguments and `close`.
+
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use car_daemon_client::{ClientConfig, EnvSnapshot};
+use car_runtime_uniffi::{
+    client_version, protocol_version, CarDaemonClient, CarError, DaemonHandler,
+    DaemonNotificationHandler,
+};
+use car_test_harness::Daemon;
+use serde_json::{json, Value};
+
+fn daemon() -> Daemon {
+    Daemon::builder().args(["--debug-methods"]).start()
+}
+
+fn client_for(d: &Daemon) -> Arc<CarDaemonClient> {
+    CarDaemonClient::with_config(ClientConfig::with_env(EnvSnapshot::with_car_home(&d.home)))
+        .expect("client")
+}
+
+fn call(c: &CarDaemonClient, method: &str, params: Value) -> Result<Value, CarError> {
+    let text = c.daemon_call(method.into(), params.to_string())?;
+    Ok(serde_json::from_str(&text).expect("results are JSON"))
+}
+
+struct FnHandler<F>(F);
+impl<F: Fn(String) -> Result<String, CarError> + Send + Sync> DaemonHandler for FnHandler<F> {
+    fn handle(&self, params_json: String) -> Result<String, CarError> {
+        (self.0)(params_json)
+    }
+}
+
+struct Notes(Mutex<mpsc::Sender<String>>);
+impl DaemonNotificationHandler for Notes {
+    fn notify(&self, params_json: String) -> Result<(), CarError> {
+        if params_json.contains("boom") {
+            return Err(CarError::Handler {
+                detail: "notification handler failed".into(),
+                terminal: false,
+            });
+        }
+        let _ = self.0.lock().unwrap().send(params_json);
+        Ok(())
+    }
+}
+
+#[test]
+fn versions() {
+    assert_eq!(u64::from(protocol_version()), car_proto::PROTOCOL_VERSION);
+    assert_eq!(client_version(), car_proto::CAR_VERSION);
+}
+
+#[test]
+fn calls_results_and_daemon_errors() {
+    let d = daemon();
+    let c = client_for(&d);
+    assert_eq!(
+        call(&c, "state.set", json!({"key": "k", "value": {"n": 1}})).unwrap(),
+        json!({"ok": true})
+    );
+    assert_eq!(
+        call(&c, "state.get", json!({"key": "k"})).unwrap(),
+        json!({"n": 1})
+    );
+    // A generated wrapper goes through the same bridge.
+    let keys = c.state_keys("{}".into()).unwrap();
+    assert_eq!(serde_json::from_str::<Value>(&keys).unwrap(), json!(["k"]));
+
+    let err = call(&c, "no.such.method", json!({})).unwrap_err();
+    assert!(
+        matches!(&err, CarError::DaemonRpc { code: -32601, data_json, .. } if data_json == "null"),
+        "{err:?}"
+    );
+    let err = call(&c, "state.get", json!({})).unwrap_err();
+    assert!(
+        matches!(&err, CarError::DaemonRpc { code: -32602, detail, .. } if detail.contains("key")),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn bad_arguments_are_refused_precisely() {
+    let d = daemon();
+    let c = client_for(&d);
+    let err = c
+        .daemon_call("state.get".into(), "{key".into())
+        .unwrap_err();
+    assert!(
+        matches!(&err, CarError::DaemonRpc { code: -32602, detail, data_json }
+            if detail.starts_with("params_json is not valid JSON") && data_json == r#"{"source":"client"}"#),
+        "{err:?}"
+    );
+    let err = c
+        .daemon_call_host_management("state.get".into(), "{}".into())
+        .unwrap_err();
+    assert!(
+        matches!(&err, CarError::Transport { detail } if detail.contains("state.get is not a host-management method")),
+        "{err:?}"
+    );
+    let err = CarDaemonClient::new(Some("http://127.0.0.1:1".into())).unwrap_err();
+    assert!(
+        matches!(&err, CarError::Transport { detail } if detail.starts_with("url: ")),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn host_management_uses_the_host_token() {
+    let d = daemon();
+    let c = client_for(&d);
+    let reply = c
+        .daemon_call_host_management("host.subscribe".into(), "{}".into())
+        .unwrap();
+    assert!(serde_json::from_str::<Value>(&reply).is_ok(), "{reply}");
+}
+
+#[test]
+fn reverse_calls_answer_results_and_declared_errors() {
+    let d = daemon();
+    let c = client_for(&d);
+    c.register_daemon_handler(
+        "t.echo".into(),
+        Arc::new(FnHandler(|p: String| Ok(format!(r#"{{"got":{p}}}"#)))),
+    );
+    c.register_daemon_handler(
+        "t.fail".into(),
+        Arc::new(FnHandler(|_| {
+            Err(CarError::Handler {
+                detail: "disk full".into(),
+                terminal: false,
+            })
+        })),
+    );
+    c.register_daemon_handler(
+        "t.terminal".into(),
+        Arc::new(FnHandler(|_| {
+            Err(CarError::Handler {
+                detail: "journal gone".into(),
+                terminal: true,
+            })
+        })),
+    );
+    c.register_daemon_handler(
+        "t.code".into(),
+        Arc::new(FnHandler(|_| {
+            Err(CarError::DaemonRpc {
+                code: -32010,
+                detail: "custom".into(),
+                data_json: r#"{"why":"because"}"#.into(),
+            })
+        })),
+    );
+    c.register_daemon_handler(
+        "t.garbage".into(),
+        Arc::new(FnHandler(|_| Ok("not json".into()))),
+    );
+    // A handler that calls back into the daemon: it runs on the blocking pool, so the
+    // nested call neither deadlocks nor blocks a runtime worker.
+    let nested = client_for(&d);
+    c.register_daemon_handler(
+        "t.nested".into(),
+        Arc::new(FnHandler(move |_| {
+            nested.daemon_call("debug.echo".into(), r#"{"inner":true}"#.into())
+        })),
+    );
+    let via = |method: &str| {
+        call(
+            &c,
+            "debug.call_client",
+            json!({"method": method, "params": {"x": 1}, "timeout_ms": 10_000}),
+        )
+        .unwrap()
+    };
+    assert_eq!(via("t.echo"), json!({"result": {"got": {"x": 1}}}));
+    assert_eq!(
+        via("t.fail"),
+        json!({"error": {"code": -32000, "message": "disk full"}})
+    );
+    assert_eq!(
+        via("t.terminal"),
+        json!({"error": {"code": -32000, "message": "journal gone", "data": {"terminal": true}}})
+    );
+    assert_eq!(
+        via("t.code"),
+        json!({"error": {"code": -32010, "message": "custom", "data": {"why": "because"}}})
+    );
+    let garbage = via("t.garbage");
+    assert_eq!(garbage["error"]["code"], json!(-32603));
+    assert!(garbage["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("handler for t.garbage returned a result that is not JSON"));
+    assert_eq!(via("t.nested"), json!({"result": {"inner": true}}));
+    assert_eq!(via("t.nobody")["error"]["code"], json!(-32601));
+}
+
+#[test]
+fn tools_execute_handlers_serve_a_proposal_with_call_json() {
+    let d = daemon();
+    let c = client_for(&d);
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let log = seen.clone();
+    c.register_daemon_handler(
+        "tools.execute".into(),
+        Arc::new(FnHandler(move |call_json: String| {
+            let call: Value = serde_json::from_str(&call_json).unwrap();
+            log.lock().unwrap().push(call.clone());
+            let x = call["params"]["x"].as_i64().unwrap_or(0);
+            Ok(json!({"doubled": x * 2}).to_string())
+        })),
+    );
+    call(&c, "tools.register", json!({"name": "double"})).unwrap();
+    let proposal = json!({"actions": [
+        {"id": "a1", "type": "tool_call", "tool": "double", "parameters": {"x": 21}}
+    ]});
+    let out = call(&c, "proposal.submit", json!({"proposal": proposal})).unwrap();
+    assert_eq!(out["results"][0]["status"], json!("succeeded"), "{out}");
+    assert_eq!(out["results"][0]["output"], json!({"doubled": 42}), "{out}");
+    let calls = seen.lock().unwrap();
+    assert_eq!(calls.len(), 1);
+    let call = &calls[0];
+    assert_eq!(
+        (
+            &call["tool"],
+            &call["params"],
+            &call["action_id"],
+            &call["attempt"]
+        ),
+        (&json!("double"), &json!({"x": 21}), &json!("a1"), &json!(1))
+    );
+    for field in ["request_id", "timeout_ms", "session_id"] {
+        assert!(call.get(field).is_some(), "call_json lacks {field}: {call}");
+    }
+}
+
+#[test]
+fn a_terminal_tool_failure_stops_retries() {
+    let d = daemon();
+    let c = client_for(&d);
+    let attempts = Arc::new(Mutex::new(0));
+    let count = attempts.clone();
+    c.register_daemon_handler(
+        "tools.execute".into(),
+        Arc::new(FnHandler(move |_| {
+            *count.lock().unwrap() += 1;
+            Err(CarError::Handler {
+                detail: "receipt journal is unavailable".into(),
+                terminal: true,
+            })
+        })),
+    );
+    call(&c, "tools.register", json!({"name": "pay"})).unwrap();
+    let proposal = json!({"actions": [{"id": "p", "type": "tool_call", "tool": "pay",
+        "failure_behavior": "retry", "max_retries": 3}]});
+    let out = call(&c, "proposal.submit", json!({"proposal": proposal})).unwrap();
+    let r = &out["results"][0];
+    assert_eq!(
+        (&r["status"], &r["terminal"], &r["attempts"]),
+        (&json!("failed"), &json!(true), &json!(1)),
+        "{out}"
+    );
+    assert!(r["error"]
+        .as_str()
+        .unwrap_or_default()
+        .contains("receipt journal is unavailable"));
+    assert_eq!(*attempts.lock().unwrap(), 1);
+}
+
+#[test]
+fn notifications_arrive_in_order() {
+    let d = daemon();
+    let c = client_for(&d);
+    let (tx, rx) = mpsc::channel();
+    c.register_daemon_notification_handler("t.note".into(), Arc::new(Notes(Mutex::new(tx))));
+    for n in [
+        json!(0),
+        json!("boom"),
+        json!(1),
+        json!(2),
+        json!(3),
+        json!(4),
+    ] {
+        call(
+            &c,
+            "debug.notify_client",
+            json!({"method": "t.note", "params": {"n": n}}),
+        )
+        .unwrap();
+    }
+    for n in 0..5 {
+        let got = rx
+            .recv_timeout(Duration::from_secs(10))
+            .expect("notification");
+        assert_eq!(
+            serde_json::from_str::<Value>(&got).unwrap(),
+            json!({"n": n})
+        );
+    }
+}
+
+#[test]
+fn close_fails_pending_and_later_calls() {
+    let d = daemon();
+    let c = client_for(&d);
+    call(&c, "debug.echo", json!({})).unwrap();
+    let pending = {
+        let c = c.clone();
+        std::thread::spawn(move || call(&c, "debug.sleep", json!({"ms": 600_000})))
+    };
+    std::thread::sleep(Duration::from_millis(200));
+    c.close();
+    assert_eq!(pending.join().unwrap(), Err(CarError::Closed));
+    assert_eq!(call(&c, "debug.echo", json!({})), Err(CarError::Closed));
+    c.close();
+}

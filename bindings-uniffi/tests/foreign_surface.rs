@@ -1,0 +1,250 @@
+//! The foreign surface, read from the built library's UniFFI metadata (what the generator
+//! sees, so nothing exported can be missed):
+//!
+//! - `API.md` lists every exported item, under the name Kotlin and Swift use;
+//! - the pinned `uniffi-bindgen` generates Kotlin and Swift sources from the built library,
+//!   and both mention every exported item (the Kotlin test compiles and runs the Kotlin;
+//!   Swift cannot be compiled here, so this is its check).
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use uniffi_meta::{EnumShape, Metadata};
+
+const CRATE: &str = "car_runtime_uniffi";
+
+/// One exported name: what kind of item it is and its foreign spelling.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct Item {
+    kind: &'static str,
+    /// `Type` or `Type.member`, as Rust names it.
+    rust: String,
+    /// The name Kotlin and Swift use (lowerCamelCase for callables and fields).
+    foreign: String,
+}
+
+fn lower_camel(snake: &str) -> String {
+    let mut out = String::new();
+    for (i, part) in snake.split('_').filter(|p| !p.is_empty()).enumerate() {
+        let mut chars = part.chars();
+        if let Some(first) = chars.next() {
+            if i == 0 {
+                out.extend(first.to_lowercase());
+            } else {
+                out.extend(first.to_uppercase());
+            }
+            out.push_str(chars.as_str());
+        }
+    }
+    out
+}
+
+/// `target/<profile>/libcar_runtime_uniffi.so`, beside this test's `deps/` directory.
+/// `cargo test` links the tests against the rlib only, so the cdylib is (re)built here; when
+/// it is fresh this is a no-op.
+fn cdylib() -> PathBuf {
+    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let exe = std::env::current_exe().expect("test executable");
+            let profile_dir = exe
+                .parent()
+                .and_then(Path::parent)
+                .expect("test binary lives in target/<profile>/deps");
+            let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+            let mut build = Command::new(cargo);
+            build.args(["build", "-p", "car-runtime-uniffi", "--lib"]);
+            if profile_dir.file_name().is_some_and(|n| n == "release") {
+                build.arg("--release");
+            }
+            let status = build.status().expect("run cargo build for the cdylib");
+            assert!(status.success(), "building the cdylib failed");
+            let lib = profile_dir.join(format!(
+                "{}{CRATE}{}",
+                std::env::consts::DLL_PREFIX,
+                std::env::consts::DLL_SUFFIX
+            ));
+            assert!(lib.exists(), "{} is missing", lib.display());
+            lib
+        })
+        .clone()
+}
+
+fn exported_items() -> BTreeSet<Item> {
+    let bytes = std::fs::read(cdylib()).expect("read the cdylib");
+    let metadata = uniffi_bindgen::macro_metadata::extract_from_bytes(&bytes)
+        .expect("uniffi metadata in the cdylib");
+    let mut items = BTreeSet::new();
+    let mut add = |kind, rust: String, foreign: String| {
+        items.insert(Item {
+            kind,
+            rust,
+            foreign,
+        });
+    };
+    for meta in metadata {
+        if meta.module_path().split("::").next() != Some(CRATE) {
+            continue;
+        }
+        match meta {
+            Metadata::Func(f) => add("function", f.name.clone(), lower_camel(&f.name)),
+            Metadata::Object(o) => {
+                let kind = match o.imp {
+                    uniffi_meta::ObjectImpl::Struct => "object",
+                    uniffi_meta::ObjectImpl::Trait(_) => "callback interface",
+                };
+                add(kind, o.name.clone(), o.name.clone())
+            }
+            Metadata::CallbackInterface(c) => add("callback interface", c.name.clone(), c.name),
+            Metadata::Constructor(c) => add(
+                "constructor",
+                format!("{}.{}", c.self_name, c.name),
+                c.self_name.clone(),
+            ),
+            Metadata::Method(m) => add(
+                "method",
+                format!("{}.{}", m.self_name, m.name),
+                lower_camel(&m.name),
+            ),
+            Metadata::TraitMethod(m) => add(
+                "callback method",
+                format!("{}.{}", m.trait_name, m.name),
+                lower_camel(&m.name),
+            ),
+            Metadata::Enum(e) => {
+                let kind = match e.shape {
+                    EnumShape::Error { .. } => "error",
+                    EnumShape::Enum => "enum",
+                };
+                add(kind, e.name.clone(), e.name.clone());
+                for v in &e.variants {
+                    add("variant", format!("{}.{}", e.name, v.name), v.name.clone());
+                    for f in &v.fields {
+                        add(
+                            "field",
+                            format!("{}.{}.{}", e.name, v.name, f.name),
+                            lower_camel(&f.name),
+                        );
+                    }
+                }
+            }
+            Metadata::Record(r) => add("record", r.name.clone(), r.name.clone()),
+            _ => {}
+        }
+    }
+    items
+}
+
+#[test]
+fn the_surface_is_what_bindings_api_promises() {
+    let items = exported_items();
+    let names: BTreeSet<&str> = items.iter().map(|i| i.rust.as_str()).collect();
+    for promised in [
+        "CarDaemonClient",
+        "CarDaemonClient.new",
+        "CarDaemonClient.daemon_call",
+        "CarDaemonClient.daemon_call_host_management",
+        "CarDaemonClient.register_daemon_handler",
+        "CarDaemonClient.register_daemon_notification_handler",
+        "CarDaemonClient.close",
+        "DaemonHandler",
+        "DaemonHandler.handle",
+        "DaemonNotificationHandler",
+        "DaemonNotificationHandler.notify",
+        "CarError",
+        "CarError.DaemonRpc.code",
+        "CarError.DaemonRpc.detail",
+        "CarError.DaemonRpc.data_json",
+        "CarError.Transport.detail",
+        "CarError.Timeout",
+        "CarError.Closed",
+        "CarError.Handshake.detail",
+        "CarError.Handler.detail",
+        "CarError.Handler.terminal",
+        "protocol_version",
+        "client_version",
+    ] {
+        assert!(names.contains(promised), "{promised} is not exported");
+    }
+    // Kotlin exceptions already have `message`; a field of that name breaks the bindings.
+    assert!(
+        !items
+            .iter()
+            .any(|i| i.kind == "field" && i.foreign == "message"),
+        "an error field is named message"
+    );
+}
+
+#[test]
+fn api_docs_list_every_exported_item() {
+    let docs_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("API.md");
+    let docs = std::fs::read_to_string(&docs_path).expect("read API.md");
+    let lines: Vec<String> = exported_items()
+        .into_iter()
+        .filter(|i| !docs.contains(&format!("`{}`", i.rust)))
+        .map(|i| format!("| `{}` | `{}` | {} |", i.rust, i.foreign, i.kind))
+        .collect();
+    assert!(
+        lines.is_empty(),
+        "API.md does not list these exported items; add rows (with a description) for:\n{}",
+        lines.join("\n")
+    );
+}
+
+fn generate(language: &str, out: &Path) -> String {
+    let status = Command::new(env!("CARGO_BIN_EXE_uniffi-bindgen"))
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args(["generate", "--no-format", "--metadata-no-deps", "--library"])
+        .arg(cdylib())
+        .args(["--language", language, "--out-dir"])
+        .arg(out)
+        .status()
+        .expect("run uniffi-bindgen");
+    assert!(
+        status.success(),
+        "uniffi-bindgen --language {language} failed"
+    );
+    let mut text = String::new();
+    for entry in walk(out) {
+        text.push_str(&std::fs::read_to_string(entry).expect("read generated source"));
+    }
+    text
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).expect("read dir") {
+        let path = entry.expect("dir entry").path();
+        if path.is_dir() {
+            files.extend(walk(&path));
+        } else {
+            files.push(path);
+        }
+    }
+    files
+}
+
+#[test]
+fn kotlin_and_swift_sources_mention_every_exported_item() {
+    let scratch = tempfile::tempdir().expect("temp dir");
+    let items = exported_items();
+    for language in ["kotlin", "swift"] {
+        let out = scratch.path().join(language);
+        let source = generate(language, &out);
+        for item in &items {
+            // Kotlin renames: `*Error` types become `*Exception`, and the bridge's `close`
+            // is `closeClient` (uniffi.toml) because every Kotlin object has `close()`.
+            let expected = match (language, item.rust.as_str()) {
+                ("kotlin", "CarError") => "CarException".to_string(),
+                ("kotlin", "CarDaemonClient.close") => "closeClient".to_string(),
+                _ => item.foreign.clone(),
+            };
+            assert!(
+                source.contains(&expected),
+                "the generated {language} does not mention {} ({expected})",
+                item.rust
+            );
+        }
+    }
+}
