@@ -69,6 +69,23 @@ impl BlockingClient {
         self.block_on(self.client.call_host_management(method, params))
     }
 
+    /// [`Client::call_streaming`], blocking; `on_event` runs on the calling thread.
+    pub fn call_streaming<F>(
+        &self,
+        method: &str,
+        params: Value,
+        options: CallOptions,
+        on_event: F,
+    ) -> Result<Value, Error>
+    where
+        F: FnMut(Value) + Send,
+    {
+        self.block_on(
+            self.client
+                .call_streaming(method, params, options, on_event),
+        )
+    }
+
     /// [`Client::execute_proposal`], blocking.
     pub fn execute_proposal<F>(
         &self,

@@ -223,6 +223,39 @@ impl Client {
         live.conn.call(method, params, wait).await
     }
 
+    /// Calls a streaming method (`infer_stream`): `on_event` receives each of this call's
+    /// `inference.stream.event` params in order, all of them before this returns; concurrent
+    /// streams on one connection never see each other's events. `on_event` runs on the
+    /// calling task, never on the connection's reader.
+    pub async fn call_streaming<F>(
+        &self,
+        method: &str,
+        params: Value,
+        options: CallOptions,
+        mut on_event: F,
+    ) -> Result<Value, Error>
+    where
+        F: FnMut(Value) + Send,
+    {
+        let live = self.live(Credential::Token).await?;
+        let wait = self.wait_for(method, &params, options);
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let call = live.conn.call_with_events(method, params, wait, Some(tx));
+        tokio::pin!(call);
+        loop {
+            tokio::select! {
+                biased;
+                Some(event) = rx.recv() => on_event(event),
+                outcome = &mut call => {
+                    while let Ok(event) = rx.try_recv() {
+                        on_event(event);
+                    }
+                    return outcome;
+                }
+            }
+        }
+    }
+
     /// Calls a host-management method over the connection authenticated with the host
     /// token. Methods the method table does not give the host (or owner) role are refused
     /// before the host token is read or sent.

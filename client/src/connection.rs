@@ -37,6 +37,8 @@ use crate::timeouts::Wait;
 const OUTBOUND_QUEUE: usize = 1024;
 /// Notifications that reset an inference call's idle window.
 const PROGRESS_METHODS: &[&str] = &["infer.progress", "inference.stream.event"];
+/// Stream events routed to the call they name when it asked for them.
+const STREAM_EVENT: &str = "inference.stream.event";
 
 type Outcome = Result<Value, Error>;
 
@@ -44,6 +46,9 @@ struct Pending {
     tx: oneshot::Sender<Outcome>,
     /// Present for idle-window calls: poked by progress notifications.
     activity: Option<Arc<Notify>>,
+    /// Present for streaming calls: receives this call's `inference.stream.event` params,
+    /// in order and before its response.
+    events: Option<mpsc::UnboundedSender<Value>>,
 }
 
 #[derive(Default)]
@@ -82,6 +87,15 @@ impl PendingCalls {
                 let _ = p.tx.send(outcome);
                 true
             }
+            None => false,
+        }
+    }
+
+    /// Hands a stream event to the call it names; false when no streaming call wants it.
+    fn route_event(&self, id: u64, params: &Value) -> bool {
+        let sink = self.lock().calls.get(&id).and_then(|p| p.events.clone());
+        match sink {
+            Some(tx) => tx.send(params.clone()).is_ok(),
             None => false,
         }
     }
@@ -256,6 +270,19 @@ impl Connection {
 
     /// Sends one request and waits for its answer under `wait`.
     pub(crate) async fn call(&self, method: &str, params: Value, wait: Wait) -> Outcome {
+        self.call_with_events(method, params, wait, None).await
+    }
+
+    /// [`Connection::call`] that also receives the call's `inference.stream.event`
+    /// notifications on `events`; every event the daemon sent before its answer is queued
+    /// there before the answer completes the call.
+    pub(crate) async fn call_with_events(
+        &self,
+        method: &str,
+        params: Value,
+        wait: Wait,
+        events: Option<mpsc::UnboundedSender<Value>>,
+    ) -> Outcome {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, mut rx) = oneshot::channel();
         let activity = matches!(wait, Wait::Idle(_)).then(|| Arc::new(Notify::new()));
@@ -264,6 +291,7 @@ impl Connection {
             Pending {
                 tx,
                 activity: activity.clone(),
+                events,
             },
         )?;
         let _guard = PendingGuard {
@@ -414,6 +442,10 @@ impl ReaderCtx {
                     let id = params.get("id").or_else(|| params.get("request_id"));
                     if let Some(n) = id.and_then(Value::as_u64) {
                         self.pending.touch(n);
+                        // Routed here, in the reader, so it is queued before the response.
+                        if method == STREAM_EVENT && self.pending.route_event(n, &params) {
+                            return;
+                        }
                     }
                 }
                 let _ = self.notify_tx.send((method, params));
