@@ -4,6 +4,12 @@
 export interface GeneratedMethods {
   /** `capabilities.list` (operator role): list the methods this session's role can see, with their roles. */
   capabilitiesList(paramsJson?: string): Promise<string>
+  /** `classify` (operator role): zero-shot classification of text against labels by embedding similarity. */
+  classify(paramsJson?: string): Promise<string>
+  /** `detokenize` (operator role): text of token ids under a local model's vocabulary. */
+  detokenize(paramsJson?: string): Promise<string>
+  /** `embed` (operator role): embedding vectors for texts from a local or remote embedding model. */
+  embed(paramsJson?: string): Promise<string>
   /** `events.count` (operator role): the number of events in the durable event log. */
   eventsCount(paramsJson?: string): Promise<string>
   /** `events.query` (operator role): events newest first, filtered by kinds, ids and time. */
@@ -12,6 +18,14 @@ export interface GeneratedMethods {
   eventsStats(paramsJson?: string): Promise<string>
   /** `host.subscribe` (host role): subscribe this host session to host.event notifications. */
   hostSubscribe(paramsJson?: string): Promise<string>
+  /** `infer` (operator role): generate text; infer.progress heartbeats while it runs. */
+  infer(paramsJson?: string): Promise<string>
+  /** `infer.cancel` (operator role): stop a running infer call of this connection. */
+  inferCancel(paramsJson?: string): Promise<string>
+  /** `infer.deadline` (operator role): stop a running infer call once a deadline passes. */
+  inferDeadline(paramsJson?: string): Promise<string>
+  /** `infer_stream` (operator role): generate text with inference.stream.event notifications. */
+  inferStream(paramsJson?: string): Promise<string>
   /** `memory.add_fact` (operator role): add a fact to this connection's memory graph; returns the new count. */
   memoryAddFact(paramsJson?: string): Promise<string>
   /** `memory.build_context` (operator role): a layered context block (constraints, relevant facts, unknowns) within a token budget. */
@@ -28,6 +42,12 @@ export interface GeneratedMethods {
   memoryPersist(paramsJson?: string): Promise<string>
   /** `memory.query` (operator role): facts ranked by relevance to a query. */
   memoryQuery(paramsJson?: string): Promise<string>
+  /** `models.list` (operator role): registered models with their immutable identities. */
+  modelsList(paramsJson?: string): Promise<string>
+  /** `models.register` (operator role): register a local gguf or embedding model, or a remote endpoint. */
+  modelsRegister(paramsJson?: string): Promise<string>
+  /** `models.remove` (operator role): unregister a model. */
+  modelsRemove(paramsJson?: string): Promise<string>
   /** `policy.list` (operator role): this connection's policies, sorted by name. */
   policyList(paramsJson?: string): Promise<string>
   /** `policy.register` (operator role): add a deny_tool, deny_tool_param or require_state policy. */
@@ -74,6 +94,8 @@ export interface GeneratedMethods {
   stateSet(paramsJson?: string): Promise<string>
   /** `state.snapshot` (operator role): the whole state partition as an object. */
   stateSnapshot(paramsJson?: string): Promise<string>
+  /** `tokenize` (operator role): token ids of text under a local model's vocabulary. */
+  tokenize(paramsJson?: string): Promise<string>
   /** `tools.list` (operator role): this connection's tools, sorted by name. */
   toolsList(paramsJson?: string): Promise<string>
   /** `tools.register` (operator role): register one tool descriptor or an array of them. */

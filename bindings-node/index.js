@@ -467,12 +467,14 @@ class CarRuntime {
     return this.daemonCall('embed', params({ texts: stringArray('texts', texts), model: optionalString('model', model) }))
   }
 
+  /** `[{label, score}]`, best first (the daemon's `scores`). */
   async classify(text, labels, model = undefined) {
-    return this.daemonCall('classify', params({
+    const reply = await this.daemonCall('classify', params({
       text: requireString('text', text),
       labels: stringArray('labels', labels),
       model: optionalString('model', model),
     }))
+    return JSON.stringify(JSON.parse(reply).scores)
   }
 
   async listModels() {

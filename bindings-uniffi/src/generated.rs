@@ -11,6 +11,21 @@ impl CarDaemonClient {
         self.daemon_call("capabilities.list".to_string(), params_json)
     }
 
+    /// `classify` (operator role): zero-shot classification of text against labels by embedding similarity.
+    pub fn classify(&self, params_json: String) -> Result<String, CarError> {
+        self.daemon_call("classify".to_string(), params_json)
+    }
+
+    /// `detokenize` (operator role): text of token ids under a local model's vocabulary.
+    pub fn detokenize(&self, params_json: String) -> Result<String, CarError> {
+        self.daemon_call("detokenize".to_string(), params_json)
+    }
+
+    /// `embed` (operator role): embedding vectors for texts from a local or remote embedding model.
+    pub fn embed(&self, params_json: String) -> Result<String, CarError> {
+        self.daemon_call("embed".to_string(), params_json)
+    }
+
     /// `events.count` (operator role): the number of events in the durable event log.
     pub fn events_count(&self, params_json: String) -> Result<String, CarError> {
         self.daemon_call("events.count".to_string(), params_json)
@@ -29,6 +44,26 @@ impl CarDaemonClient {
     /// `host.subscribe` (host role): subscribe this host session to host.event notifications.
     pub fn host_subscribe(&self, params_json: String) -> Result<String, CarError> {
         self.daemon_call("host.subscribe".to_string(), params_json)
+    }
+
+    /// `infer` (operator role): generate text; infer.progress heartbeats while it runs.
+    pub fn infer(&self, params_json: String) -> Result<String, CarError> {
+        self.daemon_call("infer".to_string(), params_json)
+    }
+
+    /// `infer.cancel` (operator role): stop a running infer call of this connection.
+    pub fn infer_cancel(&self, params_json: String) -> Result<String, CarError> {
+        self.daemon_call("infer.cancel".to_string(), params_json)
+    }
+
+    /// `infer.deadline` (operator role): stop a running infer call once a deadline passes.
+    pub fn infer_deadline(&self, params_json: String) -> Result<String, CarError> {
+        self.daemon_call("infer.deadline".to_string(), params_json)
+    }
+
+    /// `infer_stream` (operator role): generate text with inference.stream.event notifications.
+    pub fn infer_stream(&self, params_json: String) -> Result<String, CarError> {
+        self.daemon_call("infer_stream".to_string(), params_json)
     }
 
     /// `memory.add_fact` (operator role): add a fact to this connection's memory graph; returns the new count.
@@ -69,6 +104,21 @@ impl CarDaemonClient {
     /// `memory.query` (operator role): facts ranked by relevance to a query.
     pub fn memory_query(&self, params_json: String) -> Result<String, CarError> {
         self.daemon_call("memory.query".to_string(), params_json)
+    }
+
+    /// `models.list` (operator role): registered models with their immutable identities.
+    pub fn models_list(&self, params_json: String) -> Result<String, CarError> {
+        self.daemon_call("models.list".to_string(), params_json)
+    }
+
+    /// `models.register` (operator role): register a local gguf or embedding model, or a remote endpoint.
+    pub fn models_register(&self, params_json: String) -> Result<String, CarError> {
+        self.daemon_call("models.register".to_string(), params_json)
+    }
+
+    /// `models.remove` (operator role): unregister a model.
+    pub fn models_remove(&self, params_json: String) -> Result<String, CarError> {
+        self.daemon_call("models.remove".to_string(), params_json)
     }
 
     /// `policy.list` (operator role): this connection's policies, sorted by name.
@@ -184,6 +234,11 @@ impl CarDaemonClient {
     /// `state.snapshot` (operator role): the whole state partition as an object.
     pub fn state_snapshot(&self, params_json: String) -> Result<String, CarError> {
         self.daemon_call("state.snapshot".to_string(), params_json)
+    }
+
+    /// `tokenize` (operator role): token ids of text under a local model's vocabulary.
+    pub fn tokenize(&self, params_json: String) -> Result<String, CarError> {
+        self.daemon_call("tokenize".to_string(), params_json)
     }
 
     /// `tools.list` (operator role): this connection's tools, sorted by name.

@@ -137,7 +137,6 @@ const fn handshake_gated(mut spec: MethodSpec) -> MethodSpec {
     spec
 }
 
-#[allow(dead_code)]
 const fn capability_gated(mut spec: MethodSpec, capability: &'static str) -> MethodSpec {
     spec.capability = Some(capability);
     spec
@@ -148,7 +147,7 @@ const fn debug_only(mut spec: MethodSpec) -> MethodSpec {
     spec
 }
 
-use DeadlineClass::{Immediate, Proposal, Standard};
+use DeadlineClass::{Immediate, Inference, Proposal, Standard};
 use Role::{Host, Operator, Owner};
 
 /// Every daemon method, sorted by name. Later issues add rows here and nowhere else.
@@ -158,6 +157,12 @@ pub const METHODS: &[MethodSpec] = &[
         Operator,
         Standard,
         "list the methods this session's role can see, with their roles",
+    ),
+    row(
+        "classify",
+        Operator,
+        Standard,
+        "zero-shot classification of text against labels by embedding similarity",
     ),
     debug_only(row(
         "debug.call_client",
@@ -184,6 +189,18 @@ pub const METHODS: &[MethodSpec] = &[
         "wait for params.ms milliseconds, then return {slept_ms}",
     )),
     row(
+        "detokenize",
+        Operator,
+        Standard,
+        "text of token ids under a local model's vocabulary",
+    ),
+    row(
+        "embed",
+        Operator,
+        Standard,
+        "embedding vectors for texts from a local or remote embedding model",
+    ),
+    row(
         "events.count",
         Operator,
         Standard,
@@ -207,6 +224,36 @@ pub const METHODS: &[MethodSpec] = &[
         Standard,
         "subscribe this host session to host.event notifications",
     )),
+    row(
+        "infer",
+        Operator,
+        Inference,
+        "generate text; infer.progress heartbeats while it runs",
+    ),
+    capability_gated(
+        row(
+            "infer.cancel",
+            Operator,
+            Standard,
+            "stop a running infer call of this connection",
+        ),
+        capabilities::INFER_CANCEL_V1,
+    ),
+    capability_gated(
+        row(
+            "infer.deadline",
+            Operator,
+            Standard,
+            "stop a running infer call once a deadline passes",
+        ),
+        capabilities::INFER_DEADLINE_V1,
+    ),
+    row(
+        "infer_stream",
+        Operator,
+        Inference,
+        "generate text with inference.stream.event notifications",
+    ),
     row(
         "memory.add_fact",
         Operator,
@@ -250,6 +297,19 @@ pub const METHODS: &[MethodSpec] = &[
         Standard,
         "facts ranked by relevance to a query",
     ),
+    row(
+        "models.list",
+        Operator,
+        Standard,
+        "registered models with their immutable identities",
+    ),
+    row(
+        "models.register",
+        Operator,
+        Standard,
+        "register a local gguf or embedding model, or a remote endpoint",
+    ),
+    row("models.remove", Operator, Standard, "unregister a model"),
     row(
         "policy.list",
         Operator,
@@ -372,6 +432,12 @@ pub const METHODS: &[MethodSpec] = &[
         Operator,
         Standard,
         "the whole state partition as an object",
+    ),
+    row(
+        "tokenize",
+        Operator,
+        Standard,
+        "token ids of text under a local model's vocabulary",
     ),
     row(
         "tools.list",

@@ -70,6 +70,18 @@ pub struct Args {
     #[arg(long, env = "CAR_TOOL_TIMEOUT", default_value = "300s", value_parser = parse_duration)]
     pub tool_timeout: Duration,
 
+    /// Concurrent local generations (the admission queue's width).
+    #[arg(long, env = "CAR_MAX_GENERATIONS", default_value_t = 1)]
+    pub max_generations: usize,
+
+    /// Milliseconds between `infer.progress` heartbeats of an in-flight inference call.
+    #[arg(long, env = "CAR_INFER_PROGRESS_MS", default_value_t = 10_000)]
+    pub infer_progress_ms: u64,
+
+    /// CPU threads per llama.cpp generation (default: all cores / max generations).
+    #[arg(long, env = "CAR_LLAMA_THREADS")]
+    pub llama_threads: Option<u32>,
+
     /// Interval between WebSocket Pings.
     #[arg(long, env = "CAR_PING_INTERVAL", default_value = "30s", value_parser = parse_duration)]
     pub ping_interval: Duration,
@@ -98,6 +110,9 @@ pub struct Config {
     pub max_outbound_bytes: usize,
     pub handler_timeout: Duration,
     pub tool_timeout: Duration,
+    pub max_generations: usize,
+    pub infer_progress: Duration,
+    pub llama_threads: u32,
     pub ping_interval: Duration,
     pub idle_timeout: Duration,
     pub debug_methods: bool,
@@ -126,6 +141,22 @@ impl Config {
                 args.idle_timeout, args.ping_interval
             ));
         }
+        if args.max_generations == 0 {
+            return Err("--max-generations must be at least 1".into());
+        }
+        if args.infer_progress_ms < 10 {
+            return Err("--infer-progress-ms must be at least 10".into());
+        }
+        let cores = std::thread::available_parallelism()
+            .map(|n| n.get() as u32)
+            .unwrap_or(2);
+        // Threads × concurrent generations stays within the cores: oversubscribed llama.cpp
+        // threads slow every generation and stretch cancellation.
+        let llama_threads = match args.llama_threads {
+            Some(0) => return Err("--llama-threads must be at least 1".into()),
+            Some(n) => n,
+            None => (cores / args.max_generations as u32).max(1),
+        };
         let supplied_token = match (args.auth_token, args.auth_token_file) {
             (Some(t), _) if !t.trim().is_empty() => {
                 Some(SuppliedToken::Value(t.trim().to_string()))
@@ -142,6 +173,9 @@ impl Config {
             max_outbound_bytes: args.max_outbound_bytes,
             handler_timeout: args.handler_timeout,
             tool_timeout: args.tool_timeout,
+            max_generations: args.max_generations,
+            infer_progress: Duration::from_millis(args.infer_progress_ms),
+            llama_threads,
             ping_interval: args.ping_interval,
             idle_timeout: args.idle_timeout,
             debug_methods: args.debug_methods,

@@ -20,6 +20,7 @@ pub mod auth;
 pub mod config;
 pub mod connection;
 pub mod dispatch;
+pub mod inference;
 pub mod instance;
 pub mod outbound;
 pub mod runtime;
@@ -109,11 +110,22 @@ pub async fn run(config: Config, paths: Paths) -> Result<(), Fatal> {
     let memory = car_memory::MemoryStore::open(paths.memory_dir.clone())
         .await
         .map_err(|e| Fatal::runtime(format!("cannot open {}: {e}", paths.memory_dir.display())))?;
+    let mut engine_config = car_inference::EngineConfig::new(&paths.state_root);
+    engine_config.llama.n_threads = config.llama_threads;
+    let engine = car_inference::InferenceEngine::open(engine_config)
+        .map_err(|e| Fatal::runtime(format!("cannot open the model registry: {e}")))?;
+    let inference = Arc::new(inference::InferenceService::new(
+        engine,
+        config.max_generations,
+        config.infer_progress,
+    ));
+    inference::refresh_memory_embedder(&inference.engine, &memory);
     let state = Arc::new(ServerState::new(
         config.clone(),
         credentials.clone(),
         store,
         memory,
+        inference,
         shutdown.clone(),
     ));
 

@@ -5,6 +5,7 @@
 //! and the shutdown token. Services reach shared state only through here.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use serde_json::{json, Value};
 use tokio::sync::broadcast;
@@ -39,6 +40,8 @@ pub struct ServerState {
     pub store: Store,
     /// The fact and skill graphs (`$CAR_HOME/memory`).
     pub memory: car_memory::MemoryStore,
+    /// Models, engines, admission and in-flight inference calls.
+    pub inference: Arc<crate::inference::InferenceService>,
     /// Cancelled on SIGINT/SIGTERM: listeners stop, sessions close.
     pub shutdown: CancellationToken,
     next_session: AtomicU64,
@@ -50,6 +53,7 @@ impl ServerState {
         credentials: Option<Credentials>,
         store: Store,
         memory: car_memory::MemoryStore,
+        inference: Arc<crate::inference::InferenceService>,
         shutdown: CancellationToken,
     ) -> Self {
         let schema = car_proto::schema::schema(config.debug_methods);
@@ -70,6 +74,7 @@ impl ServerState {
             run_events,
             store,
             memory,
+            inference,
             shutdown,
             next_session: AtomicU64::new(1),
         }

@@ -14,6 +14,18 @@ class GeneratedMethods:
         """`capabilities.list` (operator role): list the methods this session's role can see, with their roles."""
         return self.daemon_call("capabilities.list", params_json)
 
+    def classify(self, params_json: str = "{}") -> str:
+        """`classify` (operator role): zero-shot classification of text against labels by embedding similarity."""
+        return self.daemon_call("classify", params_json)
+
+    def detokenize(self, params_json: str = "{}") -> str:
+        """`detokenize` (operator role): text of token ids under a local model's vocabulary."""
+        return self.daemon_call("detokenize", params_json)
+
+    def embed(self, params_json: str = "{}") -> str:
+        """`embed` (operator role): embedding vectors for texts from a local or remote embedding model."""
+        return self.daemon_call("embed", params_json)
+
     def events_count(self, params_json: str = "{}") -> str:
         """`events.count` (operator role): the number of events in the durable event log."""
         return self.daemon_call("events.count", params_json)
@@ -29,6 +41,22 @@ class GeneratedMethods:
     def host_subscribe(self, params_json: str = "{}") -> str:
         """`host.subscribe` (host role): subscribe this host session to host.event notifications."""
         return self.daemon_call("host.subscribe", params_json)
+
+    def infer(self, params_json: str = "{}") -> str:
+        """`infer` (operator role): generate text; infer.progress heartbeats while it runs."""
+        return self.daemon_call("infer", params_json)
+
+    def infer_cancel(self, params_json: str = "{}") -> str:
+        """`infer.cancel` (operator role): stop a running infer call of this connection."""
+        return self.daemon_call("infer.cancel", params_json)
+
+    def infer_deadline(self, params_json: str = "{}") -> str:
+        """`infer.deadline` (operator role): stop a running infer call once a deadline passes."""
+        return self.daemon_call("infer.deadline", params_json)
+
+    def infer_stream(self, params_json: str = "{}") -> str:
+        """`infer_stream` (operator role): generate text with inference.stream.event notifications."""
+        return self.daemon_call("infer_stream", params_json)
 
     def memory_add_fact(self, params_json: str = "{}") -> str:
         """`memory.add_fact` (operator role): add a fact to this connection's memory graph; returns the new count."""
@@ -61,6 +89,18 @@ class GeneratedMethods:
     def memory_query(self, params_json: str = "{}") -> str:
         """`memory.query` (operator role): facts ranked by relevance to a query."""
         return self.daemon_call("memory.query", params_json)
+
+    def models_list(self, params_json: str = "{}") -> str:
+        """`models.list` (operator role): registered models with their immutable identities."""
+        return self.daemon_call("models.list", params_json)
+
+    def models_register(self, params_json: str = "{}") -> str:
+        """`models.register` (operator role): register a local gguf or embedding model, or a remote endpoint."""
+        return self.daemon_call("models.register", params_json)
+
+    def models_remove(self, params_json: str = "{}") -> str:
+        """`models.remove` (operator role): unregister a model."""
+        return self.daemon_call("models.remove", params_json)
 
     def policy_list(self, params_json: str = "{}") -> str:
         """`policy.list` (operator role): this connection's policies, sorted by name."""
@@ -154,6 +194,10 @@ class GeneratedMethods:
         """`state.snapshot` (operator role): the whole state partition as an object."""
         return self.daemon_call("state.snapshot", params_json)
 
+    def tokenize(self, params_json: str = "{}") -> str:
+        """`tokenize` (operator role): token ids of text under a local model's vocabulary."""
+        return self.daemon_call("tokenize", params_json)
+
     def tools_list(self, params_json: str = "{}") -> str:
         """`tools.list` (operator role): this connection's tools, sorted by name."""
         return self.daemon_call("tools.list", params_json)
@@ -173,10 +217,17 @@ class GeneratedMethods:
 
 GENERATED_METHODS: dict[str, str] = {
     "capabilities_list": "capabilities.list",
+    "classify": "classify",
+    "detokenize": "detokenize",
+    "embed": "embed",
     "events_count": "events.count",
     "events_query": "events.query",
     "events_stats": "events.stats",
     "host_subscribe": "host.subscribe",
+    "infer": "infer",
+    "infer_cancel": "infer.cancel",
+    "infer_deadline": "infer.deadline",
+    "infer_stream": "infer_stream",
     "memory_add_fact": "memory.add_fact",
     "memory_build_context": "memory.build_context",
     "memory_consolidate": "memory.consolidate",
@@ -185,6 +236,9 @@ GENERATED_METHODS: dict[str, str] = {
     "memory_load": "memory.load",
     "memory_persist": "memory.persist",
     "memory_query": "memory.query",
+    "models_list": "models.list",
+    "models_register": "models.register",
+    "models_remove": "models.remove",
     "policy_list": "policy.list",
     "policy_register": "policy.register",
     "policy_unregister": "policy.unregister",
@@ -208,6 +262,7 @@ GENERATED_METHODS: dict[str, str] = {
     "state_keys": "state.keys",
     "state_set": "state.set",
     "state_snapshot": "state.snapshot",
+    "tokenize": "tokenize",
     "tools_list": "tools.list",
     "tools_register": "tools.register",
     "tools_unregister": "tools.unregister",

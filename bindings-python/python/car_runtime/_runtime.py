@@ -441,8 +441,11 @@ class CarRuntime(GeneratedMethods):
     def classify(  # type: ignore[override,unused-ignore]
         self, text: str, labels: List[str], model: Optional[str] = None
     ) -> str:
-        """`[{label, score}]`."""
-        return self._call("classify", {"text": text, "labels": list(labels), "model": model})
+        """`[{label, score}]`, best first (the daemon's `scores`)."""
+        reply = json.loads(
+            self._call("classify", {"text": text, "labels": list(labels), "model": model})
+        )
+        return json.dumps(reply["scores"])
 
     def list_models(self) -> str:
         return self._call("models.list", {})

@@ -11,6 +11,7 @@
 mod debug;
 mod events;
 mod host;
+mod inference;
 mod memory;
 pub mod params;
 mod policy;
@@ -26,14 +27,21 @@ use crate::dispatch::Handler;
 /// Every method name that has a handler (checked against the method table by tests).
 pub const HANDLED: &[&str] = &[
     "capabilities.list",
+    "classify",
     "debug.call_client",
     "debug.echo",
     "debug.notify_client",
     "debug.sleep",
+    "detokenize",
+    "embed",
     "events.count",
     "events.query",
     "events.stats",
     "host.subscribe",
+    "infer",
+    "infer.cancel",
+    "infer.deadline",
+    "infer_stream",
     "memory.add_fact",
     "memory.build_context",
     "memory.consolidate",
@@ -42,6 +50,9 @@ pub const HANDLED: &[&str] = &[
     "memory.load",
     "memory.persist",
     "memory.query",
+    "models.list",
+    "models.register",
+    "models.remove",
     "policy.list",
     "policy.register",
     "policy.unregister",
@@ -65,6 +76,7 @@ pub const HANDLED: &[&str] = &[
     "state.keys",
     "state.set",
     "state.snapshot",
+    "tokenize",
     "tools.list",
     "tools.register",
     "tools.unregister",
@@ -95,6 +107,17 @@ pub fn handler_for(method: &str) -> Option<Handler> {
         "skill.ingest" => Handler::Async(memory::skill_ingest),
         "skill.report" => Handler::Async(memory::skill_report),
         "skills.list" => Handler::Async(memory::skills_list),
+        "classify" => Handler::Async(inference::classify),
+        "detokenize" => Handler::Async(inference::detokenize),
+        "embed" => Handler::Async(inference::embed),
+        "infer" => Handler::Async(inference::infer),
+        "infer.cancel" => Handler::Async(inference::cancel),
+        "infer.deadline" => Handler::Async(inference::deadline),
+        "infer_stream" => Handler::Async(inference::infer_stream),
+        "models.list" => Handler::Async(inference::models_list),
+        "models.register" => Handler::Async(inference::models_register),
+        "models.remove" => Handler::Async(inference::models_remove),
+        "tokenize" => Handler::Async(inference::tokenize),
         "events.count" => Handler::Async(events::count),
         "events.query" => Handler::Async(events::query),
         "events.stats" => Handler::Async(events::stats),

@@ -1,0 +1,372 @@
+//! Issue 9 acceptance through a real daemon and real model files (`scripts/fetch-models`
+//! provides them: run `eval "$(scripts/fetch-models)"` first; CI always does).
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use car_daemon_client::{Client, ClientConfig, EnvSnapshot, TimeoutPolicy};
+use common::*;
+use serde_json::{json, Value};
+
+/// Generations from different tests would share the two cores and stretch each other's
+/// latency (and the cancel bound); the tests of this file take turns.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+fn model_path(var: &str) -> String {
+    std::env::var(var).unwrap_or_else(|_| {
+        panic!("{var} is not set: run `eval \"$(scripts/fetch-models)\"` before the tests")
+    })
+}
+
+/// A daemon with SmolLM2 (`smol`) and MiniLM (`minilm`) registered, plus a negotiated
+/// connection that has the cancel/deadline capabilities.
+async fn daemon_with_models(args: &[&str]) -> (Daemon, Ws) {
+    let d = Daemon::builder().args(args.iter().copied()).start();
+    let mut ws = Ws::authed(&d).await;
+    let r = ws
+        .call("server.handshake", json!({"protocol_version": 3, "required_capabilities": ["infer.model-identity.v1", "models.catalog-identity.v1"], "optional_capabilities": ["infer.cancel.v1", "infer.deadline.v1"]}))
+        .await;
+    assert_eq!(
+        r["result"]["negotiated_capabilities"]
+            .as_array()
+            .unwrap()
+            .len(),
+        4,
+        "{r}"
+    );
+    let r = ws
+        .call(
+            "models.register",
+            json!({"id": "smol", "path": model_path("CAR_TEST_GGUF")}),
+        )
+        .await;
+    assert_eq!(r["result"]["kind"], "gguf", "{r}");
+    let r = ws
+        .call(
+            "models.register",
+            json!({"id": "minilm", "path": model_path("CAR_TEST_EMBED_DIR")}),
+        )
+        .await;
+    assert_eq!(r["result"]["kind"], "embedding", "{r}");
+    (d, ws)
+}
+
+#[tokio::test]
+async fn infer_returns_coherent_text_with_usage_and_identity_and_seeds_repeat() {
+    let _turn = SERIAL.lock().await;
+    let (_d, mut ws) = daemon_with_models(&[]).await;
+    let params = json!({"model": "smol", "prompt": "What is the capital of France? Answer in one word.", "max_tokens": 16, "temperature": 0.0, "seed": 7});
+    let r = ws.call("infer", params.clone()).await["result"].clone();
+    assert!(r["text"].as_str().unwrap().contains("Paris"), "{r}");
+    assert!(
+        r["usage"]["prompt_tokens"].as_u64().unwrap() > 0
+            && r["usage"]["completion_tokens"].as_u64().unwrap() > 0,
+        "{r}"
+    );
+    let listed = ws.call("models.list", json!({})).await["result"].clone();
+    let smol = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["id"] == "smol")
+        .unwrap()
+        .clone();
+    assert_eq!(r["model_identity"], smol["identity"]);
+    assert_eq!(smol["identity"]["sha256"].as_str().unwrap().len(), 64);
+    assert_eq!(smol["loaded"], true);
+    let sampled = json!({"model": "smol", "prompt": "Write one sentence about the sea.", "max_tokens": 24, "temperature": 0.9, "seed": 42});
+    let a = ws.call("infer", sampled.clone()).await["result"]["text"].clone();
+    let b = ws.call("infer", sampled).await["result"]["text"].clone();
+    assert_eq!(a, b, "same seed, same text");
+}
+
+#[tokio::test]
+async fn infer_stream_sends_pieces_that_concatenate_to_the_final_text() {
+    let _turn = SERIAL.lock().await;
+    let (_d, mut ws) = daemon_with_models(&[]).await;
+    let id = ws.request("infer_stream", json!({"model": "smol", "prompt": "Count from one to five in words.", "max_tokens": 32, "temperature": 0.0})).await;
+    let (mut pieces, mut kinds) = (String::new(), Vec::new());
+    let result = loop {
+        let f = ws.recv_json().await;
+        if f["method"] == "inference.stream.event" {
+            assert_eq!(f["params"]["request_id"], json!(id));
+            let event = &f["params"]["event"];
+            kinds.push(event["type"].as_str().unwrap().to_string());
+            if event["type"] == "text" {
+                pieces.push_str(event["data"].as_str().unwrap());
+            }
+        } else if f["id"] == json!(id) {
+            break f["result"].clone();
+        }
+    };
+    assert!(
+        kinds.iter().filter(|k| *k == "text").count() >= 2,
+        "{kinds:?}"
+    );
+    assert_eq!(&kinds[kinds.len() - 2..], ["usage", "stop_reason"]);
+    assert_eq!(pieces, result["text"].as_str().unwrap());
+}
+
+#[tokio::test]
+async fn heartbeats_keep_a_long_generation_alive_past_the_clients_idle_window() {
+    let _turn = SERIAL.lock().await;
+    let (d, _ws) =
+        daemon_with_models(&["--infer-progress-ms", "100", "--llama-threads", "1"]).await;
+    let client = Client::new(
+        ClientConfig::with_env(EnvSnapshot::with_car_home(&d.home)).timeouts(TimeoutPolicy {
+            infer_idle: Duration::from_millis(600),
+            ..TimeoutPolicy::default()
+        }),
+    );
+    let progress = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let seen = progress.clone();
+    client.register_notification_handler("infer.progress", move |_| {
+        seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    });
+    let started = Instant::now();
+    let r = client
+        .call("infer", json!({"model": "smol", "prompt": "Tell a long story about a lighthouse keeper.", "max_tokens": 200, "temperature": 0.0}))
+        .await
+        .expect("heartbeats kept the call alive");
+    let took = started.elapsed();
+    assert!(r["text"].as_str().unwrap().len() > 20);
+    eprintln!("generation took {took:?} against a 600 ms idle window");
+    assert!(
+        took > Duration::from_millis(600),
+        "the generation must outlast the idle window for this test to mean anything ({took:?})"
+    );
+    assert!(progress.load(std::sync::atomic::Ordering::SeqCst) >= 2);
+    // The same call with the heartbeats slower than the window times out.
+    let (d2, _ws2) =
+        daemon_with_models(&["--infer-progress-ms", "5000", "--llama-threads", "1"]).await;
+    let client = Client::new(
+        ClientConfig::with_env(EnvSnapshot::with_car_home(&d2.home)).timeouts(TimeoutPolicy {
+            infer_idle: Duration::from_millis(600),
+            ..TimeoutPolicy::default()
+        }),
+    );
+    let err = client
+        .call("infer", json!({"model": "smol", "prompt": "Tell a long story about a lighthouse keeper.", "max_tokens": 200, "temperature": 0.0}))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, car_daemon_client::Error::Timeout { .. }),
+        "{err:?}"
+    );
+}
+
+#[tokio::test]
+async fn infer_cancel_stops_a_generation_and_needs_its_capability() {
+    let _turn = SERIAL.lock().await;
+    let (d, mut ws) = daemon_with_models(&[]).await;
+    let id = ws.request("infer", json!({"model": "smol", "prompt": "Write a very long essay about rivers.", "max_tokens": 2000, "temperature": 0.0})).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let cancelled_at = Instant::now();
+    let c = ws.call("infer.cancel", json!({"id": id})).await;
+    assert_eq!(c["result"], json!({"cancelled": true}), "{c}");
+    let r = loop {
+        let f = ws.recv_json().await;
+        if f["id"] == json!(id) {
+            break f["result"].clone();
+        }
+    };
+    let took = cancelled_at.elapsed();
+    assert_eq!(r["stop_reason"], "cancelled", "{r}");
+    assert!(took < Duration::from_secs(1), "cancel took {took:?}");
+    assert_eq!(
+        code(&ws.call("infer.cancel", json!({"id": 424242})).await),
+        -32602
+    );
+    // Without negotiating infer.cancel.v1: -32008.
+    let mut plain = Ws::authed(&d).await;
+    plain.call("server.handshake", handshake_params()).await;
+    let r = plain.call("infer.cancel", json!({"id": 1})).await;
+    assert_eq!(code(&r), -32008);
+    assert!(message(&r).contains("infer.cancel.v1"), "{r}");
+    let r = plain
+        .call("infer.deadline", json!({"id": 1, "deadline_ms": 5}))
+        .await;
+    assert_eq!(code(&r), -32008);
+}
+
+#[tokio::test]
+async fn admission_runs_generations_one_at_a_time_and_drops_queued_callers() {
+    let _turn = SERIAL.lock().await;
+    let (d, _ws) =
+        daemon_with_models(&["--max-generations", "1", "--infer-progress-ms", "50"]).await;
+    let prompt = json!({"model": "smol", "prompt": "Describe a forest in detail.", "max_tokens": 48, "temperature": 0.0});
+    let mut a = Ws::authed(&d).await;
+    let mut b = Ws::authed(&d).await;
+    let started = Instant::now();
+    a.request("infer", prompt.clone()).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    b.request("infer", prompt.clone()).await;
+    let wait = |mut ws: Ws| async move {
+        loop {
+            let f = ws.recv_json().await;
+            if f.get("result").is_some() {
+                return (Instant::now(), f["result"]["latency_ms"].as_u64().unwrap());
+            }
+        }
+    };
+    let ((a_done, a_ms), (b_done, b_ms)) = tokio::join!(wait(a), wait(b));
+    assert!(a_done < b_done, "a finishes first");
+    // b's own generation time excludes the queue; its end-to-end time includes a's run.
+    let b_total = b_done.duration_since(started).as_millis() as u64;
+    assert!(
+        b_total >= a_ms + b_ms,
+        "b ran after a: a {a_ms} ms, b {b_ms} ms, b end-to-end {b_total} ms"
+    );
+
+    // A queued caller whose connection drops leaves the queue: the next caller runs next.
+    let mut running = Ws::authed(&d).await;
+    let mut queued = Ws::authed(&d).await;
+    let mut third = Ws::authed(&d).await;
+    running.request("infer", json!({"model": "smol", "prompt": "Describe a city.", "max_tokens": 64, "temperature": 0.0})).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    queued.request("infer", json!({"model": "smol", "prompt": "Describe a desert.", "max_tokens": 400, "temperature": 0.0})).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    third
+        .request(
+            "infer",
+            json!({"model": "smol", "prompt": "Say hi.", "max_tokens": 4, "temperature": 0.0}),
+        )
+        .await;
+    drop(queued);
+    tokio::time::timeout(Duration::from_secs(60), wait(third))
+        .await
+        .expect("the third caller ran");
+    // Four generations were admitted (a, b, running, third); the dropped caller never was.
+    let admitted = d.stderr().matches("admitted").count();
+    assert_eq!(admitted, 4, "{}", d.stderr());
+    drop(running);
+}
+
+#[tokio::test]
+async fn embeddings_classify_tokens_and_memory_ranking() {
+    let _turn = SERIAL.lock().await;
+    let (d, mut ws) = daemon_with_models(&[]).await;
+    let e = ws.call("embed", json!({"texts": ["the cat sat on the mat", "the cat sat on the mat", "a kitten was sitting on the rug", "quarterly tax filing deadlines"]})).await["result"].clone();
+    let v: Vec<Vec<f64>> = serde_json::from_value(e["embeddings"].clone()).unwrap();
+    let cos = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(x, y)| x * y).sum::<f64>();
+    assert!((cos(&v[0], &v[1]) - 1.0).abs() < 1e-4);
+    assert!(
+        cos(&v[0], &v[2]) > cos(&v[0], &v[3]) + 0.1,
+        "paraphrase beats unrelated"
+    );
+    assert_eq!(e["model_identity"]["id"], "minilm");
+    let c = ws.call("classify", json!({"text": "my invoice total is wrong", "labels": ["billing", "weather", "sports"]})).await["result"].clone();
+    assert_eq!(c["scores"][0]["label"], "billing", "{c}");
+    let t = ws
+        .call("tokenize", json!({"model": "smol", "text": "hello world"}))
+        .await["result"]["tokens"]
+        .clone();
+    let back = ws
+        .call("detokenize", json!({"model": "smol", "tokens": t}))
+        .await["result"]["text"]
+        .clone();
+    assert_eq!(back, "hello world");
+
+    // Memory ranking with the embedding model registered keeps the fixture's hit rate.
+    let mut mem = Ws::tcp(&d.ws_url).await;
+    mem.call(
+        "session.auth",
+        json!({"token": d.token(), "memory_namespace": "ranked"}),
+    )
+    .await;
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/vectors/memory-ranking.json");
+    let fixture: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    for f in fixture["facts"].as_array().unwrap() {
+        assert!(mem.call("memory.add_fact", f.clone()).await["result"].is_u64());
+    }
+    let mut hits = 0;
+    for q in fixture["queries"].as_array().unwrap() {
+        let ranked = mem
+            .call("memory.query", json!({"query": q["query"], "k": 3}))
+            .await["result"]
+            .clone();
+        if ranked
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|h| h["fact_id"] == q["expected_fact_id"])
+        {
+            hits += 1;
+        }
+    }
+    eprintln!("memory ranking hit rate with embeddings (top 3): {hits}/20");
+    assert!(hits >= 18, "{hits}/20 with embeddings on");
+}
+
+#[tokio::test]
+async fn bad_models_and_requests_get_precise_errors() {
+    let _turn = SERIAL.lock().await;
+    let (d, mut ws) = daemon_with_models(&[]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let truncated = dir.path().join("truncated.gguf");
+    let real = std::fs::read(model_path("CAR_TEST_GGUF")).unwrap();
+    std::fs::write(&truncated, &real[..4096]).unwrap();
+    let wrong_magic = dir.path().join("magic.gguf");
+    std::fs::write(&wrong_magic, b"NOPE0000000000000000000000000000").unwrap();
+    let mut absurd = real[..64].to_vec();
+    absurd[8..16].copy_from_slice(&u64::MAX.to_le_bytes()); // tensor count
+    let absurd_path = dir.path().join("absurd.gguf");
+    std::fs::write(&absurd_path, &absurd).unwrap();
+    for (params, needle) in [
+        (
+            json!({"path": dir.path().join("missing.gguf")}),
+            "not found",
+        ),
+        (json!({"path": truncated}), "gguf"),
+        (json!({"path": wrong_magic}), "magic"),
+        (json!({"path": absurd_path}), "gguf"),
+        (
+            json!({"id": "smol", "path": model_path("CAR_TEST_GGUF")}),
+            "already registered",
+        ),
+    ] {
+        let r = ws.call("models.register", params.clone()).await;
+        assert_eq!(code(&r), -32602, "{params} → {r}");
+        assert!(
+            message(&r).to_lowercase().contains(needle),
+            "{params} → {r}"
+        );
+    }
+    for (method, params, needle) in [
+        ("infer", json!({"model": "nope", "prompt": "x"}), "nope"),
+        ("infer", json!({"model": "smol"}), "prompt"),
+        (
+            "infer",
+            json!({"model": "smol", "prompt": "x", "max_tokens": 0}),
+            "max_tokens",
+        ),
+        (
+            "infer",
+            json!({"model": "smol", "prompt": "x", "tools": [{"name": "t"}]}),
+            "tools",
+        ),
+        ("infer", json!({"model": "minilm", "prompt": "x"}), "minilm"),
+        ("embed", json!({"texts": []}), "texts"),
+        ("embed", json!({"texts": [1]}), "texts[0]"),
+        (
+            "detokenize",
+            json!({"model": "smol", "tokens": [99999999]}),
+            "token",
+        ),
+    ] {
+        let r = ws.call(method, params.clone()).await;
+        assert_eq!(code(&r), -32602, "{method} {params} → {r}");
+        assert!(message(&r).contains(needle), "{method} {params} → {r}");
+    }
+    assert!(ws.call("models.remove", json!({"id": "smol"})).await["result"]["id"] == "smol");
+    assert_eq!(
+        code(&ws.call("models.remove", json!({"id": "smol"})).await),
+        -32602
+    );
+    assert!(
+        Ws::authed(&d).await.call("server.schema", json!({})).await["result"].is_object(),
+        "the daemon survived"
+    );
+}

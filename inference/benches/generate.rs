@@ -1,0 +1,152 @@
+//! Engine benchmark: SmolLM2 decode tokens/s and time to first token through
+//! `InferenceEngine`, and MiniLM embeddings/s.
+//!
+//! Run: `eval "$(scripts/fetch-models)"; cargo bench -p car-inference --bench generate`
+//! Env: `CAR_BENCH_THREADS` (default: all cores), `CAR_BENCH_RUNS` (default 3),
+//! `CAR_BENCH_TOKENS` (default 128). Prints one `name: value` line per figure and a final
+//! JSON line with all of them (the same keys `bench_llama_cpp_python.py` prints).
+#![allow(clippy::print_stdout)]
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use car_inference::{
+    CancelToken, EngineConfig, GenerateRequest, InferenceEngine, LlamaConfig, RegisterRequest,
+    StreamControl,
+};
+
+fn env_path(var: &str) -> PathBuf {
+    let p = std::env::var_os(var).unwrap_or_else(|| {
+        panic!("{var} is not set: run `eval \"$(scripts/fetch-models)\"` first")
+    });
+    PathBuf::from(p)
+}
+
+fn env_num(var: &str, default: u32) -> u32 {
+    std::env::var(var)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn main() {
+    let threads = env_num(
+        "CAR_BENCH_THREADS",
+        std::thread::available_parallelism().map_or(2, |n| n.get() as u32),
+    );
+    let runs = env_num("CAR_BENCH_RUNS", 3).max(1);
+    let max_tokens = env_num("CAR_BENCH_TOKENS", 128);
+    let home = tempfile::tempdir().expect("temp dir");
+    let mut config = EngineConfig::new(home.path());
+    config.llama = LlamaConfig {
+        n_threads: threads,
+        ..LlamaConfig::default()
+    };
+    let engine = InferenceEngine::open(config).expect("engine");
+    for (id, var) in [
+        ("smollm2", "CAR_TEST_GGUF"),
+        ("minilm", "CAR_TEST_EMBED_DIR"),
+    ] {
+        engine
+            .register(&RegisterRequest {
+                id: Some(id.into()),
+                path: Some(env_path(var)),
+                ..Default::default()
+            })
+            .expect("register");
+    }
+
+    // Cold load + warm-up, not measured.
+    let load_started = Instant::now();
+    let warm = GenerateRequest {
+        prompt: Some("Hi".into()),
+        max_tokens: Some(4),
+        ..Default::default()
+    };
+    engine
+        .generate(Some("smollm2"), &warm, &CancelToken::new(), None)
+        .expect("warm-up");
+    let load_ms = load_started.elapsed().as_secs_f64() * 1000.0;
+
+    let mut decode = Vec::new();
+    let mut ttft = Vec::new();
+    let mut tokens = 0;
+    for run in 0..runs {
+        // Sampled (not greedy) so the model keeps writing instead of stopping early; the
+        // seed keeps runs comparable with the llama-cpp-python script.
+        let req = GenerateRequest {
+            prompt: Some("Write a long story about a dragon who learns to read.".into()),
+            max_tokens: Some(max_tokens),
+            temperature: Some(0.8),
+            seed: Some(1234 + run),
+            ..Default::default()
+        };
+        let mut first_piece: Option<Instant> = None;
+        let mut pieces = 0u32;
+        let mut cb = |_: &str| {
+            first_piece.get_or_insert_with(Instant::now);
+            pieces += 1;
+            StreamControl::Continue
+        };
+        let started = Instant::now();
+        let out = engine
+            .generate(Some("smollm2"), &req, &CancelToken::new(), Some(&mut cb))
+            .expect("generate");
+        let ended = Instant::now();
+        let first = first_piece.unwrap_or(ended);
+        let after_first = ended.duration_since(first).as_secs_f64();
+        let n = out.usage.completion_tokens.saturating_sub(1);
+        if after_first > 0.0 && n > 0 {
+            decode.push(f64::from(n) / after_first);
+        }
+        ttft.push(first.duration_since(started).as_secs_f64() * 1000.0);
+        tokens = out.usage.completion_tokens;
+        println!(
+            "run {run}: {} prompt tokens, {} completion tokens, {} pieces, ttft {:.1} ms, {:.1} tok/s",
+            out.usage.prompt_tokens,
+            out.usage.completion_tokens,
+            pieces,
+            ttft.last().copied().unwrap_or(0.0),
+            decode.last().copied().unwrap_or(0.0)
+        );
+    }
+
+    let sentences: Vec<String> = (0..256)
+        .map(|i| {
+            format!(
+                "This is benchmark sentence number {i}, about topic {}.",
+                i % 17
+            )
+        })
+        .collect();
+    engine
+        .embed(Some("minilm"), &sentences[..8])
+        .expect("embed warm-up");
+    let mut eps = Vec::new();
+    for _ in 0..runs {
+        let started = Instant::now();
+        engine.embed(Some("minilm"), &sentences).expect("embed");
+        eps.push(sentences.len() as f64 / started.elapsed().as_secs_f64());
+    }
+
+    let decode_tps = if decode.is_empty() {
+        0.0
+    } else {
+        median(decode)
+    };
+    let ttft_ms = median(ttft);
+    let embeds = median(eps);
+    println!("threads: {threads}");
+    println!("model_load_and_warmup_ms: {load_ms:.1}");
+    println!("decode_tokens_per_s: {decode_tps:.1}");
+    println!("time_to_first_token_ms: {ttft_ms:.1}");
+    println!("embeddings_per_s: {embeds:.1}");
+    println!(
+        "{{\"engine\":\"car-inference\",\"threads\":{threads},\"completion_tokens\":{tokens},\"decode_tokens_per_s\":{decode_tps:.2},\"time_to_first_token_ms\":{ttft_ms:.2},\"embeddings_per_s\":{embeds:.2}}}"
+    );
+}

@@ -1,0 +1,386 @@
+//! The facade the daemon calls: one `InferenceEngine` per process.
+//!
+//! Owns: routing a call to the right engine by the registry entry's kind, the shared
+//! loaded-model cache, default-model selection, per-call timing and attaching the model
+//! identity to every result. Must not touch: JSON-RPC, sockets, admission or progress
+//! heartbeats (the daemon's), or how each engine works inside.
+//!
+//! Every method blocks (model loads, decoding, HTTP) and is meant to run on a blocking
+//! thread; the engine is `Send + Sync` and shared behind an `Arc`.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+use crate::cache::ModelCache;
+use crate::classify::{classify, LabelScore};
+use crate::embed::BertEmbedder;
+use crate::error::{InferenceError, Result};
+use crate::generate::{CancelToken, GenerateRequest, GenerateResult, StreamControl};
+use crate::identity::ModelIdentity;
+use crate::keys::resolve_api_key;
+use crate::llama::{LlamaConfig, LlamaEngineModel};
+use crate::registry::{ModelEntry, ModelRegistry, ModelSource, RegisterRequest};
+use crate::remote::{RemoteClient, RemoteConfig, RemoteEndpoint};
+
+/// Default `max_tokens` when a request gives none.
+pub const DEFAULT_MAX_TOKENS: u32 = 256;
+/// Default loaded-model budget: 4 GiB of estimated weights.
+pub const DEFAULT_MEMORY_BUDGET: u64 = 4 * 1024 * 1024 * 1024;
+
+/// How the engine is set up.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// Where `registry.json` lives (`CAR_HOME/models`).
+    pub models_dir: PathBuf,
+    /// `CAR_HOME/env`, consulted for API keys after the process environment.
+    pub env_file: Option<PathBuf>,
+    /// Estimated bytes of loaded models kept before least-recently-used ones are dropped.
+    pub memory_budget: u64,
+    /// llama.cpp threads and context cap.
+    pub llama: LlamaConfig,
+    /// `max_tokens` when a request gives none.
+    pub default_max_tokens: u32,
+    /// Remote retry and timeout policy.
+    pub remote: RemoteConfig,
+}
+
+impl EngineConfig {
+    /// Defaults rooted at `car_home`: `models/` and `env` inside it.
+    pub fn new(car_home: &Path) -> Self {
+        Self {
+            models_dir: car_home.join("models"),
+            env_file: Some(car_home.join("env")),
+            memory_budget: DEFAULT_MEMORY_BUDGET,
+            llama: LlamaConfig::default(),
+            default_max_tokens: DEFAULT_MAX_TOKENS,
+            remote: RemoteConfig::default(),
+        }
+    }
+}
+
+/// `embed` result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EmbedResult {
+    /// One vector per input text, in order (L2-normalised for local models).
+    pub embeddings: Vec<Vec<f32>>,
+    /// The model used.
+    pub model_identity: ModelIdentity,
+}
+
+/// `classify` result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClassifyResult {
+    /// Scores summing to 1, best first.
+    pub scores: Vec<LabelScore>,
+    /// The embedding model used.
+    pub model_identity: ModelIdentity,
+}
+
+/// What the engine can be asked to do, for default-model selection and kind checks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Use {
+    Generate,
+    Embed,
+    Tokenize,
+}
+
+impl Use {
+    fn verb(self) -> &'static str {
+        match self {
+            Use::Generate => "generate text",
+            Use::Embed => "embed",
+            Use::Tokenize => "tokenize",
+        }
+    }
+}
+
+/// Boxed because the two engines differ a lot in size and the enum lives in the cache.
+enum Loaded {
+    Llama(Box<LlamaEngineModel>),
+    Bert(Box<BertEmbedder>),
+}
+
+/// The inference engines plus the registry, behind one thread-safe handle.
+pub struct InferenceEngine {
+    registry: ModelRegistry,
+    cache: ModelCache<Loaded>,
+    remote: RemoteClient,
+    config: EngineConfig,
+}
+
+impl std::fmt::Debug for InferenceEngine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InferenceEngine")
+            .field("models_dir", &self.config.models_dir)
+            .field("loaded", &self.cache.loaded())
+            .finish()
+    }
+}
+
+impl InferenceEngine {
+    /// Opens the registry and prepares the engines; no model is loaded yet.
+    pub fn open(config: EngineConfig) -> Result<Self> {
+        Ok(Self {
+            registry: ModelRegistry::open(&config.models_dir)?,
+            cache: ModelCache::new(config.memory_budget),
+            remote: RemoteClient::new(config.remote.clone()),
+            config,
+        })
+    }
+
+    /// The registry (for `models.list` / `models.register` / `models.remove`).
+    pub fn registry(&self) -> &ModelRegistry {
+        &self.registry
+    }
+
+    /// Registers a model (validating and hashing local weights).
+    pub fn register(&self, request: &RegisterRequest) -> Result<ModelEntry> {
+        self.registry.register(request)
+    }
+
+    /// Every registered model with its identity fields.
+    pub fn list(&self) -> Vec<ModelEntry> {
+        self.registry.list()
+    }
+
+    /// Unregisters a model and drops it from the cache unless another id shares its weights.
+    pub fn remove(&self, id: &str) -> Result<ModelEntry> {
+        let entry = self.registry.remove(id)?;
+        if let Some(key) = cache_key(&entry) {
+            let shared = self
+                .registry
+                .list()
+                .iter()
+                .any(|e| cache_key(e).as_deref() == Some(key.as_str()));
+            if !shared {
+                self.cache.evict(&key);
+            }
+        }
+        Ok(entry)
+    }
+
+    /// Ids of models currently loaded, most recently used first.
+    pub fn loaded_models(&self) -> Vec<String> {
+        let entries = self.registry.list();
+        let mut ids = Vec::new();
+        for key in self.cache.loaded() {
+            for e in &entries {
+                if cache_key(e).as_deref() == Some(key.as_str()) {
+                    ids.push(e.id.clone());
+                }
+            }
+        }
+        ids
+    }
+
+    /// Generates text. `model` `None` picks the first registered GGUF model (by id), else
+    /// the first remote one. `on_piece` streams text pieces (and makes remote calls use
+    /// SSE); returning `StreamControl::Stop` from it ends generation like `cancel` does.
+    pub fn generate(
+        &self,
+        model: Option<&str>,
+        request: &GenerateRequest,
+        cancel: &CancelToken,
+        on_piece: Option<&mut dyn FnMut(&str) -> StreamControl>,
+    ) -> Result<GenerateResult> {
+        let started = Instant::now();
+        let entry = self.resolve(model, Use::Generate)?;
+        let max_tokens = request.validate(self.config.default_max_tokens)?;
+        request.conversation()?;
+        let generated = match &entry.source {
+            ModelSource::Gguf { .. } => {
+                let loaded = self.load(&entry)?;
+                let Loaded::Llama(m) = loaded.as_ref() else {
+                    return Err(wrong_kind(&entry, Use::Generate));
+                };
+                let mut ignore = |_: &str| StreamControl::Continue;
+                let cb: &mut dyn FnMut(&str) -> StreamControl = match on_piece {
+                    Some(cb) => cb,
+                    None => &mut ignore,
+                };
+                m.generate(request, max_tokens, &self.config.llama, cancel, started, cb)?
+            }
+            ModelSource::Remote { .. } => {
+                let endpoint = self.endpoint(&entry)?;
+                self.remote
+                    .chat(&endpoint, request, max_tokens, cancel, started, on_piece)?
+            }
+            ModelSource::Embedding { .. } => return Err(wrong_kind(&entry, Use::Generate)),
+        };
+        Ok(GenerateResult {
+            text: generated.text,
+            usage: generated.usage,
+            stop_reason: generated.stop_reason,
+            time_to_first_token_ms: generated.time_to_first_token_ms,
+            latency_ms: started.elapsed().as_millis() as u64,
+            model_identity: entry.identity(),
+        })
+    }
+
+    /// Embeds `texts`. `model` `None` picks the first registered embedding model.
+    pub fn embed(&self, model: Option<&str>, texts: &[String]) -> Result<EmbedResult> {
+        let entry = self.resolve(model, Use::Embed)?;
+        let embeddings = self.embed_with(&entry, texts)?;
+        Ok(EmbedResult {
+            embeddings,
+            model_identity: entry.identity(),
+        })
+    }
+
+    /// Zero-shot classification of `text` against `labels` by embedding similarity.
+    pub fn classify(
+        &self,
+        model: Option<&str>,
+        text: &str,
+        labels: &[String],
+    ) -> Result<ClassifyResult> {
+        let entry = self.resolve(model, Use::Embed)?;
+        let scores = classify(text, labels, |inputs| self.embed_with(&entry, inputs))?;
+        Ok(ClassifyResult {
+            scores,
+            model_identity: entry.identity(),
+        })
+    }
+
+    /// Token ids of `text` under a GGUF model's vocabulary (no BOS, special text literal).
+    pub fn tokenize(&self, model: Option<&str>, text: &str) -> Result<Vec<i32>> {
+        let m = self.llama_for(model)?;
+        let Loaded::Llama(m) = m.as_ref() else {
+            return Err(InferenceError::Engine("cache kind mismatch".into()));
+        };
+        Ok(m.tokenize(text))
+    }
+
+    /// Text of `tokens` under a GGUF model's vocabulary.
+    pub fn detokenize(&self, model: Option<&str>, tokens: &[i32]) -> Result<String> {
+        let m = self.llama_for(model)?;
+        let Loaded::Llama(m) = m.as_ref() else {
+            return Err(InferenceError::Engine("cache kind mismatch".into()));
+        };
+        m.detokenize(tokens)
+    }
+
+    fn llama_for(&self, model: Option<&str>) -> Result<Arc<Loaded>> {
+        let entry = self.resolve(model, Use::Tokenize)?;
+        match entry.source {
+            ModelSource::Gguf { .. } => self.load(&entry),
+            _ => Err(wrong_kind(&entry, Use::Tokenize)),
+        }
+    }
+
+    fn embed_with(&self, entry: &ModelEntry, texts: &[String]) -> Result<Vec<Vec<f32>>> {
+        match &entry.source {
+            ModelSource::Embedding { .. } => {
+                let loaded = self.load(entry)?;
+                let Loaded::Bert(m) = loaded.as_ref() else {
+                    return Err(wrong_kind(entry, Use::Embed));
+                };
+                m.embed(texts)
+            }
+            ModelSource::Remote { .. } => self.remote.embed(&self.endpoint(entry)?, texts),
+            ModelSource::Gguf { .. } => Err(wrong_kind(entry, Use::Embed)),
+        }
+    }
+
+    /// The named entry, or the default for `purpose`.
+    fn resolve(&self, model: Option<&str>, purpose: Use) -> Result<ModelEntry> {
+        if let Some(id) = model {
+            return self.registry.get(id);
+        }
+        let all = self.registry.list();
+        let pick = |kind: &str| all.iter().find(|e| e.kind_name() == kind).cloned();
+        let found = match purpose {
+            Use::Generate => pick("gguf").or_else(|| pick("remote")),
+            Use::Embed => pick("embedding"),
+            Use::Tokenize => pick("gguf"),
+        };
+        found.ok_or_else(|| InferenceError::ModelNotFound {
+            id: format!("(no registered model can {})", purpose.verb()),
+        })
+    }
+
+    /// Loads (or fetches from the cache) a local model after checking its weights are
+    /// still the registered ones (by size; the hash is only computed at registration).
+    fn load(&self, entry: &ModelEntry) -> Result<Arc<Loaded>> {
+        let (Some(key), Some(weights)) = (cache_key(entry), entry.weights_path()) else {
+            return Err(InferenceError::Engine(format!(
+                "model {} has no local weights",
+                entry.id
+            )));
+        };
+        let meta = std::fs::metadata(&weights).map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => InferenceError::WeightsMissing {
+                path: weights.clone(),
+            },
+            _ => InferenceError::io(&weights, e),
+        })?;
+        let expected = entry.identity().size.unwrap_or(0);
+        if meta.len() != expected {
+            return Err(InferenceError::WeightsChanged {
+                id: entry.id.clone(),
+                path: weights,
+                expected,
+                actual: meta.len(),
+            });
+        }
+        self.cache
+            .get_or_load(&key, expected, || match &entry.source {
+                ModelSource::Gguf { path, .. } => {
+                    LlamaEngineModel::load(path).map(|m| Loaded::Llama(Box::new(m)))
+                }
+                ModelSource::Embedding { path, .. } => {
+                    BertEmbedder::load(path).map(|m| Loaded::Bert(Box::new(m)))
+                }
+                ModelSource::Remote { .. } => Err(InferenceError::Engine(
+                    "remote models are not loaded".into(),
+                )),
+            })
+    }
+
+    fn endpoint(&self, entry: &ModelEntry) -> Result<RemoteEndpoint> {
+        let ModelSource::Remote {
+            base_url,
+            model,
+            api_key_env,
+        } = &entry.source
+        else {
+            return Err(InferenceError::Engine(format!(
+                "model {} is not remote",
+                entry.id
+            )));
+        };
+        let api_key = match api_key_env {
+            Some(var) => Some(
+                resolve_api_key(var, self.config.env_file.as_deref()).ok_or_else(|| {
+                    InferenceError::ApiKeyMissing {
+                        env_var: var.clone(),
+                    }
+                })?,
+            ),
+            None => None,
+        };
+        Ok(RemoteEndpoint {
+            base_url: base_url.clone(),
+            model: model.clone(),
+            api_key,
+            api_key_env: api_key_env.clone(),
+        })
+    }
+}
+
+/// Cache key: kind plus weights hash, so two ids for one file share a load.
+fn cache_key(entry: &ModelEntry) -> Option<String> {
+    let sha = entry.identity().sha256?;
+    Some(format!("{}:{sha}", entry.kind_name()))
+}
+
+fn wrong_kind(entry: &ModelEntry, purpose: Use) -> InferenceError {
+    InferenceError::WrongModelKind {
+        id: entry.id.clone(),
+        kind: entry.kind_name(),
+        operation: purpose.verb(),
+    }
+}

@@ -1,0 +1,76 @@
+//! Model identity: `{id, sha256, size}` and the streaming hash that computes it.
+//!
+//! Owns: `ModelIdentity` (the `infer.model-identity.v1` / `models.catalog-identity.v1`
+//! shape) and hashing weights files. Must not touch: the registry file or any engine.
+
+use std::fs::File;
+use std::io::Read;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::error::{InferenceError, Result};
+
+/// The immutable identity of a registered model, returned with every result and by `list`.
+///
+/// For local models `sha256` is the lower-case hex SHA-256 of the weights file (the GGUF
+/// file, or `model.safetensors` of an embedding model) and `size` its length in bytes, both
+/// computed once at registration. Remote models have no weights here, so both are `null`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelIdentity {
+    /// The registry id.
+    pub id: String,
+    /// SHA-256 of the weights file; `None` for remote models.
+    pub sha256: Option<String>,
+    /// Size of the weights file in bytes; `None` for remote models.
+    pub size: Option<u64>,
+}
+
+/// Streams `path` through SHA-256 in 1 MiB chunks and returns `(hex digest, size)`.
+pub fn hash_file(path: &Path) -> Result<(String, u64)> {
+    let mut file = File::open(path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => InferenceError::WeightsMissing {
+            path: path.to_path_buf(),
+        },
+        _ => InferenceError::io(path, e),
+    })?;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 1024 * 1024];
+    let mut size = 0u64;
+    loop {
+        let n = file
+            .read(&mut buf)
+            .map_err(|e| InferenceError::io(path, e))?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+        size += n as u64;
+    }
+    Ok((hex::encode(hasher.finalize()), size))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hashes_known_content() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("w");
+        std::fs::write(&p, b"abc").unwrap();
+        let (h, n) = hash_file(&p).unwrap();
+        assert_eq!(
+            h,
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+        assert_eq!(n, 3);
+    }
+
+    #[test]
+    fn missing_file_is_not_found() {
+        let err = hash_file(Path::new("/nonexistent/w.gguf")).unwrap_err();
+        assert_eq!(err.kind(), crate::ErrorKind::NotFound);
+    }
+}

@@ -1,0 +1,36 @@
+//! `car-inference`: the inference engines and model registry behind `car-server`'s
+//! `infer`, `infer_stream`, `embed`, `classify`, `tokenize`, `detokenize` and `models.*`.
+//!
+//! Owns: the model registry (`CAR_HOME/models/registry.json`), GGUF validation, local
+//! generation with llama.cpp, local embeddings with candle BERT, zero-shot classification,
+//! remote OpenAI-compatible providers and the loaded-model cache. Must not touch: JSON-RPC,
+//! sockets, sessions, admission control or progress heartbeats: the daemon owns those and
+//! calls [`InferenceEngine`] from blocking threads.
+//!
+//! Errors are [`InferenceError`]; [`InferenceError::kind`] says which JSON-RPC class
+//! (invalid params, not found, content refused, internal) each one belongs to.
+
+pub mod cache;
+pub mod classify;
+pub mod embed;
+pub mod engine;
+pub mod error;
+pub mod generate;
+pub mod gguf;
+pub mod identity;
+pub mod keys;
+pub mod llama;
+pub mod registry;
+pub mod remote;
+pub mod sse;
+
+pub use classify::LabelScore;
+pub use engine::{ClassifyResult, EmbedResult, EngineConfig, InferenceEngine};
+pub use error::{ErrorKind, InferenceError, Result};
+pub use generate::{
+    CancelToken, GenerateRequest, GenerateResult, Message, StopReason, StreamControl, Usage,
+};
+pub use identity::ModelIdentity;
+pub use llama::LlamaConfig;
+pub use registry::{ModelEntry, ModelRegistry, ModelSource, RegisterRequest};
+pub use remote::RemoteConfig;

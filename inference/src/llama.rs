@@ -1,0 +1,338 @@
+//! Local GGUF generation through llama.cpp (the `llama-cpp-2` crate).
+//!
+//! Owns: the process-wide llama.cpp backend, loading a GGUF model (after `gguf` validated
+//! it), rendering the chat template, the per-request context and decode loop (sampling,
+//! stop sequences, cancellation, streaming), and tokenize/detokenize. Must not touch: the
+//! registry, the cache policy (see `cache`) or admission (the daemon's).
+//!
+//! A request gets its own llama.cpp context sized to `prompt + max_tokens` (capped by the
+//! model's training context), so concurrent requests on one loaded model never share KV
+//! state. The loaded model itself is shared (`LlamaModel` is `Send + Sync`).
+
+use std::num::NonZeroU32;
+use std::path::Path;
+use std::sync::{Mutex, OnceLock};
+use std::time::Instant;
+
+use llama_cpp_2::context::params::LlamaContextParams;
+use llama_cpp_2::llama_backend::LlamaBackend;
+use llama_cpp_2::llama_batch::LlamaBatch;
+use llama_cpp_2::model::params::LlamaModelParams;
+use llama_cpp_2::model::{LlamaChatMessage, LlamaChatTemplate, LlamaModel};
+use llama_cpp_2::sampling::LlamaSampler;
+use llama_cpp_2::token::LlamaToken;
+
+use crate::error::{InferenceError, Result};
+use crate::generate::{
+    CancelToken, GenerateRequest, Message, StopReason, StreamControl, TextAssembler, Usage,
+    DEFAULT_TEMPERATURE, DEFAULT_TOP_P,
+};
+use crate::gguf;
+
+/// Tokens decoded per llama.cpp batch while reading the prompt.
+const PROMPT_BATCH: u32 = 512;
+/// Template used when the GGUF has none, or llama.cpp cannot apply the one it has.
+/// ChatML is what most small instruct models (SmolLM2, Qwen) are trained on.
+pub const FALLBACK_TEMPLATE: &str = "chatml";
+
+/// The engine's tunables.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LlamaConfig {
+    /// CPU threads for prompt processing and decoding.
+    pub n_threads: u32,
+    /// Upper bound on any context window, whatever the model was trained for.
+    pub max_context: u32,
+}
+
+impl Default for LlamaConfig {
+    fn default() -> Self {
+        Self {
+            n_threads: std::thread::available_parallelism()
+                .map(|n| n.get() as u32)
+                .unwrap_or(4),
+            max_context: 8192,
+        }
+    }
+}
+
+fn backend() -> Result<&'static LlamaBackend> {
+    static BACKEND: OnceLock<std::result::Result<LlamaBackend, String>> = OnceLock::new();
+    BACKEND
+        .get_or_init(|| {
+            // llama.cpp logs through tracing (target `llama-cpp-2`) instead of raw stderr.
+            llama_cpp_2::send_logs_to_tracing(llama_cpp_2::LogOptions::default());
+            LlamaBackend::init().map_err(|e| e.to_string())
+        })
+        .as_ref()
+        .map_err(|e| InferenceError::Engine(format!("llama.cpp backend init failed: {e}")))
+}
+
+/// A loaded GGUF model, shareable across threads.
+pub struct LlamaEngineModel {
+    model: LlamaModel,
+    template: Option<LlamaChatTemplate>,
+    /// llama-cpp-2 documents that creating contexts from one model in parallel is unsound
+    /// (llama.cpp may write to the model while doing so), so creation is serialised.
+    context_lock: Mutex<()>,
+}
+
+impl std::fmt::Debug for LlamaEngineModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LlamaEngineModel")
+            .field("n_ctx_train", &self.model.n_ctx_train())
+            .field("has_template", &self.template.is_some())
+            .finish()
+    }
+}
+
+impl LlamaEngineModel {
+    /// Validates the header, then loads the weights (memory-mapped) with llama.cpp.
+    pub fn load(path: &Path) -> Result<Self> {
+        let summary = gguf::validate_file(path).map_err(|source| InferenceError::InvalidGguf {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let backend = backend()?;
+        let started = Instant::now();
+        let model = LlamaModel::load_from_file(backend, path, &LlamaModelParams::default())
+            .map_err(|e| {
+                InferenceError::Engine(format!("loading {} failed: {e}", path.display()))
+            })?;
+        let template = model.chat_template(None).ok();
+        tracing::info!(
+            path = %path.display(),
+            architecture = summary.architecture.as_deref().unwrap_or("unknown"),
+            has_template = template.is_some(),
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "gguf model loaded"
+        );
+        Ok(Self {
+            model,
+            template,
+            context_lock: Mutex::new(()),
+        })
+    }
+
+    /// The model's training context length.
+    pub fn n_ctx_train(&self) -> u32 {
+        self.model.n_ctx_train()
+    }
+
+    /// Renders a conversation with the model's chat template (ChatML if it has none or
+    /// llama.cpp does not recognise it), ending with the assistant's opening tag.
+    pub fn render(&self, conversation: &[Message]) -> Result<String> {
+        let chat = conversation
+            .iter()
+            .map(|m| LlamaChatMessage::new(m.role.clone(), m.content.clone()))
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|e| InferenceError::invalid("messages", format!("{e}")))?;
+        if let Some(t) = &self.template {
+            match self.model.apply_chat_template(t, &chat, true) {
+                Ok(s) => return Ok(s),
+                Err(e) => tracing::warn!(error = %e, "model chat template failed, using chatml"),
+            }
+        }
+        let fallback = LlamaChatTemplate::new(FALLBACK_TEMPLATE)
+            .map_err(|e| InferenceError::Engine(format!("chat template: {e}")))?;
+        self.model
+            .apply_chat_template(&fallback, &chat, true)
+            .map_err(|e| InferenceError::Engine(format!("chat template: {e}")))
+    }
+
+    /// Plain-text tokenization: no BOS, and control-token text such as `<|im_start|>` is
+    /// tokenized literally so user text cannot inject control tokens.
+    pub fn tokenize(&self, text: &str) -> Vec<i32> {
+        self.model
+            .vocab()
+            .tokenize(text.as_bytes(), false, false)
+            .into_iter()
+            .map(|t| t.0)
+            .collect()
+    }
+
+    /// Inverse of `tokenize`; special tokens are rendered as their text. Ids outside the
+    /// vocabulary are rejected before llama.cpp sees them.
+    pub fn detokenize(&self, tokens: &[i32]) -> Result<String> {
+        let n_vocab = self.model.n_vocab();
+        if let Some((i, t)) = tokens
+            .iter()
+            .enumerate()
+            .find(|(_, t)| **t < 0 || **t >= n_vocab)
+        {
+            return Err(InferenceError::invalid(
+                "tokens",
+                format!("token {i} is {t}, outside the vocabulary 0..{n_vocab}"),
+            ));
+        }
+        let tokens: Vec<LlamaToken> = tokens.iter().map(|t| LlamaToken(*t)).collect();
+        let bytes = self.model.vocab().detokenize(&tokens, false, true);
+        Ok(String::from_utf8_lossy(&bytes).into_owned())
+    }
+
+    /// Runs one generation. `on_piece` receives text as it becomes final; returning
+    /// `StreamControl::Stop` ends generation with `StopReason::Cancelled`, as does `cancel`.
+    pub fn generate(
+        &self,
+        request: &GenerateRequest,
+        max_tokens: u32,
+        config: &LlamaConfig,
+        cancel: &CancelToken,
+        started: Instant,
+        on_piece: &mut dyn FnMut(&str) -> StreamControl,
+    ) -> Result<Generated> {
+        let prompt = self.render(&request.conversation()?)?;
+        let vocab = self.model.vocab();
+        let tokens = vocab.tokenize(prompt.as_bytes(), true, true);
+        let n_train = self.model.n_ctx_train().min(config.max_context).max(16);
+        let n_prompt = tokens.len() as u32;
+        if n_prompt == 0 {
+            return Err(InferenceError::invalid("prompt", "renders to no tokens"));
+        }
+        if n_prompt >= n_train {
+            return Err(InferenceError::invalid(
+                "prompt",
+                format!("{n_prompt} tokens do not fit the {n_train}-token context window"),
+            ));
+        }
+        let n_ctx = (n_prompt + max_tokens).min(n_train);
+        let threads = config.n_threads.max(1) as i32;
+        let params = LlamaContextParams::default()
+            .with_n_ctx(NonZeroU32::new(n_ctx))
+            .with_n_batch(PROMPT_BATCH)
+            .with_n_ubatch(PROMPT_BATCH)
+            .with_n_threads(threads)
+            .with_n_threads_batch(threads);
+        let mut ctx = {
+            let _guard = self.context_lock.lock().unwrap_or_else(|p| p.into_inner());
+            self.model
+                .new_context(backend()?, params)
+                .map_err(|e| InferenceError::Engine(format!("creating context failed: {e}")))?
+        };
+
+        let mut out = Generated {
+            text: String::new(),
+            usage: Usage {
+                prompt_tokens: n_prompt,
+                completion_tokens: 0,
+            },
+            stop_reason: StopReason::Length,
+            time_to_first_token_ms: None,
+        };
+        let mut batch = LlamaBatch::new(PROMPT_BATCH as usize, 1);
+        let last = tokens.len() - 1;
+        for (chunk_index, chunk) in tokens.chunks(PROMPT_BATCH as usize).enumerate() {
+            if cancel.is_cancelled() {
+                out.stop_reason = StopReason::Cancelled;
+                return Ok(out);
+            }
+            batch.clear();
+            for (j, token) in chunk.iter().enumerate() {
+                let pos = chunk_index * PROMPT_BATCH as usize + j;
+                batch
+                    .add(*token, pos as i32, &[0], pos == last)
+                    .map_err(|e| InferenceError::Engine(format!("batch: {e}")))?;
+            }
+            ctx.decode(&mut batch)
+                .map_err(|e| InferenceError::Engine(format!("prompt decode failed: {e}")))?;
+        }
+
+        let mut sampler = sampler(request);
+        let mut assembler = TextAssembler::new(&request.stop);
+        let mut stop_reason = StopReason::Length;
+        let mut callback_stopped = false;
+        let mut consumer_stopped = false;
+        let mut emit = |piece: String| {
+            if !piece.is_empty() && !callback_stopped {
+                callback_stopped = on_piece(&piece) == StreamControl::Stop;
+            }
+            callback_stopped
+        };
+        for n_past in n_prompt..n_prompt.saturating_add(max_tokens) {
+            if cancel.is_cancelled() {
+                stop_reason = StopReason::Cancelled;
+                break;
+            }
+            let token = sampler.sample(&ctx, batch.n_tokens() - 1);
+            if out.time_to_first_token_ms.is_none() {
+                out.time_to_first_token_ms = Some(started.elapsed().as_millis() as u64);
+            }
+            if vocab.is_eog(token) {
+                stop_reason = StopReason::Stop;
+                break;
+            }
+            out.usage.completion_tokens += 1;
+            let (piece, hit) = assembler.push_bytes(&vocab.token_to_piece(token, false, None));
+            if emit(piece) {
+                stop_reason = StopReason::Cancelled;
+                consumer_stopped = true;
+                break;
+            }
+            if hit {
+                stop_reason = StopReason::StopSequence;
+                break;
+            }
+            if n_past >= n_ctx {
+                break;
+            }
+            batch.clear();
+            batch
+                .add(token, n_past as i32, &[0], true)
+                .map_err(|e| InferenceError::Engine(format!("batch: {e}")))?;
+            ctx.decode(&mut batch)
+                .map_err(|e| InferenceError::Engine(format!("decode failed: {e}")))?;
+        }
+        // When the consumer stopped the stream, the result holds exactly what it received;
+        // otherwise any held-back tail is flushed (a Stop answer to it has nothing to stop).
+        if !assembler.stopped() && !consumer_stopped {
+            let _ = emit(assembler.finish());
+        }
+        out.text = if consumer_stopped {
+            assembler.emitted_text().to_owned()
+        } else {
+            assembler.text().to_owned()
+        };
+        out.stop_reason = stop_reason;
+        Ok(out)
+    }
+}
+
+/// The engine part of a result; the caller adds identity and latency.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Generated {
+    /// Final text.
+    pub text: String,
+    /// Token counts.
+    pub usage: Usage,
+    /// Why it ended.
+    pub stop_reason: StopReason,
+    /// Milliseconds from `started` to the first sampled token.
+    pub time_to_first_token_ms: Option<u64>,
+}
+
+/// Greedy at temperature 0; otherwise top-p, then temperature, then a seeded draw (the
+/// order llama.cpp's own samplers use).
+fn sampler(request: &GenerateRequest) -> LlamaSampler {
+    let temperature = request.temperature.unwrap_or(DEFAULT_TEMPERATURE);
+    if temperature <= 0.0 {
+        return LlamaSampler::greedy();
+    }
+    let seed = request.seed.unwrap_or_else(random_seed);
+    LlamaSampler::chain_simple([
+        LlamaSampler::top_p(request.top_p.unwrap_or(DEFAULT_TOP_P), 1),
+        LlamaSampler::temp(temperature),
+        LlamaSampler::dist(seed),
+    ])
+}
+
+fn random_seed() -> u32 {
+    use std::hash::{BuildHasher, Hasher};
+    // RandomState is seeded from the OS per process and perturbed per instance.
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0),
+    );
+    h.finish() as u32
+}

@@ -1,0 +1,403 @@
+//! The model registry persisted at `<models_dir>/registry.json`.
+//!
+//! Owns: model ids, what each id points at (a GGUF file, an embedding model directory, or a
+//! remote OpenAI-compatible endpoint), the identity computed at registration, and atomic
+//! persistence. Must not touch: loaded models (the engines and their caches) or API keys
+//! (only the *name* of the env var is stored).
+//!
+//! Registration validates before it records: a GGUF file must pass the header validator, an
+//! embedding directory must hold `model.safetensors`, `tokenizer.json` and `config.json`,
+//! and the weights are hashed (streamed) so the identity is fixed from then on. Writes go to
+//! a temp file in the same directory, are synced, then renamed over `registry.json`.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{InferenceError, Result};
+use crate::gguf;
+use crate::identity::{hash_file, ModelIdentity};
+
+/// File name of the registry inside `models_dir`.
+pub const REGISTRY_FILE: &str = "registry.json";
+const MAX_ID_LEN: usize = 128;
+/// Files an embedding model directory must contain.
+pub const EMBEDDING_FILES: [&str; 3] = ["model.safetensors", "tokenizer.json", "config.json"];
+
+/// What a registered id points at.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ModelSource {
+    /// A local GGUF generation model.
+    Gguf {
+        /// Absolute path of the `.gguf` file.
+        path: PathBuf,
+        /// SHA-256 of the file.
+        sha256: String,
+        /// File size in bytes.
+        size: u64,
+    },
+    /// A local BERT-style embedding model directory.
+    Embedding {
+        /// Absolute path of the directory.
+        path: PathBuf,
+        /// SHA-256 of `model.safetensors`.
+        sha256: String,
+        /// Size of `model.safetensors` in bytes.
+        size: u64,
+    },
+    /// A remote OpenAI-compatible endpoint.
+    Remote {
+        /// Base URL without `/v1`, e.g. `http://127.0.0.1:8080`.
+        base_url: String,
+        /// The provider's model name.
+        model: String,
+        /// Name of the env var (or `CAR_HOME/env` line) holding the API key.
+        api_key_env: Option<String>,
+    },
+}
+
+/// One registry entry, as persisted and as `models.list` returns it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelEntry {
+    /// The registry id.
+    pub id: String,
+    /// What it points at.
+    #[serde(flatten)]
+    pub source: ModelSource,
+}
+
+impl ModelEntry {
+    /// The entry's immutable identity.
+    pub fn identity(&self) -> ModelIdentity {
+        let (sha256, size) = match &self.source {
+            ModelSource::Gguf { sha256, size, .. }
+            | ModelSource::Embedding { sha256, size, .. } => (Some(sha256.clone()), Some(*size)),
+            ModelSource::Remote { .. } => (None, None),
+        };
+        ModelIdentity {
+            id: self.id.clone(),
+            sha256,
+            size,
+        }
+    }
+
+    /// `gguf`, `embedding` or `remote`.
+    pub fn kind_name(&self) -> &'static str {
+        match self.source {
+            ModelSource::Gguf { .. } => "gguf",
+            ModelSource::Embedding { .. } => "embedding",
+            ModelSource::Remote { .. } => "remote",
+        }
+    }
+
+    /// The weights file of a local model (`None` for remote ones).
+    pub fn weights_path(&self) -> Option<PathBuf> {
+        match &self.source {
+            ModelSource::Gguf { path, .. } => Some(path.clone()),
+            ModelSource::Embedding { path, .. } => Some(path.join("model.safetensors")),
+            ModelSource::Remote { .. } => None,
+        }
+    }
+}
+
+/// What `models.register` asks for: a local `path`, or a remote `base_url` + `model`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RegisterRequest {
+    /// Caller-chosen id; derived from the file, directory or remote model name when absent.
+    #[serde(default)]
+    pub id: Option<String>,
+    /// A `.gguf` file, or a directory with `model.safetensors` + `tokenizer.json` +
+    /// `config.json`.
+    #[serde(default)]
+    pub path: Option<PathBuf>,
+    /// Remote endpoint base URL (`http://` or `https://`; a trailing `/v1` is dropped).
+    #[serde(default)]
+    pub base_url: Option<String>,
+    /// Remote model name.
+    #[serde(default)]
+    pub model: Option<String>,
+    /// Env var that holds the remote API key.
+    #[serde(default)]
+    pub api_key_env: Option<String>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct RegistryFile {
+    version: u32,
+    models: Vec<ModelEntry>,
+}
+
+/// The persistent id → model table. `Send + Sync`; every method takes `&self`.
+#[derive(Debug)]
+pub struct ModelRegistry {
+    models_dir: PathBuf,
+    entries: Mutex<BTreeMap<String, ModelEntry>>,
+}
+
+impl ModelRegistry {
+    /// Opens (creating the directory if needed) the registry under `models_dir`.
+    pub fn open(models_dir: impl Into<PathBuf>) -> Result<Self> {
+        let models_dir = models_dir.into();
+        fs::create_dir_all(&models_dir).map_err(|e| InferenceError::io(&models_dir, e))?;
+        let file = models_dir.join(REGISTRY_FILE);
+        let mut entries = BTreeMap::new();
+        match fs::read(&file) {
+            Ok(bytes) => {
+                let parsed: RegistryFile = serde_json::from_slice(&bytes).map_err(|e| {
+                    InferenceError::CorruptRegistry {
+                        path: file.clone(),
+                        reason: e.to_string(),
+                    }
+                })?;
+                for entry in parsed.models {
+                    entries.insert(entry.id.clone(), entry);
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(InferenceError::io(&file, e)),
+        }
+        Ok(Self {
+            models_dir,
+            entries: Mutex::new(entries),
+        })
+    }
+
+    /// The directory holding `registry.json`.
+    pub fn models_dir(&self) -> &Path {
+        &self.models_dir
+    }
+
+    /// Validates, hashes and records a model; returns the new entry.
+    pub fn register(&self, request: &RegisterRequest) -> Result<ModelEntry> {
+        let entry = match (&request.path, &request.base_url) {
+            (Some(_), Some(_)) => {
+                return Err(InferenceError::invalid(
+                    "path",
+                    "give either path or base_url, not both",
+                ))
+            }
+            (None, None) => {
+                return Err(InferenceError::invalid(
+                    "path",
+                    "one of path or base_url is required",
+                ))
+            }
+            (Some(path), None) => local_entry(request.id.as_deref(), path)?,
+            (None, Some(base_url)) => remote_entry(request, base_url)?,
+        };
+        let mut entries = self.lock();
+        if entries.contains_key(&entry.id) {
+            return Err(InferenceError::DuplicateModelId { id: entry.id });
+        }
+        entries.insert(entry.id.clone(), entry.clone());
+        if let Err(e) = self.persist(&entries) {
+            entries.remove(&entry.id);
+            return Err(e);
+        }
+        tracing::info!(id = %entry.id, kind = entry.kind_name(), "model registered");
+        Ok(entry)
+    }
+
+    /// Removes a model; returns the removed entry. Files on disk are left alone.
+    pub fn remove(&self, id: &str) -> Result<ModelEntry> {
+        let mut entries = self.lock();
+        let entry = entries
+            .remove(id)
+            .ok_or_else(|| InferenceError::ModelNotFound { id: id.to_owned() })?;
+        if let Err(e) = self.persist(&entries) {
+            entries.insert(entry.id.clone(), entry);
+            return Err(e);
+        }
+        tracing::info!(id, "model removed");
+        Ok(entry)
+    }
+
+    /// The entry for `id`.
+    pub fn get(&self, id: &str) -> Result<ModelEntry> {
+        self.lock()
+            .get(id)
+            .cloned()
+            .ok_or_else(|| InferenceError::ModelNotFound { id: id.to_owned() })
+    }
+
+    /// Every entry, sorted by id.
+    pub fn list(&self) -> Vec<ModelEntry> {
+        self.lock().values().cloned().collect()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, ModelEntry>> {
+        // A panic while holding this lock cannot leave the map half-updated (every mutation
+        // is a single insert/remove), so a poisoned lock is still safe to use.
+        self.entries.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn persist(&self, entries: &BTreeMap<String, ModelEntry>) -> Result<()> {
+        let file = self.models_dir.join(REGISTRY_FILE);
+        let body = RegistryFile {
+            version: 1,
+            models: entries.values().cloned().collect(),
+        };
+        let json = serde_json::to_vec_pretty(&body)
+            .map_err(|e| InferenceError::Engine(format!("registry serialisation failed: {e}")))?;
+        let mut tmp = tempfile::NamedTempFile::new_in(&self.models_dir)
+            .map_err(|e| InferenceError::io(&self.models_dir, e))?;
+        tmp.write_all(&json)
+            .and_then(|()| tmp.as_file().sync_all())
+            .map_err(|e| InferenceError::io(tmp.path(), e))?;
+        tmp.persist(&file)
+            .map_err(|e| InferenceError::io(&file, e.error))?;
+        Ok(())
+    }
+}
+
+/// Checks an id: 1–128 chars of `A-Z a-z 0-9 . _ - : /`, not starting with `.` or `/`, no `..`.
+pub fn validate_id(id: &str) -> Result<()> {
+    let bad = |reason| {
+        Err(InferenceError::InvalidModelId {
+            id: id.to_owned(),
+            reason,
+        })
+    };
+    if id.is_empty() {
+        return bad("must not be empty");
+    }
+    if id.len() > MAX_ID_LEN {
+        return bad("longer than 128 characters");
+    }
+    if !id
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | ':' | '/'))
+    {
+        return bad("only letters, digits and . _ - : / are allowed");
+    }
+    if id.starts_with('.') || id.starts_with('/') || id.contains("..") {
+        return bad("must not start with . or / or contain ..");
+    }
+    Ok(())
+}
+
+/// Turns a file or model name into a valid id by replacing disallowed characters.
+fn derive_id(name: &str) -> String {
+    let mut id: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    while id.contains("..") {
+        id = id.replace("..", ".");
+    }
+    let id = id.trim_start_matches('.').to_owned();
+    id.chars().take(MAX_ID_LEN).collect()
+}
+
+fn local_entry(id: Option<&str>, path: &Path) -> Result<ModelEntry> {
+    let path = fs::canonicalize(path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => InferenceError::WeightsMissing {
+            path: path.to_path_buf(),
+        },
+        _ => InferenceError::io(path, e),
+    })?;
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    if path.is_dir() {
+        check_embedding_dir(&path)?;
+        let id = pick_id(id, &name)?;
+        let (sha256, size) = hash_file(&path.join("model.safetensors"))?;
+        Ok(ModelEntry {
+            id,
+            source: ModelSource::Embedding { path, sha256, size },
+        })
+    } else {
+        gguf::validate_file(&path).map_err(|source| InferenceError::InvalidGguf {
+            path: path.clone(),
+            source,
+        })?;
+        let stem = name.strip_suffix(".gguf").unwrap_or(&name);
+        let id = pick_id(id, stem)?;
+        let (sha256, size) = hash_file(&path)?;
+        Ok(ModelEntry {
+            id,
+            source: ModelSource::Gguf { path, sha256, size },
+        })
+    }
+}
+
+/// Fails unless `dir` holds the three files an embedding model needs.
+pub fn check_embedding_dir(dir: &Path) -> Result<()> {
+    for f in EMBEDDING_FILES {
+        if !dir.join(f).is_file() {
+            return Err(InferenceError::InvalidEmbeddingModel {
+                path: dir.to_path_buf(),
+                reason: format!("missing {f}"),
+            });
+        }
+    }
+    Ok(())
+}
+
+fn pick_id(id: Option<&str>, derived_from: &str) -> Result<String> {
+    let id = match id {
+        Some(id) => id.to_owned(),
+        None => derive_id(derived_from),
+    };
+    validate_id(&id)?;
+    Ok(id)
+}
+
+fn remote_entry(request: &RegisterRequest, base_url: &str) -> Result<ModelEntry> {
+    if !(base_url.starts_with("http://") || base_url.starts_with("https://")) {
+        return Err(InferenceError::invalid(
+            "base_url",
+            format!("{base_url:?} must start with http:// or https://"),
+        ));
+    }
+    let mut base = base_url.trim_end_matches('/').to_owned();
+    if let Some(stripped) = base.strip_suffix("/v1") {
+        base = stripped.to_owned();
+    }
+    let model = match request.model.as_deref() {
+        Some(m) if !m.trim().is_empty() => m.to_owned(),
+        _ => {
+            return Err(InferenceError::invalid(
+                "model",
+                "a remote registration needs the provider's model name",
+            ))
+        }
+    };
+    if let Some(var) = &request.api_key_env {
+        let valid = !var.is_empty()
+            && !var.starts_with(|c: char| c.is_ascii_digit())
+            && var.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !valid {
+            return Err(InferenceError::invalid(
+                "api_key_env",
+                format!("{var:?} is not an environment variable name"),
+            ));
+        }
+    }
+    let id = pick_id(request.id.as_deref(), &model)?;
+    Ok(ModelEntry {
+        id,
+        source: ModelSource::Remote {
+            base_url: base,
+            model,
+            api_key_env: request.api_key_env.clone(),
+        },
+    })
+}
+
+#[cfg(test)]
+#[path = "registry_tests.rs"]
+mod tests;

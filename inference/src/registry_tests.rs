@@ -1,0 +1,177 @@
+//! Unit tests for the registry on small crafted files (the real models are covered in
+//! `tests/registry.rs`).
+
+use super::*;
+use crate::ErrorKind;
+
+/// The smallest valid GGUF: header, no metadata, no tensors.
+fn tiny_gguf(dir: &Path, name: &str) -> PathBuf {
+    let mut bytes = b"GGUF".to_vec();
+    bytes.extend_from_slice(&3u32.to_le_bytes());
+    bytes.extend_from_slice(&0u64.to_le_bytes());
+    bytes.extend_from_slice(&0u64.to_le_bytes());
+    let p = dir.join(name);
+    fs::write(&p, bytes).unwrap();
+    p
+}
+
+fn local(path: &Path, id: Option<&str>) -> RegisterRequest {
+    RegisterRequest {
+        id: id.map(str::to_owned),
+        path: Some(path.to_path_buf()),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn registers_persists_and_reopens() {
+    let home = tempfile::tempdir().unwrap();
+    let models = home.path().join("models");
+    let gguf = tiny_gguf(home.path(), "Tiny Model.Q4.gguf");
+    let reg = ModelRegistry::open(&models).unwrap();
+    let entry = reg.register(&local(&gguf, None)).unwrap();
+    assert_eq!(entry.id, "Tiny-Model.Q4");
+    let ident = entry.identity();
+    assert_eq!(ident.size, Some(24));
+    assert_eq!(ident.sha256.as_deref().map(str::len), Some(64));
+
+    let reopened = ModelRegistry::open(&models).unwrap();
+    assert_eq!(reopened.list(), vec![entry.clone()]);
+    assert_eq!(reopened.get("Tiny-Model.Q4").unwrap(), entry);
+    // No temp files are left behind next to the registry.
+    let names: Vec<_> = fs::read_dir(&models)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, vec![std::ffi::OsString::from(REGISTRY_FILE)]);
+}
+
+#[test]
+fn duplicate_ids_and_removal() {
+    let home = tempfile::tempdir().unwrap();
+    let gguf = tiny_gguf(home.path(), "a.gguf");
+    let reg = ModelRegistry::open(home.path().join("models")).unwrap();
+    reg.register(&local(&gguf, Some("m1"))).unwrap();
+    let err = reg.register(&local(&gguf, Some("m1"))).unwrap_err();
+    assert!(matches!(err, InferenceError::DuplicateModelId { .. }));
+    assert_eq!(reg.remove("m1").unwrap().id, "m1");
+    let err = reg.remove("m1").unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::NotFound);
+    assert_eq!(err.to_string(), "model not found: m1");
+    assert!(ModelRegistry::open(home.path().join("models"))
+        .unwrap()
+        .list()
+        .is_empty());
+}
+
+#[test]
+fn rejects_bad_ids() {
+    for id in [
+        "",
+        ".hidden",
+        "/abs",
+        "a..b",
+        "sp ace",
+        "semi;colon",
+        &"x".repeat(129),
+    ] {
+        let err = validate_id(id).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidParams, "{id:?}");
+    }
+    for id in ["smollm2", "org/model:q4", "a.b-c_d"] {
+        validate_id(id).unwrap();
+    }
+}
+
+#[test]
+fn rejects_corrupt_and_missing_files() {
+    let home = tempfile::tempdir().unwrap();
+    let reg = ModelRegistry::open(home.path().join("models")).unwrap();
+    let bad = home.path().join("bad.gguf");
+    fs::write(&bad, b"NOPE and more bytes here").unwrap();
+    let err = reg.register(&local(&bad, None)).unwrap_err();
+    assert!(matches!(
+        err,
+        InferenceError::InvalidGguf {
+            source: gguf::GgufError::BadMagic { .. },
+            ..
+        }
+    ));
+    assert_eq!(err.kind(), ErrorKind::InvalidParams);
+
+    let err = reg
+        .register(&local(&home.path().join("absent.gguf"), None))
+        .unwrap_err();
+    assert!(matches!(err, InferenceError::WeightsMissing { .. }));
+    assert_eq!(err.kind(), ErrorKind::NotFound);
+
+    let dir = home.path().join("emb");
+    fs::create_dir(&dir).unwrap();
+    fs::write(dir.join("model.safetensors"), b"x").unwrap();
+    let err = reg.register(&local(&dir, None)).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "invalid embedding model {}: missing tokenizer.json",
+            fs::canonicalize(&dir).unwrap().display()
+        )
+    );
+    assert!(reg.list().is_empty());
+}
+
+#[test]
+fn registers_remote_endpoints() {
+    let home = tempfile::tempdir().unwrap();
+    let reg = ModelRegistry::open(home.path().join("models")).unwrap();
+    let entry = reg
+        .register(&RegisterRequest {
+            base_url: Some("http://127.0.0.1:9/v1/".into()),
+            model: Some("gpt-4o-mini".into()),
+            api_key_env: Some("OPENAI_API_KEY".into()),
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(entry.id, "gpt-4o-mini");
+    assert_eq!(
+        entry.source,
+        ModelSource::Remote {
+            base_url: "http://127.0.0.1:9".into(),
+            model: "gpt-4o-mini".into(),
+            api_key_env: Some("OPENAI_API_KEY".into()),
+        }
+    );
+    assert_eq!(entry.identity().sha256, None);
+    let json = serde_json::to_value(&entry).unwrap();
+    assert_eq!(json["kind"], "remote");
+
+    for (base, model, env) in [
+        ("ftp://x", Some("m"), None),
+        ("http://x", None, None),
+        ("http://x", Some("m"), Some("BAD-NAME")),
+    ] {
+        let err = reg
+            .register(&RegisterRequest {
+                base_url: Some(base.into()),
+                model: model.map(Into::into),
+                api_key_env: env.map(Into::into),
+                ..Default::default()
+            })
+            .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidParams, "{base} {model:?}");
+    }
+    let err = reg.register(&RegisterRequest::default()).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "invalid path: one of path or base_url is required"
+    );
+}
+
+#[test]
+fn corrupt_registry_file_is_reported() {
+    let home = tempfile::tempdir().unwrap();
+    let models = home.path().join("models");
+    fs::create_dir_all(&models).unwrap();
+    fs::write(models.join(REGISTRY_FILE), b"{not json").unwrap();
+    let err = ModelRegistry::open(&models).unwrap_err();
+    assert!(matches!(err, InferenceError::CorruptRegistry { .. }));
+}

@@ -1,0 +1,80 @@
+//! Shared helpers for the integration tests: the real test models and an engine over a
+//! temporary `CAR_HOME`.
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+
+use car_inference::{EngineConfig, InferenceEngine, LlamaConfig, RegisterRequest};
+
+/// Id the SmolLM2 GGUF is registered under.
+pub const GGUF_ID: &str = "smollm2";
+/// Id the MiniLM embedding model is registered under.
+pub const EMBED_ID: &str = "minilm";
+
+fn model_path(var: &str) -> PathBuf {
+    let hint = "run `eval \"$(scripts/fetch-models)\"` from the repository root first";
+    let Some(p) = std::env::var_os(var) else {
+        panic!("{var} is not set: {hint}");
+    };
+    let p = PathBuf::from(p);
+    assert!(p.exists(), "{var}={} does not exist: {hint}", p.display());
+    p
+}
+
+/// `SmolLM2-135M-Instruct.Q4_1.gguf`, from `CAR_TEST_GGUF`.
+pub fn gguf_path() -> PathBuf {
+    model_path("CAR_TEST_GGUF")
+}
+
+/// The all-MiniLM-L6-v2 directory, from `CAR_TEST_EMBED_DIR`.
+pub fn embed_dir() -> PathBuf {
+    model_path("CAR_TEST_EMBED_DIR")
+}
+
+/// Threads for llama.cpp in tests (`CAR_TEST_THREADS`, default 2).
+pub fn threads() -> u32 {
+    std::env::var("CAR_TEST_THREADS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2)
+}
+
+/// An engine over a fresh temporary `CAR_HOME`, with both test models registered.
+pub fn engine() -> (tempfile::TempDir, InferenceEngine) {
+    engine_with(|_| {})
+}
+
+/// Like `engine`, with a chance to adjust the configuration first.
+pub fn engine_with(adjust: impl FnOnce(&mut EngineConfig)) -> (tempfile::TempDir, InferenceEngine) {
+    let home = tempfile::tempdir().unwrap();
+    let mut config = EngineConfig::new(home.path());
+    config.llama = LlamaConfig {
+        n_threads: threads(),
+        ..LlamaConfig::default()
+    };
+    adjust(&mut config);
+    let engine = InferenceEngine::open(config).unwrap();
+    engine
+        .register(&RegisterRequest {
+            id: Some(GGUF_ID.into()),
+            path: Some(gguf_path()),
+            ..Default::default()
+        })
+        .unwrap();
+    engine
+        .register(&RegisterRequest {
+            id: Some(EMBED_ID.into()),
+            path: Some(embed_dir()),
+            ..Default::default()
+        })
+        .unwrap();
+    (home, engine)
+}
+
+/// Serialises local generations within a test binary, as the daemon's admission (default 1)
+/// does. On 2 cores, ten concurrent llama.cpp contexts with spinning thread pools make each
+/// token take seconds, which would turn latency assertions (cancel within 1 s) into noise.
+pub fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|p| p.into_inner())
+}

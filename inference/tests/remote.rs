@@ -1,0 +1,478 @@
+//! The remote OpenAI-compatible provider against a scripted local HTTP server.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use car_inference::{
+    CancelToken, EngineConfig, ErrorKind, GenerateRequest, InferenceEngine, InferenceError,
+    RegisterRequest, RemoteConfig, StopReason, StreamControl,
+};
+use serde_json::{json, Value};
+
+const KEY_VAR: &str = "CAR_TEST_REMOTE_KEY";
+const KEY: &str = "sk-test-secret-123";
+
+/// One scripted response: status, extra headers, and body chunks written with a pause
+/// before each (a streamed body has no Content-Length and ends when the socket closes).
+struct Reply {
+    status: u16,
+    headers: Vec<(&'static str, String)>,
+    chunks: Vec<(Duration, Vec<u8>)>,
+    streamed: bool,
+}
+
+impl Reply {
+    fn json(status: u16, body: Value) -> Self {
+        Self {
+            status,
+            headers: vec![("content-type", "application/json".into())],
+            chunks: vec![(Duration::ZERO, body.to_string().into_bytes())],
+            streamed: false,
+        }
+    }
+
+    fn sse(events: &[Value], pause: Duration) -> Self {
+        let mut chunks: Vec<(Duration, Vec<u8>)> = events
+            .iter()
+            .map(|e| (pause, format!("data: {e}\n\n").into_bytes()))
+            .collect();
+        chunks.push((pause, b"data: [DONE]\n\n".to_vec()));
+        Self {
+            status: 200,
+            headers: vec![("content-type", "text/event-stream".into())],
+            chunks,
+            streamed: true,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Recorded {
+    path: String,
+    authorization: Option<String>,
+    body: Value,
+}
+
+struct Server {
+    base_url: String,
+    requests: Arc<Mutex<Vec<Recorded>>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Server {
+    /// Serves `replies` in order, one connection each.
+    fn start(replies: Vec<Reply>) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let base_url = format!("http://{}", listener.local_addr().unwrap());
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let recorded = Arc::clone(&requests);
+        let thread = std::thread::spawn(move || {
+            for reply in replies {
+                let Ok((stream, _)) = listener.accept() else {
+                    return;
+                };
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut request_line = String::new();
+                reader.read_line(&mut request_line).unwrap();
+                let path = request_line
+                    .split_whitespace()
+                    .nth(1)
+                    .unwrap_or_default()
+                    .to_owned();
+                let mut length = 0usize;
+                let mut authorization = None;
+                loop {
+                    let mut line = String::new();
+                    reader.read_line(&mut line).unwrap();
+                    let line = line.trim_end();
+                    if line.is_empty() {
+                        break;
+                    }
+                    let (name, value) = line.split_once(':').unwrap();
+                    match name.to_ascii_lowercase().as_str() {
+                        "content-length" => length = value.trim().parse().unwrap(),
+                        "authorization" => authorization = Some(value.trim().to_owned()),
+                        _ => {}
+                    }
+                }
+                let mut body = vec![0u8; length];
+                reader.read_exact(&mut body).unwrap();
+                recorded.lock().unwrap().push(Recorded {
+                    path,
+                    authorization,
+                    body: serde_json::from_slice(&body).unwrap_or(Value::Null),
+                });
+                let mut out = stream;
+                let mut head = format!(
+                    "HTTP/1.1 {} Scripted\r\nconnection: close\r\n",
+                    reply.status
+                );
+                for (k, v) in &reply.headers {
+                    head.push_str(&format!("{k}: {v}\r\n"));
+                }
+                if !reply.streamed {
+                    let len: usize = reply.chunks.iter().map(|(_, c)| c.len()).sum();
+                    head.push_str(&format!("content-length: {len}\r\n"));
+                }
+                head.push_str("\r\n");
+                if out.write_all(head.as_bytes()).is_err() {
+                    continue;
+                }
+                for (pause, chunk) in reply.chunks {
+                    std::thread::sleep(pause);
+                    if out.write_all(&chunk).and_then(|()| out.flush()).is_err() {
+                        break;
+                    }
+                }
+            }
+        });
+        Self {
+            base_url,
+            requests,
+            thread: Some(thread),
+        }
+    }
+
+    fn requests(&self) -> Vec<Recorded> {
+        self.requests.lock().unwrap().clone()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        // Only join when the script ran to completion; a test that failed early must not
+        // hang waiting for connections that never come.
+        if let Some(t) = self.thread.take() {
+            if t.is_finished() {
+                let _ = t.join();
+            }
+        }
+    }
+}
+
+/// An engine with the remote model registered as `remote` and its key in `CAR_HOME/env`.
+fn engine(server: &Server, max_retries: u32) -> (tempfile::TempDir, InferenceEngine) {
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(home.path().join("env"), format!("{KEY_VAR}={KEY}\n")).unwrap();
+    let mut config = EngineConfig::new(home.path());
+    config.remote = RemoteConfig {
+        max_retries,
+        base_backoff: Duration::from_millis(20),
+        max_backoff: Duration::from_millis(100),
+        max_retry_after: Duration::from_millis(300),
+        ..RemoteConfig::default()
+    };
+    let engine = InferenceEngine::open(config).unwrap();
+    engine
+        .register(&RegisterRequest {
+            id: Some("remote".into()),
+            base_url: Some(format!("{}/v1", server.base_url)),
+            model: Some("gpt-test".into()),
+            api_key_env: Some(KEY_VAR.into()),
+            ..Default::default()
+        })
+        .unwrap();
+    (home, engine)
+}
+
+fn request() -> GenerateRequest {
+    GenerateRequest {
+        system: Some("be brief".into()),
+        prompt: Some("say hello".into()),
+        max_tokens: Some(20),
+        temperature: Some(0.0),
+        stop: vec!["STOP".into()],
+        ..Default::default()
+    }
+}
+
+fn completion(content: &str, finish: &str) -> Value {
+    json!({
+        "id": "c1", "object": "chat.completion",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": finish}],
+        "usage": {"prompt_tokens": 11, "completion_tokens": 3, "total_tokens": 14}
+    })
+}
+
+fn delta(content: &str) -> Value {
+    json!({"choices": [{"index": 0, "delta": {"content": content}, "finish_reason": null}]})
+}
+
+#[test]
+fn non_streaming_chat_sends_the_openai_shape() {
+    let server = Server::start(vec![Reply::json(200, completion("Hello there!", "stop"))]);
+    let (_home, engine) = engine(&server, 0);
+    let out = engine
+        .generate(Some("remote"), &request(), &CancelToken::new(), None)
+        .unwrap();
+    assert_eq!(out.text, "Hello there!");
+    assert_eq!(out.stop_reason, StopReason::Stop);
+    assert_eq!(out.usage.prompt_tokens, 11);
+    assert_eq!(out.usage.completion_tokens, 3);
+    assert_eq!(out.model_identity.id, "remote");
+    assert_eq!(out.model_identity.sha256, None);
+
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 1);
+    assert_eq!(reqs[0].path, "/v1/chat/completions");
+    assert_eq!(
+        reqs[0].authorization.as_deref(),
+        Some(&*format!("Bearer {KEY}"))
+    );
+    let b = &reqs[0].body;
+    assert_eq!(b["model"], "gpt-test");
+    assert_eq!(b["stream"], false);
+    assert_eq!(b["max_tokens"], 20);
+    assert_eq!(b["stop"], json!(["STOP"]));
+    assert_eq!(
+        b["messages"][0],
+        json!({"role": "system", "content": "be brief"})
+    );
+    assert_eq!(
+        b["messages"][1],
+        json!({"role": "user", "content": "say hello"})
+    );
+}
+
+/// Acceptance 7: streaming over SSE; pieces concatenate to the final text.
+#[test]
+fn streaming_chat_delivers_pieces() {
+    let mut events = vec![json!({"choices": [{"index": 0, "delta": {"role": "assistant"}}]})];
+    events.extend(["Hel", "lo", ", wor", "ld"].iter().map(|c| delta(c)));
+    events.push(json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]}));
+    events.push(json!({"choices": [], "usage": {"prompt_tokens": 7, "completion_tokens": 4}}));
+    let server = Server::start(vec![Reply::sse(&events, Duration::from_millis(10))]);
+    let (_home, engine) = engine(&server, 0);
+    let mut pieces = Vec::new();
+    let mut cb = |p: &str| {
+        pieces.push(p.to_owned());
+        StreamControl::Continue
+    };
+    let out = engine
+        .generate(
+            Some("remote"),
+            &request(),
+            &CancelToken::new(),
+            Some(&mut cb),
+        )
+        .unwrap();
+    assert_eq!(out.text, "Hello, world");
+    assert!(pieces.len() >= 2, "{pieces:?}");
+    assert_eq!(pieces.concat(), out.text);
+    assert_eq!(out.stop_reason, StopReason::Length);
+    assert_eq!(
+        (out.usage.prompt_tokens, out.usage.completion_tokens),
+        (7, 4)
+    );
+    assert!(out.time_to_first_token_ms.is_some());
+    let b = &server.requests()[0].body;
+    assert_eq!(b["stream"], true);
+    assert_eq!(b["stream_options"]["include_usage"], true);
+}
+
+#[test]
+fn stop_sequences_are_enforced_locally_on_streams() {
+    let events: Vec<Value> = ["one ", "two ST", "OP three"]
+        .iter()
+        .map(|c| delta(c))
+        .collect();
+    let server = Server::start(vec![Reply::sse(&events, Duration::ZERO)]);
+    let (_home, engine) = engine(&server, 0);
+    let mut streamed = String::new();
+    let mut cb = |p: &str| {
+        streamed.push_str(p);
+        StreamControl::Continue
+    };
+    let out = engine
+        .generate(
+            Some("remote"),
+            &request(),
+            &CancelToken::new(),
+            Some(&mut cb),
+        )
+        .unwrap();
+    assert_eq!(out.text, "one two ");
+    assert_eq!(streamed, out.text);
+    assert_eq!(out.stop_reason, StopReason::StopSequence);
+}
+
+/// Acceptance 7: a 429 is retried after its Retry-After (capped), then succeeds.
+#[test]
+fn retries_a_429_then_succeeds() {
+    let mut busy = Reply::json(429, json!({"error": {"message": "rate limited"}}));
+    busy.headers.push(("retry-after", "60".into()));
+    let server = Server::start(vec![busy, Reply::json(200, completion("ok", "stop"))]);
+    let (_home, engine) = engine(&server, 2);
+    let started = Instant::now();
+    let out = engine
+        .generate(Some("remote"), &request(), &CancelToken::new(), None)
+        .unwrap();
+    assert_eq!(out.text, "ok");
+    assert_eq!(server.requests().len(), 2);
+    // Retry-After: 60 was capped to the configured 300 ms.
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_millis(280) && took < Duration::from_secs(5),
+        "{took:?}"
+    );
+}
+
+#[test]
+fn a_500_exhausts_bounded_retries() {
+    let replies = (0..3)
+        .map(|_| Reply::json(500, json!({"error": {"message": "upstream exploded"}})))
+        .collect();
+    let server = Server::start(replies);
+    let (_home, engine) = engine(&server, 2);
+    let err = engine
+        .generate(Some("remote"), &request(), &CancelToken::new(), None)
+        .unwrap_err();
+    assert_eq!(server.requests().len(), 3);
+    assert_eq!(err.kind(), ErrorKind::Internal);
+    assert_eq!(
+        err.to_string(),
+        "provider error: http 500: gave up after 3 attempts: upstream exploded"
+    );
+}
+
+#[test]
+fn a_401_names_the_env_var_but_never_the_key() {
+    let server = Server::start(vec![Reply::json(
+        401,
+        json!({"error": {"message": format!("Incorrect API key provided: {KEY}")}}),
+    )]);
+    let (_home, engine) = engine(&server, 3);
+    let err = engine
+        .generate(Some("remote"), &request(), &CancelToken::new(), None)
+        .unwrap_err();
+    let msg = err.to_string();
+    assert_eq!(
+        msg,
+        format!("provider rejected the api key from env var {KEY_VAR} (http 401)")
+    );
+    assert!(!msg.contains(KEY) && !format!("{err:?}").contains(KEY));
+    // 401 is not retried.
+    assert_eq!(server.requests().len(), 1);
+}
+
+/// Acceptance 7: refusals in every detected form become `ContentRefused` (-32007).
+#[test]
+fn refusals_become_content_refused() {
+    let server = Server::start(vec![
+        Reply::json(200, completion("", "content_filter")),
+        Reply::json(
+            400,
+            json!({"error": {"code": "content_filter", "message": "blocked by policy", "type": "invalid_request_error"}}),
+        ),
+        Reply::json(
+            200,
+            json!({"choices": [{"index": 0, "message": {"role": "assistant", "content": null, "refusal": "I can't help with that."}, "finish_reason": "stop"}]}),
+        ),
+        Reply::sse(
+            &[
+                json!({"choices": [{"index": 0, "delta": {"refusal": "No."}, "finish_reason": null}]}),
+                json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}),
+            ],
+            Duration::ZERO,
+        ),
+    ]);
+    let (_home, engine) = engine(&server, 3);
+    let mut results = Vec::new();
+    for streaming in [false, false, false, true] {
+        let mut cb = |_: &str| StreamControl::Continue;
+        let cb: Option<&mut dyn FnMut(&str) -> StreamControl> =
+            if streaming { Some(&mut cb) } else { None };
+        results.push(
+            engine
+                .generate(Some("remote"), &request(), &CancelToken::new(), cb)
+                .unwrap_err(),
+        );
+    }
+    for err in &results {
+        assert_eq!(err.kind(), ErrorKind::ContentRefused, "{err}");
+        assert!(err.to_string().starts_with("content refused: "));
+    }
+    assert_eq!(results[1].to_string(), "content refused: blocked by policy");
+    assert_eq!(
+        results[2].to_string(),
+        "content refused: I can't help with that."
+    );
+    assert_eq!(server.requests().len(), 4);
+}
+
+#[test]
+fn cancel_lands_quickly_even_when_the_stream_stalls() {
+    let mut reply = Reply::sse(&[delta("first")], Duration::ZERO);
+    // After the first event the provider goes quiet for a long time.
+    reply
+        .chunks
+        .insert(1, (Duration::from_secs(5), b": still here\n\n".to_vec()));
+    let server = Server::start(vec![reply]);
+    let (_home, engine) = engine(&server, 0);
+    let cancel = CancelToken::new();
+    let canceller = cancel.clone();
+    let mut fired = None;
+    let mut cb = |_: &str| {
+        let c = canceller.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(100));
+            c.cancel();
+        });
+        fired = Some(Instant::now());
+        StreamControl::Continue
+    };
+    let out = engine
+        .generate(Some("remote"), &request(), &cancel, Some(&mut cb))
+        .unwrap();
+    let took = fired.unwrap().elapsed();
+    assert_eq!(out.stop_reason, StopReason::Cancelled);
+    assert_eq!(out.text, "first");
+    assert!(took < Duration::from_secs(1), "{took:?}");
+}
+
+#[test]
+fn embeddings_come_back_in_input_order() {
+    let server = Server::start(vec![Reply::json(
+        200,
+        json!({"object": "list", "data": [
+            {"object": "embedding", "index": 1, "embedding": [0.0, 1.0]},
+            {"object": "embedding", "index": 0, "embedding": [1.0, 0.0]}
+        ], "model": "gpt-test"}),
+    )]);
+    let (_home, engine) = engine(&server, 0);
+    let out = engine
+        .embed(Some("remote"), &["a".into(), "b".into()])
+        .unwrap();
+    assert_eq!(out.embeddings, vec![vec![1.0, 0.0], vec![0.0, 1.0]]);
+    let reqs = server.requests();
+    assert_eq!(reqs[0].path, "/v1/embeddings");
+    assert_eq!(reqs[0].body["input"], json!(["a", "b"]));
+}
+
+#[test]
+fn a_missing_key_fails_before_any_request() {
+    let server = Server::start(vec![]);
+    let home = tempfile::tempdir().unwrap();
+    let engine = InferenceEngine::open(EngineConfig::new(home.path())).unwrap();
+    engine
+        .register(&RegisterRequest {
+            id: Some("remote".into()),
+            base_url: Some(server.base_url.clone()),
+            model: Some("m".into()),
+            api_key_env: Some("CAR_TEST_KEY_THAT_IS_NEVER_SET".into()),
+            ..Default::default()
+        })
+        .unwrap();
+    let err = engine
+        .generate(Some("remote"), &request(), &CancelToken::new(), None)
+        .unwrap_err();
+    assert!(matches!(err, InferenceError::ApiKeyMissing { .. }));
+    assert_eq!(
+        err.to_string(),
+        "api key missing: set env var CAR_TEST_KEY_THAT_IS_NEVER_SET (or add it to CAR_HOME/env)"
+    );
+    assert!(server.requests().is_empty());
+}
