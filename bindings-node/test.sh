@@ -41,7 +41,11 @@ fi
 echo "node $(node --version), npm $(npm --version), $(cargo --version)"
 
 step "car-server"
-timed cargo build -p car-server --locked --quiet
+# Skipped under scripts/test, which built the whole workspace already (a `-p car-server`
+# build resolves build-dependency features differently and would rebuild llama.cpp).
+if [ "${CAR_SERVER_PREBUILT:-}" != 1 ]; then
+  timed cargo build -p car-server --locked --quiet
+fi
 export CAR_SERVER_BIN="$CARGO_TARGET_DIR/debug/car-server"
 
 cd "$here"

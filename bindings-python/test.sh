@@ -46,7 +46,11 @@ export PATH="$venv/bin:$PATH"
 export VIRTUAL_ENV="$venv"
 
 step "car-server"
-(cd "$root" && cargo build -q -p car-server)
+# scripts/test has already built the whole workspace; building `-p car-server` alone would
+# resolve build-dependency features differently and rebuild llama.cpp for nothing.
+if [ "${CAR_SERVER_PREBUILT:-}" != 1 ]; then
+  (cd "$root" && cargo build -q -p car-server)
+fi
 
 step "build and install car-runtime (maturin, abi3 wheel)"
 # A stray module from `maturin develop` would shadow nothing (pytest imports the installed

@@ -50,7 +50,14 @@ elapsed "$t"
 t=$(date +%s)
 step "build car-server, the library and uniffi-bindgen"
 cd "$root"
-cargo build --locked -p car-server -p car-runtime-uniffi
+# Under scripts/test the workspace (car-server included) is built already; building
+# `-p car-server` alone would resolve build-dependency features differently and rebuild
+# llama.cpp for nothing.
+if [ "${CAR_SERVER_PREBUILT:-}" = 1 ]; then
+  cargo build --locked -p car-runtime-uniffi
+else
+  cargo build --locked -p car-server -p car-runtime-uniffi
+fi
 lib="$target/debug/libcar_runtime_uniffi.so"
 bindgen="$target/debug/uniffi-bindgen"
 daemon_bin="$target/debug/car-server"
