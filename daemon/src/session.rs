@@ -142,6 +142,40 @@ impl Session {
         &self.outbound
     }
 
+    /// Forwards a broadcast channel to this peer as `method` notifications until the
+    /// connection closes: `to_params` picks and shapes each item (`None` skips it). Shared
+    /// by every subscription method (`host.subscribe`, `runs.subscribe`).
+    pub fn forward<T, F>(
+        self: &std::sync::Arc<Self>,
+        mut items: tokio::sync::broadcast::Receiver<T>,
+        method: &'static str,
+        to_params: F,
+    ) where
+        T: Clone + Send + 'static,
+        F: Fn(&Session, T) -> Option<Value> + Send + 'static,
+    {
+        use tokio::sync::broadcast::error::RecvError;
+        let session = self.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = session.closed.cancelled() => break,
+                    item = items.recv() => match item {
+                        Ok(item) => {
+                            if let Some(params) = to_params(&session, item) {
+                                if !session.notify(method, &params) {
+                                    break;
+                                }
+                            }
+                        }
+                        Err(RecvError::Lagged(n)) => tracing::warn!(session = session.id, missed = n, method, "subscriber lagged"),
+                        Err(RecvError::Closed) => break,
+                    }
+                }
+            }
+        });
+    }
+
     /// Sends a notification to the peer; false when the connection is gone.
     pub fn notify(&self, method: &str, params: &Value) -> bool {
         self.outbound.send_text(notification_frame(method, params))

@@ -6,31 +6,15 @@
 //! services that own agents and approvals.
 
 use serde_json::{json, Value};
-use tokio::sync::broadcast::error::RecvError;
 
 use crate::dispatch::{Call, HandlerFuture};
 
 pub fn subscribe(call: Call, _params: Value) -> HandlerFuture {
     Box::pin(async move {
         if call.session.subscribe_host_events() {
-            let mut events = call.state.host_events.subscribe();
-            let session = call.session.clone();
-            tokio::spawn(async move {
-                loop {
-                    tokio::select! {
-                        _ = session.closed.cancelled() => break,
-                        event = events.recv() => match event {
-                            Ok(event) => {
-                                if !session.notify("host.event", &event) {
-                                    break;
-                                }
-                            }
-                            Err(RecvError::Lagged(n)) => tracing::warn!(session = session.id, missed = n, "host.event subscriber lagged"),
-                            Err(RecvError::Closed) => break,
-                        }
-                    }
-                }
-            });
+            let events = call.state.host_events.subscribe();
+            call.session
+                .forward(events, "host.event", |_, event| Some(event));
         }
         Ok(json!({"subscribed": true}))
     })

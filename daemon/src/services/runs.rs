@@ -16,7 +16,6 @@ use car_proto::errors::RpcError;
 use car_proto::methods::CallerRole;
 use rusqlite::{params, OptionalExtension, Row};
 use serde_json::{json, Value};
-use tokio::sync::broadcast::error::RecvError;
 
 use super::params::Params;
 use crate::dispatch::{Call, HandlerFuture};
@@ -295,27 +294,13 @@ pub fn get_trace(call: Call, params: Value) -> HandlerFuture {
 pub fn subscribe(call: Call, params: Value) -> HandlerFuture {
     Box::pin(async move {
         let only = Params::new(params)?.only(&["run_id"])?.opt_str("run_id")?;
-        let mut events = call.state.run_events.subscribe();
-        let session = call.session.clone();
-        tokio::spawn(async move {
-            loop {
-                tokio::select! {
-                    _ = session.closed.cancelled() => break,
-                    event = events.recv() => match event {
-                        Ok(e) => {
-                            let wanted = only.as_ref().is_none_or(|r| r == &e.run_id);
-                            if wanted && sees(&session.identity(), &e.owner)
-                                && !session.notify("runs.trace.event", &json!({"run_id": e.run_id, "record": e.record}))
-                            {
-                                break;
-                            }
-                        }
-                        Err(RecvError::Lagged(n)) => tracing::warn!(session = session.id, missed = n, "runs.trace.event subscriber lagged"),
-                        Err(RecvError::Closed) => break,
-                    }
-                }
-            }
-        });
+        let events = call.state.run_events.subscribe();
+        call.session
+            .forward(events, "runs.trace.event", move |session, e: RunEvent| {
+                let wanted = only.as_ref().is_none_or(|r| r == &e.run_id)
+                    && sees(&session.identity(), &e.owner);
+                wanted.then(|| json!({"run_id": e.run_id, "record": e.record}))
+            });
         Ok(json!({"subscribed": true}))
     })
 }
