@@ -226,17 +226,7 @@ impl Graph {
 mod tests {
     use super::*;
     use crate::fact::{FactInput, FactKind};
-
-    fn add(g: &mut Graph, id: &str, subject: &str, body: &str, kind: FactKind, now: u64) {
-        g.add_fact_at(
-            FactInput::new(subject, body)
-                .fact_id(id)
-                .kind(kind)
-                .validate()
-                .unwrap(),
-            now,
-        );
-    }
+    use crate::graph::test_support::add;
 
     #[test]
     fn jaccard_values() {

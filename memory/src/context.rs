@@ -242,18 +242,7 @@ impl Graph {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fact::FactInput;
-
-    fn add(g: &mut Graph, id: &str, subject: &str, body: &str, kind: FactKind, now: u64) {
-        g.add_fact_at(
-            FactInput::new(subject, body)
-                .fact_id(id)
-                .kind(kind)
-                .validate()
-                .unwrap(),
-            now,
-        );
-    }
+    use crate::graph::test_support::add;
 
     #[test]
     fn layers_come_in_order() {

@@ -395,3 +395,29 @@ mod tests {
             .contains("duplicate fact_id"));
     }
 }
+
+/// Test support shared by the unit tests of this crate's modules.
+#[cfg(test)]
+pub(crate) mod test_support {
+    use super::Graph;
+    use crate::fact::{FactInput, FactKind};
+
+    /// Adds a fact with a fixed id, kind and timestamp; panics on invalid input.
+    pub(crate) fn add(
+        g: &mut Graph,
+        id: &str,
+        subject: &str,
+        body: &str,
+        kind: FactKind,
+        now: u64,
+    ) {
+        g.add_fact_at(
+            FactInput::new(subject, body)
+                .fact_id(id)
+                .kind(kind)
+                .validate()
+                .unwrap(),
+            now,
+        );
+    }
+}
