@@ -49,8 +49,8 @@ impl ClientConfig {
     pub fn with_env(env: EnvSnapshot) -> Self {
         Self {
             overrides: Overrides::default(),
+            timeouts: TimeoutPolicy::with_env(&env),
             env,
-            timeouts: TimeoutPolicy::default(),
             client_version: format!("car-daemon-client/{}", car_proto::CAR_VERSION),
         }
     }

@@ -14,7 +14,10 @@
 //! - host token: the `host-token` file beside the token file (host-management calls only);
 //! - memory namespace: argument, else `CAR_MEMORY_NAMESPACE`; it rides on `session.auth`.
 //!
-//! Discovery runs at every connect, so a restarted daemon's fresh token is picked up.
+//! Discovery runs at every connect, so a restarted daemon's fresh token is picked up. The
+//! snapshot also carries `CAR_INFER_IDLE_MS`, which is not discovery but the inference idle
+//! window ([`crate::TimeoutPolicy::with_env`]); capturing it here keeps every environment
+//! read of the client in one place.
 
 use std::path::{Path, PathBuf};
 
@@ -36,6 +39,8 @@ pub struct EnvSnapshot {
     pub auth_token: Option<String>,
     /// `CAR_MEMORY_NAMESPACE`.
     pub memory_namespace: Option<String>,
+    /// `CAR_INFER_IDLE_MS`: the inference idle window (see [`crate::TimeoutPolicy::with_env`]).
+    pub infer_idle_ms: Option<String>,
     /// What token-file and socket path resolution reads (`CAR_HOME`, `XDG_RUNTIME_DIR`,
     /// `CAR_SERVER_SOCKET`, the home directory).
     pub paths: PathEnv,
@@ -49,6 +54,7 @@ impl EnvSnapshot {
             daemon_url: var("CAR_DAEMON_URL"),
             auth_token: var("CAR_AUTH_TOKEN"),
             memory_namespace: var("CAR_MEMORY_NAMESPACE"),
+            infer_idle_ms: var("CAR_INFER_IDLE_MS"),
             paths: PathEnv::from_process(),
         }
     }
@@ -60,6 +66,7 @@ impl EnvSnapshot {
             daemon_url: None,
             auth_token: None,
             memory_namespace: None,
+            infer_idle_ms: None,
             paths: PathEnv {
                 platform: Platform::current(),
                 home: None,

@@ -10,6 +10,13 @@
 //! - everything else: the daemon's handler deadline (default 30 min) + 30 s grace, so the
 //!   daemon's `-32004` always arrives before the client gives up (innermost reaps first).
 //!
+//! The idle window can be set from the environment: `CAR_INFER_IDLE_MS` (a positive
+//! integer of milliseconds) replaces the 60 s default for every client built from the
+//! environment, which is how the bindings (which all use `ClientConfig::from_env`) get it.
+//! Pair it with the daemon's `CAR_INFER_PROGRESS_MS`: the window must be longer than the
+//! daemon's heartbeat interval or long generations time out. A value that is not a positive
+//! integer is ignored with a warning naming the variable, and the default applies.
+//!
 //! The deadline class comes from the method table in `car-proto`; a method the table does
 //! not list yet falls back to its name for the two classes DECISIONS 15 names.
 
@@ -47,6 +54,32 @@ impl Default for TimeoutPolicy {
             handshake: Duration::from_secs(10),
             connect: Duration::from_secs(10),
         }
+    }
+}
+
+impl TimeoutPolicy {
+    /// The defaults, with `CAR_INFER_IDLE_MS` from `env` applied when it is valid.
+    pub fn with_env(env: &crate::discovery::EnvSnapshot) -> Self {
+        let mut policy = Self::default();
+        if let Some(raw) = env.infer_idle_ms.as_deref() {
+            match parse_positive_ms(raw) {
+                Some(window) => policy.infer_idle = window,
+                None => tracing::warn!(
+                    value = raw,
+                    default_ms = policy.infer_idle.as_millis() as u64,
+                    "CAR_INFER_IDLE_MS is not a positive integer of milliseconds; using the default"
+                ),
+            }
+        }
+        policy
+    }
+}
+
+/// `raw` as a positive number of milliseconds (surrounding whitespace allowed).
+fn parse_positive_ms(raw: &str) -> Option<Duration> {
+    match raw.trim().parse::<u64>() {
+        Ok(ms) if ms > 0 => Some(Duration::from_millis(ms)),
+        _ => None,
     }
 }
 
@@ -168,6 +201,31 @@ mod tests {
             wait_for("infer_stream", &json!({}), &p),
             Wait::Idle(Duration::from_millis(250))
         );
+    }
+
+    #[test]
+    fn the_idle_window_comes_from_car_infer_idle_ms() {
+        let mut env = crate::discovery::EnvSnapshot::with_car_home("/nonexistent");
+        assert_eq!(TimeoutPolicy::with_env(&env), TimeoutPolicy::default());
+        env.infer_idle_ms = Some(" 1500 ".into());
+        let policy = TimeoutPolicy::with_env(&env);
+        assert_eq!(policy.infer_idle, Duration::from_millis(1500));
+        assert_eq!(
+            TimeoutPolicy {
+                infer_idle: TimeoutPolicy::default().infer_idle,
+                ..policy
+            },
+            TimeoutPolicy::default(),
+            "only the idle window changes"
+        );
+        for bad in ["0", "-5", "1.5", "ten", "", "99999999999999999999999"] {
+            env.infer_idle_ms = Some(bad.into());
+            assert_eq!(
+                TimeoutPolicy::with_env(&env).infer_idle,
+                Duration::from_secs(60),
+                "{bad:?} falls back to the default"
+            );
+        }
     }
 
     #[test]
