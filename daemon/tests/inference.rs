@@ -6,6 +6,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use car_daemon_client::{Client, ClientConfig, EnvSnapshot, TimeoutPolicy};
+use car_test_harness::http_script::{Reply, Server};
 use common::*;
 use serde_json::{json, Value};
 
@@ -52,6 +53,31 @@ async fn daemon_with_models(args: &[&str]) -> (Daemon, Ws) {
     (d, ws)
 }
 
+/// Sends `infer_stream` and collects this call's `inference.stream.event` events (checking
+/// each carries the call's `request_id`) until its response, which is returned whole.
+async fn stream(ws: &mut Ws, params: Value) -> (Vec<Value>, Value) {
+    let id = ws.request("infer_stream", params).await;
+    let mut events = Vec::new();
+    loop {
+        let f = ws.recv_json().await;
+        if f["method"] == "inference.stream.event" {
+            assert_eq!(f["params"]["request_id"], json!(id), "{f}");
+            events.push(f["params"]["event"].clone());
+        } else if f["id"] == json!(id) {
+            return (events, f);
+        }
+    }
+}
+
+/// The concatenated `data` of the `text` events.
+fn text_of(events: &[Value]) -> String {
+    events
+        .iter()
+        .filter(|e| e["type"] == "text")
+        .map(|e| e["data"].as_str().unwrap())
+        .collect()
+}
+
 #[tokio::test]
 async fn infer_returns_coherent_text_with_usage_and_identity_and_seeds_repeat() {
     let _turn = SERIAL.lock().await;
@@ -85,23 +111,12 @@ async fn infer_returns_coherent_text_with_usage_and_identity_and_seeds_repeat() 
 async fn infer_stream_sends_pieces_that_concatenate_to_the_final_text() {
     let _turn = SERIAL.lock().await;
     let (_d, mut ws) = daemon_with_models(&[]).await;
-    let id = ws.request("infer_stream", json!({"model": "smol", "prompt": "Count from one to five in words.", "max_tokens": 32, "temperature": 0.0})).await;
-    let (mut pieces, mut kinds) = (String::new(), Vec::new());
-    let result = loop {
-        let f = ws.recv_json().await;
-        if f["method"] == "inference.stream.event" {
-            assert_eq!(f["params"]["request_id"], json!(id));
-            let event = &f["params"]["event"];
-            kinds.push(event["type"].as_str().unwrap().to_string());
-            if event["type"] == "text" {
-                pieces.push_str(event["data"].as_str().unwrap());
-            }
-        } else if f["id"] == json!(id) {
-            break f["result"].clone();
-        }
-    };
+    let (events, reply) = stream(&mut ws, json!({"model": "smol", "prompt": "Count from one to five in words.", "max_tokens": 32, "temperature": 0.0})).await;
+    let result = reply["result"].clone();
+    let kinds: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    let pieces = text_of(&events);
     assert!(
-        kinds.iter().filter(|k| *k == "text").count() >= 2,
+        kinds.iter().filter(|k| **k == "text").count() >= 2,
         "{kinds:?}"
     );
     assert_eq!(&kinds[kinds.len() - 2..], ["usage", "stop_reason"]);
@@ -369,4 +384,117 @@ async fn bad_models_and_requests_get_precise_errors() {
         Ws::authed(&d).await.call("server.schema", json!({})).await["result"].is_object(),
         "the daemon survived"
     );
+}
+
+/// Acceptance 7 through the daemon: a remote OpenAI-compatible model registered with
+/// `models.register {base_url, model, api_key_env}`, served by a scripted local HTTP server.
+/// A streamed generation survives a 429 (retried after its `Retry-After`), refusals in two
+/// forms become `-32007`, and a rejected key names its env var without ever showing the key.
+#[tokio::test]
+async fn a_remote_provider_streams_retries_and_refuses_through_the_daemon() {
+    const KEY_VAR: &str = "CAR_TEST_REMOTE_KEY";
+    const KEY: &str = "sk-daemon-test-secret-42";
+    let delta = |content: &str| json!({"choices": [{"index": 0, "delta": {"content": content}, "finish_reason": null}]});
+    let mut busy = Reply::json(429, json!({"error": {"message": "rate limited"}}));
+    busy.headers.push(("retry-after", "0".into()));
+    let server = Server::start(vec![
+        busy,
+        Reply::sse(
+            &[
+                delta("Hel"),
+                delta("lo"),
+                delta(" there"),
+                json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}),
+            ],
+            Duration::from_millis(5),
+        ),
+        Reply::sse(
+            &[json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "content_filter"}]})],
+            Duration::ZERO,
+        ),
+        Reply::json(
+            400,
+            json!({"error": {"code": "content_filter", "message": "blocked by policy", "type": "invalid_request_error"}}),
+        ),
+        Reply::json(
+            401,
+            json!({"error": {"message": format!("Incorrect API key provided: {KEY}")}}),
+        ),
+    ]);
+    let d = Daemon::builder().env(KEY_VAR, KEY).start();
+    let mut ws = Ws::authed(&d).await;
+    let r = ws.call("server.handshake", handshake_params()).await;
+    assert!(r["result"].is_object(), "{r}");
+    let r = ws
+        .call(
+            "models.register",
+            json!({"id": "remote", "base_url": format!("{}/v1", server.base_url), "model": "gpt-test", "api_key_env": KEY_VAR}),
+        )
+        .await;
+    assert!(r["result"].is_object(), "{r}");
+    let listed = ws.call("models.list", json!({})).await;
+    assert!(
+        listed["result"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["id"] == "remote"),
+        "{listed}"
+    );
+    assert!(!listed.to_string().contains(KEY), "{listed}");
+
+    // Streaming, through a 429.
+    let (events, reply) = stream(
+        &mut ws,
+        json!({"model": "remote", "prompt": "say hello", "max_tokens": 20}),
+    )
+    .await;
+    let result = &reply["result"];
+    let texts: Vec<&str> = events
+        .iter()
+        .filter(|e| e["type"] == "text")
+        .map(|e| e["data"].as_str().unwrap())
+        .collect();
+    assert_eq!(texts, ["Hel", "lo", " there"], "{events:?}");
+    assert_eq!(result["text"], "Hello there", "{reply}");
+    assert_eq!(result["model_used"], "remote", "{reply}");
+    assert_eq!(
+        events.last().map(|e| e["type"].clone()),
+        Some(json!("stop_reason")),
+        "{events:?}"
+    );
+    let seen = server.requests();
+    assert_eq!(seen.len(), 2, "the 429 was retried once");
+    for r in &seen {
+        assert_eq!(r.path, "/v1/chat/completions");
+        assert_eq!(r.authorization.as_deref(), Some(&*format!("Bearer {KEY}")));
+        assert_eq!(r.body["model"], "gpt-test");
+        assert_eq!(r.body["stream"], true);
+    }
+
+    // Refusals: a `content_filter` finish and a provider error coded `content_filter`.
+    for needle in ["content refused", "blocked by policy"] {
+        let r = ws
+            .call(
+                "infer",
+                json!({"model": "remote", "prompt": "something refused"}),
+            )
+            .await;
+        assert_eq!(code(&r), -32007, "{r}");
+        assert!(message(&r).contains(needle), "{r}");
+    }
+
+    // A rejected key: the message names the variable, never the key (nor does the log).
+    let r = ws
+        .call("infer", json!({"model": "remote", "prompt": "hi"}))
+        .await;
+    assert_eq!(code(&r), -32603, "{r}");
+    assert!(message(&r).contains(KEY_VAR), "{r}");
+    assert!(!r.to_string().contains(KEY), "{r}");
+    assert_eq!(
+        server.requests().len(),
+        5,
+        "401 and refusals are not retried"
+    );
+    assert!(!d.stderr().contains(KEY), "the key leaked into the log");
 }

@@ -172,7 +172,18 @@ impl RemoteClient {
         };
         let mut assembler = TextAssembler::new(&request.stop);
         match on_piece {
-            Some(cb) => read_stream(response, &mut assembler, cancel, started, cb),
+            Some(cb) if !answers_json(&response) => {
+                read_stream(response, &mut assembler, cancel, started, cb)
+            }
+            // Some OpenAI-compatible servers ignore `stream: true` and answer in one JSON
+            // body: take it whole and deliver its text as a single piece.
+            Some(cb) => {
+                let out = read_whole(response, &mut assembler, started)?;
+                if !out.text.is_empty() {
+                    let _ = cb(&out.text);
+                }
+                Ok(out)
+            }
             None => read_whole(response, &mut assembler, started),
         }
     }
@@ -454,6 +465,19 @@ fn read_whole(
         },
         time_to_first_token_ms: Some(started.elapsed().as_millis() as u64),
     })
+}
+
+/// Whether the response declares a JSON body (rather than an event stream).
+fn answers_json(response: &Response<Body>) -> bool {
+    response
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.trim_start()
+                .to_ascii_lowercase()
+                .starts_with("application/json")
+        })
 }
 
 fn read_stream(

@@ -1,157 +1,16 @@
 //! The remote OpenAI-compatible provider against a scripted local HTTP server.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
-use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use car_inference::{
-    CancelToken, EngineConfig, ErrorKind, GenerateRequest, InferenceEngine, InferenceError,
-    RegisterRequest, RemoteConfig, StopReason, StreamControl,
+    CancelToken, EngineConfig, ErrorKind, GenerateRequest, GenerateResult, InferenceEngine,
+    InferenceError, RegisterRequest, RemoteConfig, StopReason, StreamControl,
 };
+use car_test_harness::http_script::{Reply, Server};
 use serde_json::{json, Value};
 
 const KEY_VAR: &str = "CAR_TEST_REMOTE_KEY";
 const KEY: &str = "sk-test-secret-123";
-
-/// One scripted response: status, extra headers, and body chunks written with a pause
-/// before each (a streamed body has no Content-Length and ends when the socket closes).
-struct Reply {
-    status: u16,
-    headers: Vec<(&'static str, String)>,
-    chunks: Vec<(Duration, Vec<u8>)>,
-    streamed: bool,
-}
-
-impl Reply {
-    fn json(status: u16, body: Value) -> Self {
-        Self {
-            status,
-            headers: vec![("content-type", "application/json".into())],
-            chunks: vec![(Duration::ZERO, body.to_string().into_bytes())],
-            streamed: false,
-        }
-    }
-
-    fn sse(events: &[Value], pause: Duration) -> Self {
-        let mut chunks: Vec<(Duration, Vec<u8>)> = events
-            .iter()
-            .map(|e| (pause, format!("data: {e}\n\n").into_bytes()))
-            .collect();
-        chunks.push((pause, b"data: [DONE]\n\n".to_vec()));
-        Self {
-            status: 200,
-            headers: vec![("content-type", "text/event-stream".into())],
-            chunks,
-            streamed: true,
-        }
-    }
-}
-
-#[derive(Debug, Clone)]
-struct Recorded {
-    path: String,
-    authorization: Option<String>,
-    body: Value,
-}
-
-struct Server {
-    base_url: String,
-    requests: Arc<Mutex<Vec<Recorded>>>,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl Server {
-    /// Serves `replies` in order, one connection each.
-    fn start(replies: Vec<Reply>) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let base_url = format!("http://{}", listener.local_addr().unwrap());
-        let requests = Arc::new(Mutex::new(Vec::new()));
-        let recorded = Arc::clone(&requests);
-        let thread = std::thread::spawn(move || {
-            for reply in replies {
-                let Ok((stream, _)) = listener.accept() else {
-                    return;
-                };
-                let mut reader = BufReader::new(stream.try_clone().unwrap());
-                let mut request_line = String::new();
-                reader.read_line(&mut request_line).unwrap();
-                let path = request_line
-                    .split_whitespace()
-                    .nth(1)
-                    .unwrap_or_default()
-                    .to_owned();
-                let mut length = 0usize;
-                let mut authorization = None;
-                loop {
-                    let mut line = String::new();
-                    reader.read_line(&mut line).unwrap();
-                    let line = line.trim_end();
-                    if line.is_empty() {
-                        break;
-                    }
-                    let (name, value) = line.split_once(':').unwrap();
-                    match name.to_ascii_lowercase().as_str() {
-                        "content-length" => length = value.trim().parse().unwrap(),
-                        "authorization" => authorization = Some(value.trim().to_owned()),
-                        _ => {}
-                    }
-                }
-                let mut body = vec![0u8; length];
-                reader.read_exact(&mut body).unwrap();
-                recorded.lock().unwrap().push(Recorded {
-                    path,
-                    authorization,
-                    body: serde_json::from_slice(&body).unwrap_or(Value::Null),
-                });
-                let mut out = stream;
-                let mut head = format!(
-                    "HTTP/1.1 {} Scripted\r\nconnection: close\r\n",
-                    reply.status
-                );
-                for (k, v) in &reply.headers {
-                    head.push_str(&format!("{k}: {v}\r\n"));
-                }
-                if !reply.streamed {
-                    let len: usize = reply.chunks.iter().map(|(_, c)| c.len()).sum();
-                    head.push_str(&format!("content-length: {len}\r\n"));
-                }
-                head.push_str("\r\n");
-                if out.write_all(head.as_bytes()).is_err() {
-                    continue;
-                }
-                for (pause, chunk) in reply.chunks {
-                    std::thread::sleep(pause);
-                    if out.write_all(&chunk).and_then(|()| out.flush()).is_err() {
-                        break;
-                    }
-                }
-            }
-        });
-        Self {
-            base_url,
-            requests,
-            thread: Some(thread),
-        }
-    }
-
-    fn requests(&self) -> Vec<Recorded> {
-        self.requests.lock().unwrap().clone()
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        // Only join when the script ran to completion; a test that failed early must not
-        // hang waiting for connections that never come.
-        if let Some(t) = self.thread.take() {
-            if t.is_finished() {
-                let _ = t.join();
-            }
-        }
-    }
-}
 
 /// An engine with the remote model registered as `remote` and its key in `CAR_HOME/env`.
 fn engine(server: &Server, max_retries: u32) -> (tempfile::TempDir, InferenceEngine) {
@@ -187,6 +46,24 @@ fn request() -> GenerateRequest {
         stop: vec!["STOP".into()],
         ..Default::default()
     }
+}
+
+/// `request()` with a stream callback: the result and the pieces the callback received.
+fn stream(engine: &InferenceEngine) -> (GenerateResult, Vec<String>) {
+    let mut pieces = Vec::new();
+    let mut cb = |p: &str| {
+        pieces.push(p.to_owned());
+        StreamControl::Continue
+    };
+    let out = engine
+        .generate(
+            Some("remote"),
+            &request(),
+            &CancelToken::new(),
+            Some(&mut cb),
+        )
+        .unwrap();
+    (out, pieces)
 }
 
 fn completion(content: &str, finish: &str) -> Value {
@@ -246,19 +123,7 @@ fn streaming_chat_delivers_pieces() {
     events.push(json!({"choices": [], "usage": {"prompt_tokens": 7, "completion_tokens": 4}}));
     let server = Server::start(vec![Reply::sse(&events, Duration::from_millis(10))]);
     let (_home, engine) = engine(&server, 0);
-    let mut pieces = Vec::new();
-    let mut cb = |p: &str| {
-        pieces.push(p.to_owned());
-        StreamControl::Continue
-    };
-    let out = engine
-        .generate(
-            Some("remote"),
-            &request(),
-            &CancelToken::new(),
-            Some(&mut cb),
-        )
-        .unwrap();
+    let (out, pieces) = stream(&engine);
     assert_eq!(out.text, "Hello, world");
     assert!(pieces.len() >= 2, "{pieces:?}");
     assert_eq!(pieces.concat(), out.text);
@@ -281,22 +146,21 @@ fn stop_sequences_are_enforced_locally_on_streams() {
         .collect();
     let server = Server::start(vec![Reply::sse(&events, Duration::ZERO)]);
     let (_home, engine) = engine(&server, 0);
-    let mut streamed = String::new();
-    let mut cb = |p: &str| {
-        streamed.push_str(p);
-        StreamControl::Continue
-    };
-    let out = engine
-        .generate(
-            Some("remote"),
-            &request(),
-            &CancelToken::new(),
-            Some(&mut cb),
-        )
-        .unwrap();
+    let (out, pieces) = stream(&engine);
     assert_eq!(out.text, "one two ");
-    assert_eq!(streamed, out.text);
+    assert_eq!(pieces.concat(), out.text);
     assert_eq!(out.stop_reason, StopReason::StopSequence);
+}
+
+#[test]
+fn a_streamed_request_answered_with_one_json_body_still_streams_its_text() {
+    let server = Server::start(vec![Reply::json(200, completion("All at once.", "stop"))]);
+    let (_home, engine) = engine(&server, 0);
+    let (out, pieces) = stream(&engine);
+    assert_eq!(out.text, "All at once.");
+    assert_eq!(pieces, ["All at once."]);
+    assert_eq!(out.stop_reason, StopReason::Stop);
+    assert_eq!(server.requests()[0].body["stream"], true);
 }
 
 /// Acceptance 7: a 429 is retried after its Retry-After (capped), then succeeds.

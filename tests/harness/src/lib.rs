@@ -1,6 +1,7 @@
 //! Test support shared by the workspace's Rust test suites: start a real `car-server`
 //! process on an ephemeral port with a temporary `CAR_HOME`, wait until it is ready, and
-//! stop it by signal or kill.
+//! stop it by signal or kill. Also a scripted HTTP server standing in for remote model
+//! providers ([`http_script`]) and the benchmarks' shared settings ([`bench`]).
 //!
 //! The daemon announces readiness through `--ready-file`: a JSON object
 //! `{pid, port, ws_url, socket, primary}` written atomically once both listeners are bound.
@@ -9,6 +10,9 @@
 //!
 //! The child inherits none of the caller's `CAR_*`, `XDG_RUNTIME_DIR` or token variables,
 //! so a developer's own daemon settings cannot leak into a test.
+
+pub mod bench;
+pub mod http_script;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
