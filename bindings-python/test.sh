@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the Python package and runs its whole suite against real car-server daemons:
-# the mypy --strict check, pytest (API, calls, callbacks, resilience, examples) and the
-# benchmark. Idempotent: the venv and its tools are installed once per target dir.
+# the mypy --strict check, pytest (API, calls, callbacks, resilience, inference with the
+# test model, examples) and the benchmark. Idempotent: the venv and its tools are
+# installed once per target dir.
 #
 #   bindings-python/test.sh            everything
 #   CAR_PY_BENCH_CALLS=N               calls per benchmark series (default 2000)
@@ -44,6 +45,15 @@ if [ ! -x "$venv/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$tools" ];
 fi
 export PATH="$venv/bin:$PATH"
 export VIRTUAL_ENV="$venv"
+
+step "test model"
+# scripts/test exports it; standalone runs fetch it (cached after the first time). The
+# inference tests fail, not skip, without it.
+if [ -z "${CAR_TEST_GGUF:-}" ]; then
+  eval "$("$root/scripts/fetch-models")"
+fi
+export CAR_TEST_GGUF
+echo "CAR_TEST_GGUF=$CAR_TEST_GGUF"
 
 step "car-server"
 # scripts/test has already built the whole workspace; building `-p car-server` alone would

@@ -14,7 +14,7 @@ use std::time::Duration;
 use car_daemon_client::{
     BlockingClient, CallOptions, ClientConfig, HandlerError, ToolCall, ToolCancel,
 };
-use pyo3::exceptions::PyValueError;
+use pyo3::exceptions::{PyException, PyValueError};
 use pyo3::prelude::*;
 use serde_json::Value;
 use tokio::runtime::Handle;
@@ -22,7 +22,7 @@ use tokio::runtime::Handle;
 use crate::errors::guard_panics;
 use crate::hub::{Hub, Kind, Target};
 use crate::process::{self, lock};
-use crate::wait::wait;
+use crate::wait::{wait, wait_streaming};
 
 type Callbacks = HashMap<String, Arc<Py<PyAny>>>;
 
@@ -194,6 +194,63 @@ impl NativeClient {
                 client.client().call_with(&method, params, options).await
             })?;
             Ok(value.to_string())
+        })
+    }
+
+    /// Calls a streaming method (`infer_stream`): `on_event(params_json)` gets each of
+    /// this call's `inference.stream.event` params, in order, on this thread, all before
+    /// the result JSON is returned. The wait is detached; the thread re-attaches only to
+    /// run `on_event` (see `wait`), never on a tokio thread or with a lock held.
+    ///
+    /// When `on_event` raises an `Exception`, later events of the call are not delivered,
+    /// the call still runs to completion (the binding cannot stop the daemon's work, and
+    /// abandoning it would leave the generation running unobserved), and the exception is
+    /// then raised here in place of the call's outcome. A `BaseException` that is not an
+    /// `Exception` (`KeyboardInterrupt`, `SystemExit`) abandons the call at once, as
+    /// Ctrl-C during the wait does, and is raised.
+    #[pyo3(signature = (method, params_json, on_event, timeout_s=None))]
+    fn call_streaming(
+        &self,
+        py: Python<'_>,
+        method: String,
+        params_json: &str,
+        on_event: Py<PyAny>,
+        timeout_s: Option<f64>,
+    ) -> PyResult<String> {
+        guard_panics(|| {
+            let params = parse_json("params_json", params_json)?;
+            let options = Self::options(timeout_s)?;
+            let (client, handle, _) = self.current(py)?;
+            let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+            let call = async move {
+                client
+                    .client()
+                    .call_streaming(&method, params, options, move |event| {
+                        // The receiver lives until the wait ends; a send only fails after
+                        // the call was abandoned, when nobody wants the event.
+                        let _ = tx.send(event);
+                    })
+                    .await
+            };
+            let mut raised: Option<PyErr> = None;
+            let mut deliver = |py: Python<'_>, event: Value| -> PyResult<()> {
+                if raised.is_some() {
+                    return Ok(());
+                }
+                match on_event.call1(py, (event.to_string(),)) {
+                    Ok(_) => Ok(()),
+                    Err(e) if e.is_instance_of::<PyException>(py) => {
+                        raised = Some(e);
+                        Ok(())
+                    }
+                    Err(e) => Err(e),
+                }
+            };
+            let outcome = wait_streaming(py, &handle, call, rx, &mut deliver);
+            if let Some(e) = raised {
+                return Err(e);
+            }
+            Ok(outcome?.to_string())
         })
     }
 

@@ -2,14 +2,16 @@
 //!
 //! A translation layer around `car-daemon-client` and nothing else: JSON strings in and
 //! out, client errors mapped to the package's exception classes, Python callbacks run on
-//! Python-owned worker threads. The idiomatic API (`CarRuntime`, one- or two-argument
-//! tool functions, context managers) lives in the `.py` files next to this module.
+//! Python-owned worker threads (a streaming call's events on the thread that made it).
+//! The idiomatic API (`CarRuntime`, one- or two-argument tool functions, context managers)
+//! lives in the `.py` files next to this module.
 //!
 //! - `client`: `NativeClient`, calls and handler registration, rebuilt after `fork()`;
 //! - `hub`: the queue that hands daemon callbacks to Python worker threads, and the
 //!   process-wide tool handlers;
 //! - `process`: the per-process tokio runtime and hub, keyed by pid;
-//! - `wait`: blocking with the GIL released and Ctrl-C honoured;
+//! - `wait`: blocking with the GIL released and Ctrl-C honoured, and handing a streaming
+//!   call's events to Python on the waiting thread;
 //! - `errors`: `Error` ↔ exception translation and panic containment.
 
 mod client;

@@ -28,11 +28,18 @@ def car_server_binary() -> Path:
 
 
 class Daemon:
-    """One car-server process over a CAR_HOME; restartable on the same home."""
+    """One car-server process over a CAR_HOME; restartable on the same home. `extra_env`
+    is added to the daemon's environment (e.g. `CAR_INFER_PROGRESS_MS`)."""
 
-    def __init__(self, home: Path, debug_methods: bool = True) -> None:
+    def __init__(
+        self,
+        home: Path,
+        debug_methods: bool = True,
+        extra_env: Optional[Dict[str, str]] = None,
+    ) -> None:
         self.home = home
         self.debug_methods = debug_methods
+        self.extra_env = dict(extra_env or {})
         self.proc: Optional[subprocess.Popen[bytes]] = None
         self.ready: Dict[str, Any] = {}
         self.starts = 0
@@ -63,6 +70,7 @@ class Daemon:
             args.append("--debug-methods")
         env = self.env()
         env["CAR_LOG"] = "info"
+        env.update(self.extra_env)
         log = open(self.home / f"daemon-{self.starts}.log", "wb")
         self.proc = subprocess.Popen(args, env=env, stdout=log, stderr=log)
         log.close()

@@ -24,6 +24,13 @@ class NativeClient:
         memory_namespace: Optional[str] = None,
     ) -> None: ...
     def call(self, method: str, params_json: str, timeout_s: Optional[float] = None) -> str: ...
+    def call_streaming(
+        self,
+        method: str,
+        params_json: str,
+        on_event: Callable[[str], None],
+        timeout_s: Optional[float] = None,
+    ) -> str: ...
     def call_host_management(self, method: str, params_json: str) -> str: ...
     def execute_proposal(
         self,

@@ -4,7 +4,8 @@ Every member is a thin call through the native client: structured results come b
 JSON strings (decode them with `json.loads`), counts as `int`, flags as `bool`. Calls
 block the calling thread with the GIL released, may be made from any number of threads
 at once, and may be made from inside a callback. Callbacks run on the worker threads of
-`_callbacks`, never on the native module's own threads.
+`_callbacks`, never on the native module's own threads; `infer_stream`'s `on_event` runs
+on the thread that called `infer_stream`.
 """
 
 from __future__ import annotations
@@ -105,7 +106,6 @@ class CarRuntime(GeneratedMethods):
         ns = memory_namespace if memory_namespace is not None else get_memory_namespace()
         _callbacks.POOL.ensure_started()
         self._native = _native.NativeClient(url, token, ns)
-        self._stream_lock = threading.Lock()
 
     def __repr__(self) -> str:
         state = "closed" if self._native.closed else "open"
@@ -410,9 +410,21 @@ class CarRuntime(GeneratedMethods):
         model: Optional[str] = None,
         max_tokens: Optional[int] = None,
     ) -> str:
-        """Streams `{type: "text"|"usage"|"stop_reason", …}` events to `on_event`, then
-        `{type: "done"}`; returns the final result JSON. One stream at a time per
-        runtime (the events carry no per-call routing the client could use)."""
+        """Generates like `infer_tracked`, streaming this call's events to
+        `on_event(event_json)` as they arrive: `{type: "text", data}` pieces, then
+        `{type: "usage", …}` and `{type: "stop_reason", data}`, then a final
+        `{type: "done"}`; returns the final result JSON.
+
+        `on_event` runs on the calling thread, one event at a time in order, all before
+        this returns. Any number of streams may run at once on one runtime (from several
+        threads); each gets only its own events.
+
+        If `on_event` raises an `Exception`, it gets no further events (nor `done`), the
+        generation still runs to completion, and then the exception is raised from here
+        in place of the result. `KeyboardInterrupt` (or another `BaseException` that is
+        not an `Exception`) abandons the call at once and is raised, as Ctrl-C during
+        the wait does.
+        """
         if not callable(on_event):
             raise TypeError(f"on_event must be callable, got {type(on_event).__name__}")
 
@@ -421,14 +433,9 @@ class CarRuntime(GeneratedMethods):
             if event is not None:
                 on_event(json.dumps(event))
 
-        with self._stream_lock:
-            self._native.register_notification_handler("inference.stream.event", forward)
-            try:
-                result = self._call(
-                    "infer_stream", {"prompt": prompt, "model": model, "max_tokens": max_tokens}
-                )
-            finally:
-                self._native.unregister_notification_handler("inference.stream.event")
+        params = {"prompt": prompt, "model": model, "max_tokens": max_tokens}
+        sent = {k: v for k, v in params.items() if v is not None}
+        result = self._native.call_streaming("infer_stream", json.dumps(sent), forward, None)
         on_event(json.dumps({"type": "done"}))
         return result
 
