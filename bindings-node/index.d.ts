@@ -216,7 +216,21 @@ export declare class CarRuntime {
     toolsJson?: string | null,
     messagesJson?: string | null,
   ): Promise<string>
-  inferStream(prompt: string, onEvent: (eventJson: string) => void, model?: string | null, maxTokens?: number | null): Promise<string>
+  /**
+   * Streams a generation. `onEvent` gets each event as JSON, in order: `{type:"text",data}`,
+   * `{type:"usage",prompt_tokens,completion_tokens}`, `{type:"stop_reason",data}`, then the
+   * client-side `{type:"done"}` last; resolves to the result JSON (as `inferTracked`).
+   * Every `onEvent` call has run (and any Promise it returned has settled) before the
+   * Promise settles. Concurrent streams on one runtime each get only their own events.
+   * If `onEvent` throws (or its Promise rejects), it is not called again (no `done`), the
+   * generation still runs to its end, and the Promise rejects with that error.
+   */
+  inferStream(
+    prompt: string,
+    onEvent: (eventJson: string) => void | Promise<void>,
+    model?: string | null,
+    maxTokens?: number | null,
+  ): Promise<string>
   embed(texts: string[], model?: string | null): Promise<string>
   classify(text: string, labels: string[], model?: string | null): Promise<string>
   listModels(): Promise<string>

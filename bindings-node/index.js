@@ -9,7 +9,15 @@
 const native = require('./native.js')
 const { GENERATED_METHODS, installGenerated } = require('./generated.js')
 const errors = require('./lib/errors.js')
-const { describe, requireFunction, wrapListener, wrapRequestHandler, wrapToolFunction } = require('./lib/callbacks.js')
+const {
+  describe,
+  reportListenerError,
+  requireFunction,
+  streamSink,
+  wrapListener,
+  wrapRequestHandler,
+  wrapToolFunction,
+} = require('./lib/callbacks.js')
 
 const { CarError, TerminalToolError, translateError } = errors
 
@@ -97,15 +105,8 @@ function getMemoryNamespace() {
   return defaultMemoryNamespace
 }
 
-/** Waits `ms` or until `check()` holds, whichever is first. */
-async function waitUntil(check, ms) {
-  const deadline = Date.now() + ms
-  while (!check() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5))
-}
-
 class CarRuntime {
   #native
-  #streamQueue = Promise.resolve()
 
   /**
    * @param {{url?: string, token?: string, memoryNamespace?: string}} [options]
@@ -424,13 +425,16 @@ class CarRuntime {
   /**
    * Streams a generation: `onEvent(eventJson)` gets `{type:"text",data}`, `{type:"usage",…}`,
    * `{type:"stop_reason",data}` and finally `{type:"done"}`; resolves to the result JSON.
-   * Streams on one runtime run one at a time (events carry no per-stream route the
-   * binding can see), so use one runtime per concurrent stream.
+   * Every `onEvent` call has run (and any Promise it returned has settled) before the
+   * Promise settles. Concurrent streams on one runtime each get only their own events.
+   * If `onEvent` throws (or its Promise rejects), it is not called again (no `done`), the
+   * generation still runs to its end, and the Promise rejects with that error.
    */
   inferStream(prompt, onEvent, model = undefined, maxTokens = undefined) {
     let body
+    let sink
     try {
-      requireFunction(onEvent, 'onEvent')
+      sink = streamSink(onEvent, 'onEvent')
       body = params({
         prompt: requireString('prompt', prompt),
         model: optionalString('model', model),
@@ -439,28 +443,25 @@ class CarRuntime {
     } catch (err) {
       return Promise.reject(err)
     }
-    const run = async () => {
-      let stopped = false
-      const emit = wrapListener(onEvent, 'onEvent')
-      this.registerDaemonNotificationHandler('inference.stream.event', (p) => {
-        const event = JSON.parse(p).event
-        if (event && event.type === 'stop_reason') stopped = true
-        emit(JSON.stringify(event))
-      })
-      try {
-        const result = await this.daemonCall('infer_stream', body)
-        // The daemon sends `stop_reason` before its answer, but notifications reach JS on
-        // their own queue: give the tail a moment to land before `done`.
-        await waitUntil(() => stopped, 1000)
-        emit(JSON.stringify({ type: 'done' }))
-        return result
-      } finally {
-        this.unregisterDaemonNotificationHandler('inference.stream.event')
-      }
+    return this.#stream('infer_stream', body, sink)
+  }
+
+  /** Runs one streaming call whose events go to `sink` (see `streamSink`). */
+  async #stream(method, body, sink) {
+    let result
+    try {
+      // Settles only after `sink.forward` has run for every event of this call.
+      result = await this.#native.callStreaming(method, body, sink.forward)
+    } catch (err) {
+      await sink.settled()
+      if (sink.failure !== null) reportListenerError('onEvent', sink.failure.error)
+      throw translateError(err)
     }
-    const next = this.#streamQueue.then(run, run)
-    this.#streamQueue = next.then(() => undefined, () => undefined)
-    return next
+    await sink.settled()
+    sink.deliver({ type: 'done' })
+    await sink.settled()
+    if (sink.failure !== null) throw sink.failure.error
+    return result
   }
 
   async embed(texts, model = undefined) {

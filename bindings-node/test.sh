@@ -6,8 +6,11 @@
 #
 # Uses ${CARGO_TARGET_DIR:-<repo>/target} for every cargo build and the daemon at
 # $CARGO_TARGET_DIR/debug/car-server (built here when missing or stale). npm packages are
-# fetched once by `npm install` (pinned by package-lock.json); nothing is downloaded while the
-# tests run. Idempotent: a second run reuses node_modules and cargo's incremental builds.
+# fetched once by `npm install` (pinned by package-lock.json); the inference tests need the
+# test model `CAR_TEST_GGUF` (scripts/test exports it; otherwise scripts/fetch-models is run
+# here, which downloads it once into its cache). Nothing is downloaded while the tests run.
+# Idempotent: a second run reuses node_modules, the model cache and cargo's incremental
+# builds.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -47,6 +50,13 @@ if [ "${CAR_SERVER_PREBUILT:-}" != 1 ]; then
   timed cargo build -p car-server --locked --quiet
 fi
 export CAR_SERVER_BIN="$CARGO_TARGET_DIR/debug/car-server"
+
+step "test model"
+if [ -z "${CAR_TEST_GGUF:-}" ]; then
+  eval "$("$root/scripts/fetch-models")"
+fi
+export CAR_TEST_GGUF
+echo "CAR_TEST_GGUF=$CAR_TEST_GGUF"
 
 cd "$here"
 step "npm install"

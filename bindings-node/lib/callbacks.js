@@ -7,7 +7,9 @@
 // returned something that is not a string. Rust awaits that Promise and answers the daemon,
 // so an async handler is awaited and a throwing one produces an error reply, never a crash.
 // A notification listener is wrapped so a throw (or a rejected Promise) is reported as a
-// process warning instead of becoming an uncaught exception.
+// process warning instead of becoming an uncaught exception. A stream's event callback
+// (`inferStream`'s `onEvent`) is wrapped by `streamSink`, which keeps its first failure for
+// the stream's Promise to reject with.
 
 const { TerminalToolError } = require('./errors.js')
 
@@ -87,4 +89,53 @@ function wrapListener(fn, what) {
   }
 }
 
-module.exports = { describe, requireFunction, wrapListener, wrapRequestHandler, wrapToolFunction }
+/**
+ * The JavaScript end of one streaming call (`src/runtime.rs` `callStreaming`).
+ *
+ * `forward(paramsJson)` is what the native layer calls, in order, with each of the call's
+ * `inference.stream.event` params and finally `null` (the end-of-stream marker the native
+ * call waits for before it settles); it never throws. Each notification's `event` object is
+ * handed to `onEvent(eventJson)`; `deliver(event)` hands it a client-side event (`done`).
+ * The first failure of `onEvent` (a throw, or a rejection of the Promise it returned) is
+ * kept in `failure` and `onEvent` is not called again. `settled()` resolves once every
+ * Promise `onEvent` returned has settled.
+ */
+function streamSink(onEvent, what) {
+  requireFunction(onEvent, what)
+  let failure = null
+  const pending = []
+  const fail = (error) => {
+    if (failure === null) failure = { error }
+  }
+  const deliver = (event) => {
+    if (failure !== null) return
+    try {
+      const out = onEvent(JSON.stringify(event))
+      if (out && typeof out.then === 'function') pending.push(Promise.resolve(out).then(undefined, fail))
+    } catch (err) {
+      fail(err)
+    }
+  }
+  return {
+    forward(paramsJson) {
+      if (paramsJson === null) return
+      let event
+      try {
+        event = JSON.parse(paramsJson).event
+      } catch (err) {
+        fail(err)
+        return
+      }
+      if (event !== undefined && event !== null) deliver(event)
+    },
+    deliver,
+    async settled() {
+      while (pending.length > 0) await Promise.all(pending.splice(0))
+    },
+    get failure() {
+      return failure
+    },
+  }
+}
+
+module.exports = { describe, reportListenerError, requireFunction, streamSink, wrapListener, wrapRequestHandler, wrapToolFunction }

@@ -12,6 +12,9 @@
 //!   handlers and handlers that throw both yield a JSON-RPC reply, never a crash;
 //! - notification listeners are queued non-blocking; the ThreadsafeFunction queue is FIFO,
 //!   so they run in arrival order on the JS thread;
+//! - a streaming call's event listener is queued the same way, and the call settles only
+//!   after a final `null` sent through the same queue has run in JS ([`flush_stream`]), so
+//!   every event has reached JS before the call's Promise settles;
 //! - the process-wide tool handler and tool-cancel listener live in statics read under a
 //!   lock only long enough to clone the `Arc` out; no JS runs under a Rust lock.
 
@@ -27,6 +30,10 @@ use serde_json::Value;
 pub type JsHandler = ThreadsafeFunction<String, Promise<String>, String, Status, false, true>;
 /// A JS notification listener: `(paramsJson) => void` (wrapped by `index.js`, never throws).
 pub type JsListener = ThreadsafeFunction<String, Unknown<'static>, String, Status, false, true>;
+/// A streaming call's event listener: `(eventParamsJson | null) => void`, where `null` marks
+/// the end of the stream (wrapped by `index.js`, never throws).
+pub type JsStreamListener =
+    ThreadsafeFunction<Option<String>, (), Option<String>, Status, false, true>;
 
 /// The code sent back when the daemon calls a tool and no tool handler is registered.
 const NO_HANDLER_CODE: i64 = -32601;
@@ -51,6 +58,25 @@ pub fn notify(listener: &JsListener, method: &str, params_json: String) {
     let status = listener.call(params_json, ThreadsafeFunctionCallMode::NonBlocking);
     if status != Status::Ok {
         tracing::debug!(%method, ?status, "notification not delivered to javascript");
+    }
+}
+
+/// Queues one stream event for a JS listener without waiting for it to run.
+pub fn stream_event(listener: &JsStreamListener, method: &str, params_json: String) {
+    let status = listener.call(Some(params_json), ThreadsafeFunctionCallMode::NonBlocking);
+    if status != Status::Ok {
+        tracing::debug!(%method, ?status, "stream event not delivered to javascript");
+    }
+}
+
+/// Sends the end-of-stream marker (`null`) through the listener's queue and waits
+/// (asynchronously) until it has run in JS. The queue is FIFO, so every event queued before
+/// it by [`stream_event`] has run by then.
+pub async fn flush_stream(listener: &JsStreamListener, method: &str) {
+    // Fails only when the listener cannot run any more (the environment is shutting down),
+    // and then no queued event would run either.
+    if let Err(e) = listener.call_async_catch(None).await {
+        tracing::debug!(%method, error = %e, "end of stream not delivered to javascript");
     }
 }
 

@@ -1,12 +1,12 @@
 //! `NativeRuntime`: one `car-daemon-client` [`Client`] exposed to JavaScript.
 //!
 //! This module owns the class `index.js` wraps as `CarRuntime`: construction from explicit
-//! settings over the environment, the generic bridge (`call`, `callHostManagement`), handler
-//! registration, `executeProposal`, `disconnect` and `close`. It parses and validates JSON
-//! arguments, maps errors through [`crate::errors`] and hands JS functions to
-//! [`crate::callbacks`]; it holds no protocol logic. Every client starts with the
-//! process-wide tool handler and tool-cancel listener wired in, so `registerToolHandler`
-//! serves every runtime, including ones created earlier.
+//! settings over the environment, the generic bridge (`call`, `callStreaming`,
+//! `callHostManagement`), handler registration, `executeProposal`, `disconnect` and
+//! `close`. It parses and validates JSON arguments, maps errors through [`crate::errors`]
+//! and hands JS functions to [`crate::callbacks`]; it holds no protocol logic. Every client
+//! starts with the process-wide tool handler and tool-cancel listener wired in, so
+//! `registerToolHandler` serves every runtime, including ones created earlier.
 //!
 //! `#[napi]` expands to unsafe FFI glue, hence the module-level `allow(unsafe_code)`; no
 //! hand-written code here is unsafe.
@@ -19,7 +19,7 @@ use std::time::Duration;
 use car_daemon_client::{CallOptions, Client, ClientConfig, ToolCall};
 use napi_derive::napi;
 
-use crate::callbacks::{self, JsHandler, JsListener};
+use crate::callbacks::{self, JsHandler, JsListener, JsStreamListener};
 use crate::errors::{client_error, invalid_argument, parse_json};
 
 /// Names registered through this runtime, so `close()` can release their JS functions.
@@ -121,6 +121,32 @@ impl NativeRuntime {
             .await
             .map_err(client_error)?;
         Ok(result.to_string())
+    }
+
+    /// Calls a streaming method (`infer_stream`): `onEvent` gets the params JSON of each of
+    /// this call's `inference.stream.event` notifications, in order, then `null` once. The
+    /// Promise settles only after that `null` has run in JS, so every event has been
+    /// delivered first (events and the marker share one FIFO queue); streams running
+    /// concurrently on one runtime never see each other's events.
+    #[napi]
+    pub async fn call_streaming(
+        &self,
+        method: String,
+        params_json: String,
+        on_event: JsStreamListener,
+    ) -> napi::Result<String> {
+        non_empty("method", &method)?;
+        let params = parse_json("paramsJson", &params_json)?;
+        // `call_streaming` runs this on the calling task: it only queues (never waits for JS).
+        let outcome = self
+            .client
+            .call_streaming(&method, params, CallOptions::default(), |event| {
+                callbacks::stream_event(&on_event, &method, event.to_string());
+            })
+            .await;
+        // Also after a failure: events queued before it reach JS before the rejection.
+        callbacks::flush_stream(&on_event, &method).await;
+        Ok(outcome.map_err(client_error)?.to_string())
     }
 
     /// Calls a host-management method over the host-token connection.

@@ -100,6 +100,9 @@ async function everything(): Promise<void> {
   const text: string = await rt.infer('hi', 'model', 16)
   const tracked: string = await rt.inferTracked('hi', null, 16, 'ctx', '[]', '[]')
   const streamed: string = await rt.inferStream('hi', (eventJson: string) => void eventJson, 'm', 8)
+  const streamedAsync: string = await rt.inferStream('hi', async (eventJson: string) => {
+    await Promise.resolve(eventJson)
+  })
   const embedded: string = await rt.embed(['a'], 'm')
   const classified: string = await rt.classify('t', ['a', 'b'])
   const models: string = await rt.listModels()
@@ -146,7 +149,7 @@ async function everything(): Promise<void> {
   rt.close()
   void [v, c, names, ns, out, flags, schema, caps, got, exists, keys, snap, count, n, rows, ctx, cons, persisted, loaded]
   void [skills, found, report, listed, tools, removed, unp, policies, verified, submitted, executed, executed2]
-  void [events, query, run, done, text, tracked, streamed, embedded, classified, models, tokens, detok, gen, gen2, gen3]
+  void [events, query, run, done, text, tracked, streamed, streamedAsync, embedded, classified, models, tokens, detok, gen, gen2, gen3]
 }
 
 void everything
