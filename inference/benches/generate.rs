@@ -7,38 +7,16 @@
 //! JSON line with all of them (the same keys `bench_llama_cpp_python.py` prints).
 #![allow(clippy::print_stdout)]
 
-use std::path::PathBuf;
 use std::time::Instant;
 
 use car_inference::{
     CancelToken, EngineConfig, GenerateRequest, InferenceEngine, LlamaConfig, RegisterRequest,
     StreamControl,
 };
-
-fn env_path(var: &str) -> PathBuf {
-    let p = std::env::var_os(var).unwrap_or_else(|| {
-        panic!("{var} is not set: run `eval \"$(scripts/fetch-models)\"` first")
-    });
-    PathBuf::from(p)
-}
-
-fn env_num(var: &str, default: u32) -> u32 {
-    std::env::var(var)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
+use car_test_harness::bench::{env_num, env_path, median, sentences, threads, STORY_PROMPT};
 
 fn main() {
-    let threads = env_num(
-        "CAR_BENCH_THREADS",
-        std::thread::available_parallelism().map_or(2, |n| n.get() as u32),
-    );
+    let threads = threads();
     let runs = env_num("CAR_BENCH_RUNS", 3).max(1);
     let max_tokens = env_num("CAR_BENCH_TOKENS", 128);
     let home = tempfile::tempdir().expect("temp dir");
@@ -80,7 +58,7 @@ fn main() {
         // Sampled (not greedy) so the model keeps writing instead of stopping early; the
         // seed keeps runs comparable with the llama-cpp-python script.
         let req = GenerateRequest {
-            prompt: Some("Write a long story about a dragon who learns to read.".into()),
+            prompt: Some(STORY_PROMPT.into()),
             max_tokens: Some(max_tokens),
             temperature: Some(0.8),
             seed: Some(1234 + run),
@@ -116,14 +94,7 @@ fn main() {
         );
     }
 
-    let sentences: Vec<String> = (0..256)
-        .map(|i| {
-            format!(
-                "This is benchmark sentence number {i}, about topic {}.",
-                i % 17
-            )
-        })
-        .collect();
+    let sentences = sentences();
     engine
         .embed(Some("minilm"), &sentences[..8])
         .expect("embed warm-up");
@@ -134,11 +105,7 @@ fn main() {
         eps.push(sentences.len() as f64 / started.elapsed().as_secs_f64());
     }
 
-    let decode_tps = if decode.is_empty() {
-        0.0
-    } else {
-        median(decode)
-    };
+    let decode_tps = median(decode);
     let ttft_ms = median(ttft);
     let embeds = median(eps);
     println!("threads: {threads}");

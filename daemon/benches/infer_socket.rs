@@ -1,0 +1,309 @@
+//! End-to-end inference benchmark: SmolLM2 decode tokens/s and time to first token, and
+//! MiniLM embeddings/s, through a real `car-server` over its WebSocket, against baselines
+//! measured in the same run on the same GGUF file with the same thread count:
+//!
+//! - the same engine called in-process (`car_inference::InferenceEngine`), always: the
+//!   ratio is what the socket, JSON-RPC and the daemon's admission cost;
+//! - llama-cpp-python, when `CAR_BENCH_PYTHON` names a Python that has it installed
+//!   (`inference/bench_llama_cpp_python.py`, the same prompt, token budget and sampling).
+//!
+//! Blocks alternate (daemon, engine, llama-cpp-python; `CAR_BENCH_ROUNDS` times) so drift
+//! on a shared machine hits each side alike. Definitions match the engine benchmark's: time
+//! to first token is from sending the request to the first text piece arriving; decode
+//! tokens/s is (completion tokens − 1) over the time from the first piece to the answer.
+//!
+//! Run it with `scripts/bench-inference` (builds the release daemon first). Env:
+//! `CAR_TEST_GGUF`, `CAR_TEST_EMBED_DIR` (from `scripts/fetch-models`), `CAR_BENCH_THREADS`
+//! (default: all cores), `CAR_BENCH_RUNS` per block (default 3), `CAR_BENCH_ROUNDS`
+//! (default 2), `CAR_BENCH_TOKENS` (default 128), `CAR_BENCH_PYTHON`.
+#![allow(clippy::print_stdout)]
+
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use car_daemon_client::{CallOptions, Client, ClientConfig, EnvSnapshot};
+use car_inference::{
+    CancelToken, EngineConfig, GenerateRequest, InferenceEngine, LlamaConfig, RegisterRequest,
+    StreamControl,
+};
+use car_test_harness::bench::{env_num, env_path, median, sentences, threads, STORY_PROMPT};
+use car_test_harness::Daemon;
+use serde_json::{json, Value};
+
+/// One generation's figures.
+struct Run {
+    ttft_ms: f64,
+    decode_tps: Option<f64>,
+}
+
+impl Run {
+    fn new(started: Instant, first: Option<Instant>, ended: Instant, tokens: u64) -> Self {
+        let first = first.unwrap_or(ended);
+        let after_first = ended.duration_since(first).as_secs_f64();
+        let n = tokens.saturating_sub(1);
+        Self {
+            ttft_ms: first.duration_since(started).as_secs_f64() * 1000.0,
+            decode_tps: (after_first > 0.0 && n > 0).then(|| n as f64 / after_first),
+        }
+    }
+}
+
+#[derive(Default)]
+struct Figures {
+    ttft_ms: Vec<f64>,
+    decode_tps: Vec<f64>,
+    embeds_per_s: Vec<f64>,
+}
+
+impl Figures {
+    fn push(&mut self, run: Run) {
+        self.ttft_ms.push(run.ttft_ms);
+        self.decode_tps.extend(run.decode_tps);
+    }
+}
+
+struct Daemonside {
+    _daemon: Daemon,
+    client: Client,
+}
+
+async fn start_daemon(threads: u32) -> Daemonside {
+    let daemon = Daemon::builder()
+        .args(["--llama-threads".to_string(), threads.to_string()])
+        .start();
+    let client = Client::new(ClientConfig::with_env(EnvSnapshot::with_car_home(
+        &daemon.home,
+    )));
+    for (id, var) in [("smol", "CAR_TEST_GGUF"), ("minilm", "CAR_TEST_EMBED_DIR")] {
+        client
+            .call("models.register", json!({"id": id, "path": env_path(var)}))
+            .await
+            .expect("models.register");
+    }
+    // Cold load + warm-up, not measured.
+    client
+        .call(
+            "infer",
+            json!({"model": "smol", "prompt": "Hi", "max_tokens": 4}),
+        )
+        .await
+        .expect("warm-up");
+    client
+        .call(
+            "embed",
+            json!({"model": "minilm", "texts": &sentences()[..8]}),
+        )
+        .await
+        .expect("embed warm-up");
+    Daemonside {
+        _daemon: daemon,
+        client,
+    }
+}
+
+async fn daemon_block(d: &Daemonside, runs: u32, tokens: u32, seed0: u32, out: &mut Figures) {
+    for run in 0..runs {
+        let first: Arc<Mutex<Option<Instant>>> = Arc::default();
+        let seen = Arc::clone(&first);
+        let params = json!({"model": "smol", "prompt": STORY_PROMPT, "max_tokens": tokens,
+            "temperature": 0.8, "seed": seed0 + run});
+        let started = Instant::now();
+        let result = d
+            .client
+            .call_streaming(
+                "infer_stream",
+                params,
+                CallOptions::default(),
+                move |e: Value| {
+                    if e["event"]["type"] == "text" {
+                        seen.lock().unwrap().get_or_insert_with(Instant::now);
+                    }
+                },
+            )
+            .await
+            .expect("infer_stream");
+        let ended = Instant::now();
+        let n = result["usage"]["completion_tokens"].as_u64().unwrap_or(0);
+        let first = *first.lock().unwrap();
+        out.push(Run::new(started, first, ended, n));
+    }
+    let texts = sentences();
+    for _ in 0..runs {
+        let started = Instant::now();
+        d.client
+            .call("embed", json!({"model": "minilm", "texts": texts}))
+            .await
+            .expect("embed");
+        out.embeds_per_s
+            .push(texts.len() as f64 / started.elapsed().as_secs_f64());
+    }
+}
+
+fn open_engine(threads: u32) -> (tempfile::TempDir, InferenceEngine) {
+    let home = tempfile::tempdir().expect("temp dir");
+    let mut config = EngineConfig::new(home.path());
+    config.llama = LlamaConfig {
+        n_threads: threads,
+        ..LlamaConfig::default()
+    };
+    let engine = InferenceEngine::open(config).expect("engine");
+    for (id, var) in [("smol", "CAR_TEST_GGUF"), ("minilm", "CAR_TEST_EMBED_DIR")] {
+        engine
+            .register(&RegisterRequest {
+                id: Some(id.into()),
+                path: Some(env_path(var)),
+                ..Default::default()
+            })
+            .expect("register");
+    }
+    let warm = GenerateRequest {
+        prompt: Some("Hi".into()),
+        max_tokens: Some(4),
+        ..Default::default()
+    };
+    engine
+        .generate(Some("smol"), &warm, &CancelToken::new(), None)
+        .expect("warm-up");
+    engine
+        .embed(Some("minilm"), &sentences()[..8])
+        .expect("embed warm-up");
+    (home, engine)
+}
+
+fn engine_block(engine: &InferenceEngine, runs: u32, tokens: u32, seed0: u32, out: &mut Figures) {
+    for run in 0..runs {
+        let req = GenerateRequest {
+            prompt: Some(STORY_PROMPT.into()),
+            max_tokens: Some(tokens),
+            temperature: Some(0.8),
+            seed: Some(seed0 + run),
+            ..Default::default()
+        };
+        let mut first = None;
+        let mut cb = |_: &str| {
+            first.get_or_insert_with(Instant::now);
+            StreamControl::Continue
+        };
+        let started = Instant::now();
+        let result = engine
+            .generate(Some("smol"), &req, &CancelToken::new(), Some(&mut cb))
+            .expect("generate");
+        let ended = Instant::now();
+        out.push(Run::new(
+            started,
+            first,
+            ended,
+            u64::from(result.usage.completion_tokens),
+        ));
+    }
+    let texts = sentences();
+    for _ in 0..runs {
+        let started = Instant::now();
+        engine.embed(Some("minilm"), &texts).expect("embed");
+        out.embeds_per_s
+            .push(texts.len() as f64 / started.elapsed().as_secs_f64());
+    }
+}
+
+/// Runs the llama-cpp-python script once (`runs` generations) and reads its JSON line.
+fn python_block(python: &str, threads: u32, runs: u32, tokens: u32, out: &mut Figures) {
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../inference/bench_llama_cpp_python.py"
+    );
+    let output = Command::new(python)
+        .arg(script)
+        .env("CAR_BENCH_THREADS", threads.to_string())
+        .env("CAR_BENCH_RUNS", runs.to_string())
+        .env("CAR_BENCH_TOKENS", tokens.to_string())
+        .output()
+        .expect("run the llama-cpp-python benchmark");
+    assert!(
+        output.status.success(),
+        "llama-cpp-python benchmark failed:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let line = stdout
+        .lines()
+        .rev()
+        .find(|l| l.starts_with('{'))
+        .expect("a JSON result line");
+    let v: Value = serde_json::from_str(line).expect("JSON result line");
+    // The script reports medians of its block; weigh them as one sample per run.
+    for _ in 0..runs {
+        out.ttft_ms
+            .push(v["time_to_first_token_ms"].as_f64().unwrap_or(0.0));
+        out.decode_tps
+            .push(v["decode_tokens_per_s"].as_f64().unwrap_or(0.0));
+    }
+}
+
+fn report(name: &str, f: &Figures) -> (f64, f64, f64) {
+    let (tps, ttft, eps) = (
+        median(f.decode_tps.clone()),
+        median(f.ttft_ms.clone()),
+        median(f.embeds_per_s.clone()),
+    );
+    let embeddings = if f.embeds_per_s.is_empty() {
+        String::new()
+    } else {
+        format!(", embeddings {eps:.1}/s")
+    };
+    println!("{name}: decode {tps:.1} tok/s, ttft {ttft:.1} ms{embeddings}");
+    (tps, ttft, eps)
+}
+
+fn main() {
+    let threads = threads();
+    let runs = env_num("CAR_BENCH_RUNS", 3).max(1);
+    let rounds = env_num("CAR_BENCH_ROUNDS", 2).max(1);
+    let tokens = env_num("CAR_BENCH_TOKENS", 128);
+    let python = std::env::var("CAR_BENCH_PYTHON").ok();
+    let rt = tokio::runtime::Runtime::new().expect("tokio runtime");
+
+    let daemon = rt.block_on(start_daemon(threads));
+    let (_home, engine) = open_engine(threads);
+    let (mut over_socket, mut in_process, mut llama_cpp_python) =
+        (Figures::default(), Figures::default(), Figures::default());
+    for round in 0..rounds {
+        let seed0 = 1234 + round * runs;
+        rt.block_on(daemon_block(&daemon, runs, tokens, seed0, &mut over_socket));
+        engine_block(&engine, runs, tokens, seed0, &mut in_process);
+        if let Some(python) = &python {
+            python_block(python, threads, runs, tokens, &mut llama_cpp_python);
+        }
+    }
+
+    println!("threads: {threads}, {rounds} rounds × {runs} runs, {tokens} tokens");
+    let (d_tps, d_ttft, d_eps) = report("daemon over the socket", &over_socket);
+    let (e_tps, e_ttft, e_eps) = report("engine in-process", &in_process);
+    let mut summary = json!({
+        "threads": threads,
+        "daemon": {"decode_tokens_per_s": d_tps, "time_to_first_token_ms": d_ttft, "embeddings_per_s": d_eps},
+        "engine": {"decode_tokens_per_s": e_tps, "time_to_first_token_ms": e_ttft, "embeddings_per_s": e_eps},
+        "daemon_over_engine": {"decode": d_tps / e_tps, "ttft": d_ttft / e_ttft, "embeddings": d_eps / e_eps},
+    });
+    println!(
+        "daemon / engine: decode {:.2}×, ttft {:.2}×, embeddings {:.2}×",
+        d_tps / e_tps,
+        d_ttft / e_ttft,
+        d_eps / e_eps
+    );
+    if python.is_some() {
+        let (p_tps, p_ttft, _) = report("llama-cpp-python", &llama_cpp_python);
+        println!(
+            "daemon / llama-cpp-python: decode {:.2}×, ttft {:.2}×",
+            d_tps / p_tps,
+            d_ttft / p_ttft
+        );
+        summary["llama_cpp_python"] =
+            json!({"decode_tokens_per_s": p_tps, "time_to_first_token_ms": p_ttft});
+        summary["daemon_over_llama_cpp_python"] =
+            json!({"decode": d_tps / p_tps, "ttft": d_ttft / p_ttft});
+    } else {
+        println!("llama-cpp-python: not measured (set CAR_BENCH_PYTHON)");
+    }
+    println!("{summary}");
+}
