@@ -381,30 +381,13 @@ async fn skills_are_found_best_first_and_degrade_on_failures() {
                 .and_then(|f| f["match_score"].as_f64())
                 .unwrap_or(0.0)
     );
-    let mut last = Value::Null;
-    for _ in 0..6 {
-        last = ws
-            .call(
-                "skill.report",
-                json!({"name": "merge_pr", "outcome": "fail"}),
-            )
-            .await["result"]
-            .clone();
-    }
+    let last = report_many(&mut ws, "merge_pr", "fail", 6).await;
     assert_eq!(
         (last["fail_count"].clone(), last["degraded"].clone()),
         (json!(6), json!(true)),
         "{last}"
     );
-    for _ in 0..10 {
-        last = ws
-            .call(
-                "skill.report",
-                json!({"name": "merge_pr", "outcome": "success"}),
-            )
-            .await["result"]
-            .clone();
-    }
+    let last = report_many(&mut ws, "merge_pr", "success", 10).await;
     assert_eq!(
         (last["success_count"].clone(), last["degraded"].clone()),
         (json!(10), json!(false)),
@@ -502,4 +485,16 @@ async fn bad_inputs_get_precise_errors_and_corrupt_snapshots_are_moved_aside() {
     );
     assert!(d.stderr().contains("corrupt"), "a warning is logged");
     add(&mut broken, json!({"subject": "s", "body": "works again"})).await;
+}
+
+/// Reports `outcome` for skill `name` `times` times; the last `skill.report` result.
+async fn report_many(ws: &mut Ws, name: &str, outcome: &str, times: usize) -> Value {
+    let mut last = Value::Null;
+    for _ in 0..times {
+        last = ws
+            .call("skill.report", json!({"name": name, "outcome": outcome}))
+            .await["result"]
+            .clone();
+    }
+    last
 }

@@ -26,6 +26,9 @@
 //! Usage: taken from the provider (`stream_options.include_usage` is requested when
 //! streaming); when a stream carries none, `completion_tokens` counts content chunks and
 //! `prompt_tokens` is 0.
+//!
+//! A provider that ignores `stream: true` and answers a streamed request with one
+//! `application/json` body is read whole; its text reaches the stream callback as one piece.
 
 use std::io::BufReader;
 use std::time::{Duration, Instant};

@@ -9,6 +9,14 @@ fn fact(subject: &str, body: &str) -> car_memory::NewFact {
     FactInput::new(subject, body).validate().unwrap()
 }
 
+/// Everything a scope holds: its facts and its skills.
+fn snapshot(g: &car_memory::Graph) -> (Vec<car_memory::Fact>, Vec<car_memory::Skill>) {
+    (
+        g.facts().into_iter().cloned().collect(),
+        g.list_skills(None),
+    )
+}
+
 fn ns(name: &str) -> Scope {
     Scope::Namespace(name.to_owned())
 }
@@ -219,38 +227,14 @@ async fn persist_and_load_round_trip_every_field() {
     let b = ns("b");
     store.add_fact(&b, fact("to be", "replaced")).await.unwrap();
     assert_eq!(store.load(&b, "exports/a.json").await.unwrap(), 2);
-    let original = store
-        .read(&a, |g| {
-            (
-                g.facts().into_iter().cloned().collect::<Vec<_>>(),
-                g.list_skills(None),
-            )
-        })
-        .await
-        .unwrap();
-    let loaded = store
-        .read(&b, |g| {
-            (
-                g.facts().into_iter().cloned().collect::<Vec<_>>(),
-                g.list_skills(None),
-            )
-        })
-        .await
-        .unwrap();
+    let original = store.read(&a, snapshot).await.unwrap();
+    let loaded = store.read(&b, snapshot).await.unwrap();
     assert_eq!(original, loaded, "every field survives the round trip");
 
     // Load is durable: b's own snapshot now holds the loaded graph.
     drop(store);
     let reopened = MemoryStore::open(dir.path()).await.unwrap();
-    let after = reopened
-        .read(&b, |g| {
-            (
-                g.facts().into_iter().cloned().collect::<Vec<_>>(),
-                g.list_skills(None),
-            )
-        })
-        .await
-        .unwrap();
+    let after = reopened.read(&b, snapshot).await.unwrap();
     assert_eq!(after, original);
 }
 
