@@ -19,7 +19,7 @@ use crate::{CAR_VERSION, PROTOCOL_VERSION};
 pub const CLIENT_VERSION_MAX_CHARS: usize = 64;
 
 /// The `server.handshake` result.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct HandshakeReply {
     pub protocol_version: u64,
     pub server_version: String,

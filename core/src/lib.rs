@@ -6,8 +6,10 @@
 //! - [`jsonrpc`]: JSON-RPC 2.0 envelopes and the classification of an inbound text frame;
 //! - [`errors`]: the one table of error codes and the [`errors::RpcError`] value;
 //! - [`capabilities`]: handshake capability names and what the daemon supports;
-//! - [`methods`]: **the method table**, from which dispatch, `capabilities.list`,
-//!   `server.schema` and the binding wrappers are derived;
+//! - [`methods`]: **the typed method contract**: every method declared once with its
+//!   params and result types, from which dispatch, `capabilities.list`, `server.schema`,
+//!   client timeouts and every binding's members are derived;
+//! - [`deadline`]: the deadline rules the daemon and the client share;
 //! - [`handshake`]: the `server.handshake` negotiation rule;
 //! - [`schema`]: the `server.schema` document and its SHA-256 digest;
 //! - [`paths`]: state-root, token and socket path resolution for Linux, macOS and Windows;
@@ -18,6 +20,7 @@
 //! is pure: it is handed the environment it reads).
 
 pub mod capabilities;
+pub mod deadline;
 pub mod errors;
 pub mod frame;
 pub mod handshake;

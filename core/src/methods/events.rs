@@ -1,0 +1,62 @@
+//! `events.*`: the durable event log.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::fields::{Json, NoParams};
+use super::member::{int, json, member, whole};
+use super::{op, Declaration};
+
+/// CAR's `EventQuery`; every field optional, AND-conjoined.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
+pub struct EventQuery {
+    #[serde(default)]
+    pub kinds: Option<Vec<String>>,
+    #[serde(default)]
+    pub action_id: Option<String>,
+    #[serde(default)]
+    pub proposal_id: Option<String>,
+    /// RFC 3339, inclusive.
+    #[serde(default)]
+    pub since: Option<String>,
+    /// RFC 3339, exclusive.
+    #[serde(default)]
+    pub until: Option<String>,
+    #[serde(default)]
+    pub data_matches: Option<serde_json::Map<String, Json>>,
+    /// 0 or absent = unlimited.
+    #[serde(default)]
+    pub limit: Option<u64>,
+}
+
+/// `events.query` result.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+pub struct QueryReply {
+    pub count: usize,
+    /// Most recent first.
+    pub events: Vec<Json>,
+}
+
+crate::method!(
+    /// `events.count` → number.
+    Count = op("events.count", "the number of events in the durable event log");
+    NoParams => u64;
+    member("event_count", &[], int())
+);
+crate::method!(
+    /// `events.query` → `{count, events}`.
+    Query = op("events.query", "events newest first, filtered by kinds, ids, data and time");
+    EventQuery => QueryReply;
+    member("event_query", &[whole("query_json")], json())
+);
+crate::method!(
+    /// `events.stats` → totals by kind and the log's time span.
+    Stats = op("events.stats", "event totals by kind and the time span of the log");
+    NoParams => Json
+);
+
+pub const DECLARATIONS: &[Declaration] = &[
+    Declaration::of::<Count>(),
+    Declaration::of::<Query>(),
+    Declaration::of::<Stats>(),
+];

@@ -1,0 +1,252 @@
+//! `infer`, `infer_stream`, `infer.cancel`, `infer.deadline`, `embed`, `classify`,
+//! `tokenize`, `detokenize`: generation and embeddings on registered models.
+//!
+//! The request is CAR's `GenerateRequest`: `prompt` and/or `messages` (an empty `prompt`
+//! beside `messages` means "use the messages"), `system`, `context`, `model`, the sampling
+//! knobs under `params` (the same knobs at top level are accepted too; `params` wins), and
+//! `tools`, `tool_choice`, `intent`, `images`, `cache_control`, which are accepted and, where
+//! an engine cannot honour them, refused with `-32602` naming the field.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::fields::{Json, Name};
+use super::member::{field, json, member, opt, opt_at, req, whole, ArgKind::*, ReturnKind};
+use super::{agent, op, Declaration, DeadlineClass};
+use crate::capabilities;
+
+/// `stop`: one sequence or several.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(untagged)]
+pub enum Stop {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl Stop {
+    pub fn into_vec(self) -> Vec<String> {
+        match self {
+            Stop::One(s) => vec![s],
+            Stop::Many(v) => v,
+        }
+    }
+}
+
+/// The sampling knobs (CAR's `params` object).
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
+pub struct Knobs {
+    #[serde(default)]
+    pub max_tokens: Option<u32>,
+    #[serde(default)]
+    pub temperature: Option<f32>,
+    #[serde(default)]
+    pub top_p: Option<f32>,
+    #[serde(default)]
+    pub seed: Option<u32>,
+    #[serde(default)]
+    pub stop: Option<Stop>,
+    #[serde(default)]
+    pub tool_choice: Option<Json>,
+    #[serde(default)]
+    pub parallel_tool_calls: Option<bool>,
+    #[serde(default)]
+    pub strict_model: Option<bool>,
+    #[serde(default)]
+    pub cache_ttl: Option<Json>,
+}
+
+/// One conversation message: `{role, content}` plus tool-call linkage
+/// (`tool_calls` on assistant turns; `tool_use_id` / `tool_call_id` on tool results).
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+pub struct Message {
+    pub role: String,
+    /// Text, or an array of content parts.
+    #[serde(default)]
+    pub content: Json,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_calls: Option<Vec<Json>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_use_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+}
+
+/// CAR's `GenerateRequest`.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
+pub struct GenerateParams {
+    #[serde(default)]
+    pub prompt: Option<String>,
+    #[serde(default)]
+    pub messages: Option<Vec<Message>>,
+    #[serde(default)]
+    pub system: Option<String>,
+    /// Appended to the system instruction as `Context:`.
+    #[serde(default)]
+    pub context: Option<String>,
+    #[serde(default)]
+    pub model: Option<Name>,
+    #[serde(default)]
+    pub params: Option<Knobs>,
+    #[serde(default)]
+    pub max_tokens: Option<u32>,
+    #[serde(default)]
+    pub temperature: Option<f32>,
+    #[serde(default)]
+    pub top_p: Option<f32>,
+    #[serde(default)]
+    pub seed: Option<u32>,
+    #[serde(default)]
+    pub stop: Option<Stop>,
+    #[serde(default)]
+    pub tools: Option<Vec<Json>>,
+    #[serde(default)]
+    pub tool_choice: Option<Json>,
+    #[serde(default)]
+    pub parallel_tool_calls: Option<bool>,
+    /// Routing hints; accepted, not used by a daemon whose caller names the model.
+    #[serde(default)]
+    pub intent: Option<Json>,
+    #[serde(default)]
+    pub images: Option<Vec<Json>>,
+    /// Prompt-cache hint; accepted.
+    #[serde(default)]
+    pub cache_control: Option<Json>,
+}
+
+impl GenerateParams {
+    /// The knobs with `params` taking precedence over the same fields at top level.
+    pub fn knobs(&self) -> Knobs {
+        let p = self.params.clone().unwrap_or_default();
+        Knobs {
+            max_tokens: p.max_tokens.or(self.max_tokens),
+            temperature: p.temperature.or(self.temperature),
+            top_p: p.top_p.or(self.top_p),
+            seed: p.seed.or(self.seed),
+            stop: p.stop.or_else(|| self.stop.clone()),
+            tool_choice: p.tool_choice.or_else(|| self.tool_choice.clone()),
+            parallel_tool_calls: p.parallel_tool_calls.or(self.parallel_tool_calls),
+            strict_model: p.strict_model,
+            cache_ttl: p.cache_ttl,
+        }
+    }
+}
+
+/// `{id}` of a running `infer` / `infer_stream` call of this connection.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+pub struct CancelParams {
+    /// The JSON-RPC id of the call (same JSON type).
+    pub id: Json,
+}
+
+/// `infer.deadline` params.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+pub struct DeadlineParams {
+    pub id: Json,
+    /// Milliseconds from now.
+    pub deadline_ms: u64,
+}
+
+/// `embed` params.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+pub struct EmbedParams {
+    pub texts: Vec<String>,
+    #[serde(default)]
+    pub model: Option<Name>,
+}
+
+/// `classify` params.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+pub struct ClassifyParams {
+    pub text: String,
+    pub labels: Vec<String>,
+    #[serde(default)]
+    pub model: Option<Name>,
+}
+
+/// `tokenize` params.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+pub struct TokenizeParams {
+    pub text: String,
+    #[serde(default)]
+    pub model: Option<Name>,
+}
+
+/// `detokenize` params.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+pub struct DetokenizeParams {
+    pub tokens: Vec<i32>,
+    #[serde(default)]
+    pub model: Option<Name>,
+}
+
+const INFER: super::MethodSpec = agent("infer", "generate text; infer.progress heartbeats while it runs")
+    .deadline(DeadlineClass::Inference);
+
+crate::method!(
+    /// `infer` → `{text, tool_calls, usage, model_used, model_identity, latency_ms, …}`.
+    Infer = INFER;
+    GenerateParams => Json;
+    member("infer", &[req("prompt", Str), opt("model", Str), opt_at("max_tokens", "params.max_tokens", Int), opt_at("intent_json", "intent", Json)], field("text", ReturnKind::Text)),
+    member("infer_tracked", &[req("prompt", Str), opt("model", Str), opt_at("max_tokens", "params.max_tokens", Int), opt("context", Str), opt_at("tools_json", "tools", Json), opt_at("messages_json", "messages", Json), opt_at("tool_choice", "params.tool_choice", Str), opt_at("parallel_tool_calls", "params.parallel_tool_calls", Bool), opt_at("intent_json", "intent", Json), opt_at("images_json", "images", Json)], json()),
+    member("infer_tracked_with_request", &[whole("request_json")], json())
+);
+crate::method!(
+    /// `infer_stream` → the final result, after `inference.stream.event` notifications.
+    /// Its typed member takes an event callback and is written by hand in each binding.
+    InferStream = agent("infer_stream", "generate text with inference.stream.event notifications")
+        .deadline(DeadlineClass::Inference);
+    GenerateParams => Json
+);
+crate::method!(
+    /// `infer.cancel` → `{cancelled}`.
+    Cancel = op("infer.cancel", "stop a running infer call of this connection")
+        .capability(capabilities::INFER_CANCEL_V1);
+    CancelParams => Json
+);
+crate::method!(
+    /// `infer.deadline` → `{id, deadline_ms}`.
+    Deadline = op("infer.deadline", "stop a running infer call once a deadline passes")
+        .capability(capabilities::INFER_DEADLINE_V1);
+    DeadlineParams => Json
+);
+crate::method!(
+    /// `embed` → `{embeddings}`.
+    Embed = op("embed", "embedding vectors for texts from a local or remote embedding model");
+    EmbedParams => Json;
+    member("embed", &[req("texts", StrList), opt("model", Str)], json())
+);
+crate::method!(
+    /// `classify` → `[{label, score}]`, best first.
+    Classify = op("classify", "zero-shot classification of text against labels by embedding similarity");
+    ClassifyParams => Json;
+    member("classify", &[req("text", Str), req("labels", StrList), opt("model", Str)], json())
+);
+crate::method!(
+    /// `tokenize` → token ids.
+    Tokenize = op("tokenize", "token ids of text under a local model's vocabulary");
+    TokenizeParams => Json;
+    member("tokenize", &[req("model", Str), req("text", Str)], json())
+);
+crate::method!(
+    /// `detokenize` → text.
+    Detokenize = op("detokenize", "text of token ids under a local model's vocabulary");
+    DetokenizeParams => Json;
+    member("detokenize", &[req("model", Str), req_tokens()], json())
+);
+
+const fn req_tokens() -> super::Arg {
+    super::member::req_at("tokens_json", "tokens", Json)
+}
+
+pub const DECLARATIONS: &[Declaration] = &[
+    Declaration::of::<Infer>(),
+    Declaration::of::<InferStream>(),
+    Declaration::of::<Cancel>(),
+    Declaration::of::<Deadline>(),
+    Declaration::of::<Embed>(),
+    Declaration::of::<Classify>(),
+    Declaration::of::<Tokenize>(),
+    Declaration::of::<Detokenize>(),
+];

@@ -1,0 +1,223 @@
+//! **The method contract**: every daemon method, declared once, with typed params and
+//! result.
+//!
+//! A method is a unit struct implementing [`Method`]: its [`MethodSpec`] (name, CAR's role
+//! label, capability gate, handshake gate, deadline class, summary), its `Params` and
+//! `Result` types (serde + `schemars`), and, where a binding has a typed member for it, the
+//! [`Member`] that describes that member's name, arguments and result projection.
+//! Declarations are grouped by namespace (`methods/<ns>.rs`); each namespace module lists its
+//! declarations in one `DECLARATIONS` slice, and [`NAMESPACES`] lists the namespaces.
+//!
+//! From the declarations:
+//! - the daemon decodes params into the declared type before the handler runs
+//!   ([`decode_params`]: unknown fields ignored, `null` = absent, a wrong type is `-32602`
+//!   naming the field path) and routes to the typed handler each service registers;
+//! - `capabilities.list` and `server.schema` (params and result JSON Schema per method, see
+//!   [`crate::schema`]) are generated;
+//! - the client derives each call's timeout from the deadline class;
+//! - `cargo run -p xtask -- codegen` writes every binding's wrappers and typed members.
+//!
+//! A method that is not declared does not exist (`-32601`). Declarations marked
+//! [`MethodSpec::debug`] exist only on a daemon started with `--debug-methods`.
+
+mod member;
+mod spec;
+
+pub mod debug;
+pub mod events;
+pub mod fields;
+pub mod host;
+pub mod inference;
+pub mod memory;
+pub mod models;
+pub mod policy;
+pub mod proposal;
+pub mod runs;
+pub mod server;
+pub mod session;
+pub mod skills;
+pub mod state;
+pub mod tools;
+
+use std::collections::BTreeMap;
+use std::sync::LazyLock;
+
+use schemars::{JsonSchema, Schema, SchemaGenerator};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::errors::RpcError;
+
+pub use member::{
+    boolean, field, int, json, member, opt, opt_at, req, req_at, str_list, text, unit, whole, Arg,
+    ArgKind, Member, ReturnKind, Returns,
+};
+pub use spec::{agent, host, op, owner, CallerRole, DeadlineClass, MethodSpec, Role};
+
+/// One daemon method: the single declaration dispatch, schema, client timeouts and the
+/// bindings are derived from.
+pub trait Method: 'static {
+    /// Name, role, gates, deadline class and summary.
+    const SPEC: MethodSpec;
+    /// The typed members bindings generate for this method (CAR's names; often one, some
+    /// methods have several, e.g. `infer` / `infer_tracked`).
+    const MEMBERS: &'static [Member] = &[];
+    /// What `params` decodes to. `null` or absent params decode as `{}`.
+    type Params: DeserializeOwned + JsonSchema + Send + 'static;
+    /// What the handler answers.
+    type Result: Serialize + JsonSchema + Send + 'static;
+}
+
+/// A method's declaration with its types erased, so declarations can be listed.
+#[derive(Clone, Copy)]
+pub struct Declaration {
+    pub spec: MethodSpec,
+    pub members: &'static [Member],
+    params_schema: fn(&mut SchemaGenerator) -> Schema,
+    result_schema: fn(&mut SchemaGenerator) -> Schema,
+}
+
+impl std::fmt::Debug for Declaration {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Declaration")
+            .field("spec", &self.spec)
+            .field("members", &self.members)
+            .finish_non_exhaustive()
+    }
+}
+
+fn schema_of<T: JsonSchema>(generator: &mut SchemaGenerator) -> Schema {
+    generator.subschema_for::<T>()
+}
+
+impl Declaration {
+    /// The declaration of method `M`.
+    pub const fn of<M: Method>() -> Self {
+        Declaration {
+            spec: M::SPEC,
+            members: M::MEMBERS,
+            params_schema: schema_of::<M::Params>,
+            result_schema: schema_of::<M::Result>,
+        }
+    }
+
+    pub fn name(&self) -> &'static str {
+        self.spec.name
+    }
+
+    /// The params JSON Schema (references resolve into `generator`'s definitions).
+    pub fn params_schema(&self, generator: &mut SchemaGenerator) -> Schema {
+        (self.params_schema)(generator)
+    }
+
+    /// The result JSON Schema (references resolve into `generator`'s definitions).
+    pub fn result_schema(&self, generator: &mut SchemaGenerator) -> Schema {
+        (self.result_schema)(generator)
+    }
+}
+
+/// Every namespace's declarations. Adding a namespace adds one line here; adding a method
+/// touches only its namespace module.
+pub const NAMESPACES: &[&[Declaration]] = &[
+    server::DECLARATIONS,
+    session::DECLARATIONS,
+    state::DECLARATIONS,
+    memory::DECLARATIONS,
+    skills::DECLARATIONS,
+    tools::DECLARATIONS,
+    policy::DECLARATIONS,
+    proposal::DECLARATIONS,
+    events::DECLARATIONS,
+    runs::DECLARATIONS,
+    inference::DECLARATIONS,
+    models::DECLARATIONS,
+    host::DECLARATIONS,
+    debug::DECLARATIONS,
+];
+
+static BY_NAME: LazyLock<BTreeMap<&'static str, &'static Declaration>> = LazyLock::new(|| {
+    let mut map = BTreeMap::new();
+    for decl in NAMESPACES.iter().flat_map(|ns| ns.iter()) {
+        let previous = map.insert(decl.spec.name, decl);
+        assert!(
+            previous.is_none(),
+            "method {} is declared twice",
+            decl.spec.name
+        );
+    }
+    map
+});
+
+/// Every declaration, sorted by method name.
+pub fn all() -> impl Iterator<Item = &'static Declaration> {
+    BY_NAME.values().copied()
+}
+
+/// The declarations a daemon serves, sorted by name: all of them with `debug`, else the
+/// non-debug ones.
+pub fn active(debug: bool) -> impl Iterator<Item = &'static Declaration> {
+    all().filter(move |d| debug || !d.spec.debug)
+}
+
+/// Looks a method up among all declarations (callers check [`MethodSpec::debug`]).
+pub fn lookup(name: &str) -> Option<&'static Declaration> {
+    BY_NAME.get(name).copied()
+}
+
+/// The capability names the gates refer to must be ones the daemon supports.
+pub fn gates_are_supported() -> bool {
+    all()
+        .filter_map(|d| d.spec.capability)
+        .all(crate::capabilities::is_supported)
+}
+
+/// Decodes a request's `params` into `T`.
+///
+/// The rules: absent or `null` params are `{}`; unknown fields are ignored (a newer client
+/// may send fields this daemon does not know); `null` for an optional field is absent; a
+/// known field of the wrong type or value is `-32602 invalid params: <path>: <problem>`,
+/// with the path to the field (`actions[2].tool`).
+pub fn decode_params<T: DeserializeOwned>(params: Value) -> Result<T, RpcError> {
+    let params = match params {
+        Value::Null => Value::Object(Default::default()),
+        other => other,
+    };
+    serde_path_to_error::deserialize(params).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner().to_string();
+        if path == "." {
+            RpcError::invalid_params(format!("params: {inner}"))
+        } else {
+            RpcError::invalid_params(format!("{path}: {inner}"))
+        }
+    })
+}
+
+/// Declares one method: a unit struct implementing [`Method`].
+///
+/// ```ignore
+/// method!(
+///     /// `state.get`
+///     Get = op("state.get", "a state value, or null");
+///     KeyParams => Value;
+///     member("state_get", &[req("key", Str), opt_at("tenant", "tenant_id", Str)], json())
+/// );
+/// ```
+#[macro_export]
+macro_rules! method {
+    ($(#[$meta:meta])* $name:ident = $spec:expr; $params:ty => $result:ty $(; $($member:expr),+)? $(;)?) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy)]
+        pub struct $name;
+        impl $crate::methods::Method for $name {
+            const SPEC: $crate::methods::MethodSpec = $spec;
+            $(const MEMBERS: &'static [$crate::methods::Member] = &[$($member),+];)?
+            type Params = $params;
+            type Result = $result;
+        }
+    };
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,53 @@
+//! `verify` and `proposal.submit`: static checks of an action proposal, and running it
+//! with `tools.execute` calls back to the submitting connection.
+//!
+//! The proposal itself (CAR's `ActionProposal`: `{id?, source?, actions, context?, …}`) is
+//! decoded by the daemon's proposal model, which reports each action's problems as
+//! verification issues rather than failing the whole request.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::fields::Json;
+use super::member::{json, member, req_at, ArgKind::*};
+use super::{op, owner, Declaration, DeadlineClass};
+
+/// An object-valued JSON field.
+pub type Object = serde_json::Map<String, Json>;
+
+/// `verify` params.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+pub struct VerifyParams {
+    pub proposal: Object,
+    #[serde(default)]
+    pub initial_state: Option<Object>,
+    #[serde(default)]
+    pub session_id: Option<String>,
+}
+
+/// `proposal.submit` params.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+pub struct SubmitParams {
+    pub proposal: Object,
+    #[serde(default)]
+    pub session_id: Option<String>,
+    /// CAR's `RuntimeScope` (`{callerId?, tenantId?, claims?}`); accepted and recorded.
+    #[serde(default)]
+    pub scope: Option<Object>,
+}
+
+crate::method!(
+    /// `verify` → the verification report.
+    Verify = op("verify", "check a proposal without running it");
+    VerifyParams => Json;
+    member("verify_proposal", &[req_at("proposal_json", "proposal", Json)], json())
+);
+crate::method!(
+    /// `proposal.submit` → the execution result. Its typed members (`submit_proposal`,
+    /// `execute_proposal`) take tool callbacks and are written by hand in each binding.
+    Submit = owner("proposal.submit", "run a proposal, calling tools back on this connection")
+        .deadline(DeadlineClass::Proposal);
+    SubmitParams => Json
+);
+
+pub const DECLARATIONS: &[Declaration] = &[Declaration::of::<Verify>(), Declaration::of::<Submit>()];

@@ -1,0 +1,100 @@
+use super::*;
+use serde_json::json;
+
+#[test]
+fn declarations_are_unique_and_consistent() {
+    let names: Vec<&str> = all().map(Declaration::name).collect();
+    let mut sorted = names.clone();
+    sorted.sort_unstable();
+    sorted.dedup();
+    assert_eq!(names, sorted, "all() is sorted and free of duplicates");
+    assert!(gates_are_supported());
+    for d in all() {
+        assert!(
+            !d.spec.summary.is_empty() && !d.spec.summary.ends_with('.'),
+            "{}",
+            d.name()
+        );
+        assert_eq!(lookup(d.name()).map(Declaration::name), Some(d.name()));
+        for m in d.members {
+            assert!(
+                m.name.chars().all(|c| c.is_ascii_lowercase() || c == '_'),
+                "{}: member {}",
+                d.name(),
+                m.name
+            );
+            let mut seen_optional = false;
+            for a in m.args {
+                assert!(
+                    !(seen_optional && !a.optional),
+                    "{}: required {} after an optional argument",
+                    m.name,
+                    a.name
+                );
+                seen_optional |= a.optional;
+                if a.field.is_empty() {
+                    assert_eq!(a.kind, ArgKind::Json, "{}: whole-params arg", m.name);
+                }
+            }
+        }
+    }
+    assert!(lookup("nope").is_none());
+}
+
+#[test]
+fn member_names_are_unique_across_the_contract() {
+    let mut names: Vec<&str> = all().flat_map(|d| d.members.iter().map(|m| m.name)).collect();
+    let n = names.len();
+    names.sort_unstable();
+    names.dedup();
+    assert_eq!(n, names.len());
+}
+
+#[test]
+fn role_filtering_follows_the_reference() {
+    use CallerRole as C;
+    assert!(C::Operator.sees(Role::Operator));
+    assert!(!C::Operator.sees(Role::Host) && !C::Operator.sees(Role::Owner));
+    assert!(!C::Operator.sees(Role::Agent));
+    assert!(C::Host.sees(Role::Host) && C::Host.sees(Role::Owner) && !C::Host.sees(Role::Agent));
+    assert!(C::Agent.sees(Role::Agent) && C::Agent.sees(Role::Owner) && !C::Agent.sees(Role::Host));
+    // Only host labels are enforced by dispatch.
+    assert!(!C::Operator.may_call(Role::Host) && C::Host.may_call(Role::Host));
+    assert!(C::Operator.may_call(Role::Agent) && C::Operator.may_call(Role::Owner));
+    assert!(!C::Agent.may_call(Role::Host));
+}
+
+#[test]
+fn debug_declarations_are_hidden_by_default() {
+    assert!(active(false).all(|d| !d.spec.debug));
+    assert!(active(true).count() > active(false).count());
+    assert!(all().filter(|d| d.spec.debug).all(|d| d.members.is_empty()));
+}
+
+#[test]
+fn decoding_ignores_unknown_fields_treats_null_as_absent_and_names_paths() {
+    let p: state::KeyParams =
+        decode_params(json!({"key": "k", "tenant_id": null, "extra": [1]})).unwrap();
+    assert_eq!(p.key.as_str(), "k");
+    assert!(p.tenant_id.is_none());
+    let _: fields::NoParams = decode_params(serde_json::Value::Null).unwrap();
+    let e = decode_params::<state::KeyParams>(json!({"key": 5})).unwrap_err();
+    assert_eq!(e.code, crate::errors::INVALID_PARAMS);
+    assert!(e.message.starts_with("invalid params: key: "), "{}", e.message);
+    let e = decode_params::<state::KeyParams>(json!({"key": ""})).unwrap_err();
+    assert_eq!(e.message, "invalid params: key: must not be empty");
+    let e = decode_params::<state::KeyParams>(json!({})).unwrap_err();
+    assert!(e.message.contains("missing field `key`"), "{}", e.message);
+    let e = decode_params::<tools::NameParams>(json!(5)).unwrap_err();
+    assert!(e.message.starts_with("invalid params: params: "), "{}", e.message);
+    // Nested paths: an array element's field.
+    let e = decode_params::<fields::OneOrMany<tools::ToolDefinition>>(json!([
+        {"name": "a"},
+        {"name": 3}
+    ]))
+    .unwrap_err();
+    assert!(e.message.starts_with("invalid params: [1].name: "), "{}", e.message);
+    let one: fields::OneOrMany<tools::ToolDefinition> =
+        decode_params(json!({"name": "a"})).unwrap();
+    assert_eq!(one.0.len(), 1);
+}
