@@ -6,11 +6,12 @@ mod support;
 
 use std::io::Write;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
 
 use car_daemon_client::{Client, ClientConfig, EnvSnapshot, ToolCancel};
 use car_test_harness::Daemon;
 use serde_json::json;
+use support::within;
+use tokio::sync::mpsc;
 
 /// Everything the global tracing subscriber wrote.
 #[derive(Clone, Default)]
@@ -41,27 +42,18 @@ fn capture_logs() -> Captured {
     .clone()
 }
 
-async fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !done() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_panicking_handler_is_logged_and_later_notifications_arrive_in_order() {
     let logs = capture_logs();
     let d = Daemon::builder().args(["--debug-methods"]).start();
     let client = Client::new(ClientConfig::with_env(EnvSnapshot::with_car_home(&d.home)));
-    let seen: Arc<Mutex<Vec<i64>>> = Arc::default();
-    let sink = seen.clone();
+    let (seen_tx, mut seen_rx) = mpsc::unbounded_channel();
     client.register_notification_handler("n.test", move |params| {
         let i = params["i"].as_i64().unwrap();
         if i % 10 == 0 {
             panic!("subscriber exploded on {i}");
         }
-        sink.lock().unwrap().push(i);
+        seen_tx.send(i).unwrap();
     });
     for i in 0..50 {
         let sent = client
@@ -74,8 +66,15 @@ async fn a_panicking_handler_is_logged_and_later_notifications_arrive_in_order()
         assert_eq!(sent, json!({"sent": true}));
     }
     let want: Vec<i64> = (0..50).filter(|i| i % 10 != 0).collect();
-    wait_until("notifications", || seen.lock().unwrap().len() == want.len()).await;
-    assert_eq!(*seen.lock().unwrap(), want);
+    let seen = within("the notifications", async {
+        let mut seen = Vec::new();
+        while seen.len() < want.len() {
+            seen.push(seen_rx.recv().await.unwrap());
+        }
+        seen
+    })
+    .await;
+    assert_eq!(seen, want);
     let text = String::from_utf8(logs.0.lock().unwrap().clone()).unwrap();
     assert!(text.contains("notification handler panicked"), "{text}");
     assert!(text.contains("subscriber exploded on 40"), "{text}");
@@ -90,9 +89,8 @@ async fn a_panicking_handler_is_logged_and_later_notifications_arrive_in_order()
 async fn tools_cancel_reaches_its_handler() {
     let d = Daemon::builder().args(["--debug-methods"]).start();
     let client = Client::new(ClientConfig::with_env(EnvSnapshot::with_car_home(&d.home)));
-    let got: Arc<Mutex<Vec<ToolCancel>>> = Arc::default();
-    let sink = got.clone();
-    client.register_tool_cancel_handler(move |c| sink.lock().unwrap().push(c));
+    let (got_tx, mut got_rx) = mpsc::unbounded_channel();
+    client.register_tool_cancel_handler(move |c| got_tx.send(c).unwrap());
     let params = json!({"request_id": "cb-1", "action_id": "a0", "reason": "tool 'x' callback timed out (185s)"});
     client
         .call(
@@ -101,9 +99,9 @@ async fn tools_cancel_reaches_its_handler() {
         )
         .await
         .unwrap();
-    wait_until("tools.cancel", || !got.lock().unwrap().is_empty()).await;
+    let got = within("tools.cancel", got_rx.recv()).await.unwrap();
     assert_eq!(
-        got.lock().unwrap()[0],
+        got,
         ToolCancel {
             request_id: json!("cb-1"),
             action_id: Some("a0".into()),

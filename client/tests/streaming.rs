@@ -4,11 +4,9 @@
 
 mod support;
 
-use std::time::Duration;
-
 use car_daemon_client::{CallOptions, Client};
 use serde_json::{json, Value};
-use support::{config_for, FakeConn, FakeDaemon};
+use support::{config_for, FakeConn, FakeDaemon, SAFETY};
 
 #[tokio::test]
 async fn concurrent_streams_get_their_own_events_before_their_answers() {
@@ -40,7 +38,7 @@ async fn concurrent_streams_get_their_own_events_before_their_answers() {
                 .call_streaming(
                     "infer_stream",
                     json!({"tag": tag}),
-                    CallOptions::timeout(Duration::from_secs(10)),
+                    CallOptions::timeout(SAFETY),
                     |params: Value| {
                         seen.push(params["event"]["data"].as_str().unwrap().to_string());
                     },

@@ -4,7 +4,8 @@
 //! Each `methods` row carries the declaration's columns (name, role, capability,
 //! handshake_required, deadline, summary) and its `params` and `result` JSON Schemas
 //! (draft 2020-12; shared types are `$ref`s into `definitions`), so a client can validate
-//! before it sends. Rows are sorted by name.
+//! before it sends, and the typed binding `members` generated from it (name, arguments with
+//! their params field and kind, result projection). Rows are sorted by name.
 //!
 //! The digest is the lower-case hex SHA-256 of the document's **canonical JSON**: object
 //! keys sorted by their UTF-8 bytes at every level, no insignificant white space, numbers
@@ -38,6 +39,7 @@ pub fn document<'a>(decls: impl Iterator<Item = &'a Declaration>) -> Value {
             let mut row = serde_json::to_value(d.spec).expect("method specs serialize");
             row["params"] = d.params_schema(&mut generator).to_value();
             row["result"] = d.result_schema(&mut generator).to_value();
+            row["members"] = serde_json::to_value(d.members).expect("members serialize");
             row
         })
         .collect();

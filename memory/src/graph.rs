@@ -7,10 +7,11 @@
 //! deterministic given the clock value passed in.
 
 use crate::embed::{fact_text, ContentHash, Embeddings, SemanticQuery};
-use crate::error::{MemoryError, ValidationError};
-use crate::fact::{validate_query, Fact, FactHit, NewFact, MAX_K};
+use crate::error::ValidationError;
+use crate::fact::{validate_query, Fact, FactHit, FactKind, NewFact, MAX_K};
 use crate::ranking::{DocTerms, LexicalIndex, QueryTerms};
 use crate::skills::Skill;
+use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, HashMap};
@@ -40,6 +41,22 @@ pub struct Graph {
     pub(crate) skills: BTreeMap<String, Skill>,
 }
 
+/// What `memory.delete` did: CAR's `{ id, deleted, kind, fact_count }`.
+///
+/// Deleting an id that names no fact is not an error: `deleted` is false and `kind` is
+/// `None` (serialised `null`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeleteReport {
+    /// The id the caller asked to delete, as sent.
+    pub id: String,
+    /// Whether a fact with that id existed and was removed.
+    pub deleted: bool,
+    /// The removed fact's kind; `None` when nothing was removed.
+    pub kind: Option<FactKind>,
+    /// How many facts remain.
+    pub fact_count: usize,
+}
+
 /// The current time in Unix milliseconds.
 pub fn now_ms() -> u64 {
     std::time::SystemTime::now()
@@ -55,7 +72,8 @@ impl Graph {
     }
 
     /// Builds a graph from stored records, refusing duplicate fact ids or skill names
-    /// (a snapshot that has them is corrupt, not something to guess about).
+    /// (a snapshot that has them is corrupt, not something to guess about). Each skill's
+    /// `degraded` flag is recomputed from its counts (see [`crate::skills::is_degraded`]).
     pub fn from_records(facts: Vec<Fact>, skills: Vec<Skill>) -> Result<Self, String> {
         let mut graph = Graph::new();
         for fact in facts {
@@ -64,7 +82,8 @@ impl Graph {
             }
             graph.insert_entry(Entry::new(fact));
         }
-        for skill in skills {
+        for mut skill in skills {
+            skill.refresh_degraded();
             if graph.skills.contains_key(&skill.name) {
                 return Err(format!("duplicate skill name {:?}", skill.name));
             }
@@ -125,11 +144,16 @@ impl Graph {
         self.facts.len()
     }
 
-    /// Deletes a fact and returns the remaining count; an unknown id is an error naming it.
-    pub fn delete(&mut self, fact_id: &str) -> Result<usize, MemoryError> {
-        self.remove_entry(fact_id)
-            .map(|_| self.facts.len())
-            .ok_or_else(|| MemoryError::FactNotFound(fact_id.to_owned()))
+    /// Deletes a fact. An unknown id changes nothing and is not an error: the report says
+    /// `deleted: false, kind: None`.
+    pub fn delete(&mut self, fact_id: &str) -> DeleteReport {
+        let removed = self.remove_entry(fact_id);
+        DeleteReport {
+            id: fact_id.to_owned(),
+            deleted: removed.is_some(),
+            kind: removed.map(|e| e.fact.kind),
+            fact_count: self.facts.len(),
+        }
     }
 
     /// The `k` facts most relevant to `query`, best first (see [`crate::ranking`] for the
@@ -329,15 +353,46 @@ mod tests {
     }
 
     #[test]
-    fn delete_unknown_names_the_id() {
+    fn delete_reports_kind_and_count_and_tolerates_unknown_ids() {
         let mut g = Graph::new();
-        add(&mut g, FactInput::new("a", "b").fact_id("keep"), 1);
-        assert_eq!(
-            g.delete("nope").unwrap_err().to_string(),
-            "unknown fact_id \"nope\""
+        add(
+            &mut g,
+            FactInput::new("a", "b")
+                .fact_id("gone")
+                .kind(FactKind::Constraint),
+            1,
         );
-        assert_eq!(g.delete("keep").unwrap(), 0);
-        assert!(g.query("a", 5, None).unwrap().is_empty());
+        add(&mut g, FactInput::new("c", "d").fact_id("kept"), 1);
+        assert_eq!(
+            g.delete("nope"),
+            DeleteReport {
+                id: "nope".into(),
+                deleted: false,
+                kind: None,
+                fact_count: 2
+            }
+        );
+        let report = g.delete("gone");
+        assert_eq!(
+            report,
+            DeleteReport {
+                id: "gone".into(),
+                deleted: true,
+                kind: Some(FactKind::Constraint),
+                fact_count: 1
+            }
+        );
+        assert_eq!(
+            serde_json::to_value(&report).unwrap(),
+            serde_json::json!({"id": "gone", "deleted": true, "kind": "constraint", "fact_count": 1})
+        );
+        assert_eq!(
+            serde_json::to_value(g.delete("gone")).unwrap(),
+            serde_json::json!({"id": "gone", "deleted": false, "kind": null, "fact_count": 1}),
+            "a second delete of the same id is a no-op"
+        );
+        assert!(g.query("a", 5, None).unwrap().is_empty(), "unindexed");
+        assert_eq!(g.query("c", 5, None).unwrap().len(), 1);
     }
 
     #[test]

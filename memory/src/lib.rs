@@ -36,7 +36,7 @@ pub use error::{ConfineError, MemoryError, ValidationError};
 pub use fact::{
     validate_k, validate_query, Fact, FactHit, FactInput, FactKind, NewFact, DEFAULT_K, MAX_K,
 };
-pub use graph::Graph;
+pub use graph::{DeleteReport, Graph};
 pub use skill_find::{SkillMatch, SkillQuery};
-pub use skills::{Outcome, OutcomeReport, Skill, SkillInput};
+pub use skills::{is_degraded, Outcome, OutcomeReport, Skill, SkillInput, SkillStats};
 pub use store::{MemoryStore, Scope};

@@ -4,32 +4,54 @@
 //! skills or touch facts.
 //!
 //! # `find` score
-//! Each criterion the caller gives scores in [0, 1]; a skill failing a given criterion is
-//! not returned at all:
-//! - `task` (weight 0.5): the query's analysed terms (stemmed, stop words dropped); a term
-//!   found in the skill's `task_keywords` or `name` counts 1, one found only in its
-//!   `description` counts 0.5; the score is the mean over query terms and must be > 0.
-//!   A task made only of stop words is ignored as a criterion.
-//! - `url` (weight 0.3): `url_pattern` is a case-insensitive glob where `*` matches any run
-//!   of characters; a pattern without `://` is also tried against the URL minus its scheme.
-//!   A match scores `0.5 + 0.5 × L / (L + 8)` where `L` is the number of literal (non-`*`)
-//!   characters, so the pattern that pins down more of the URL wins (`*` alone scores 0.5);
-//!   a skill with an empty pattern is generic and scores 0.25.
-//! - `persona` (weight 0.2): equal ignoring case and surrounding space scores 1; a skill with
-//!   an empty persona is generic and scores 0.5.
+//! CAR's `skill.find` is a scored match (spreading activation from the context to each
+//! skill's triggers), not a filter: every criterion the caller gives adds to one score, and
+//! a skill that misses one criterion can still win on the others. Each given criterion `c`
+//! yields a score `s_c` in [0, 1] and says whether it matched the skill *specifically*:
 //!
-//! `match_score` is the weighted mean over the given criteria (1.0 when none is given),
-//! halved while the skill is degraded. Superseded skills are never returned. Ties break on
-//! more successes, then name.
+//! | criterion (weight `w_c`) | skill side | `s_c` | specific |
+//! |---|---|---|---|
+//! | `persona` (0.2) | equal ignoring case and surrounding space | 1 | yes |
+//! | | skill persona empty (any persona) | 0.5 | no |
+//! | | different | 0 | no |
+//! | `url` (0.3) | `url_pattern` glob-matches the URL | `0.5 + 0.5 × L / (L + 8)` | when `L > 0` |
+//! | | no glob match, but same host (or a subdomain of it) | 0.2 | yes |
+//! | | `url_pattern` empty (anywhere) | 0.25 | no |
+//! | | different host | 0 | no |
+//! | `task` (0.5) | mean over the query's analysed terms of 1 (term in `task_keywords` or `name`), 0.5 (only in `description`), 0 | mean | when > 0 |
+//!
+//! - `url_pattern` is a case-insensitive glob where `*` matches any run of characters; a
+//!   pattern without `://` is also tried against the URL minus its scheme. `L` is the number
+//!   of literal (non-`*`) characters, so a pattern that pins down more of the URL wins.
+//!   "Same host" compares [`host_of`] of both sides, for patterns whose host has no `*`
+//!   after the leading `*.` is dropped.
+//! - Task terms are stemmed with stop words dropped; a task of only stop words (or blank),
+//!   like a blank persona or URL, counts as not given.
+//!
+//! `base = Σ w_c·s_c / Σ w_c` over the given criteria. A skill none of whose given criteria
+//! matches specifically scores 0 and is not returned (a generic skill is not offered for an
+//! unrelated context just because it is generic; generic credit only ranks skills that
+//! matched something). With no criterion given every active skill has `base = 1`.
+//!
+//! `match_score` is `base`, halved while the skill is degraded. Superseded skills are never
+//! returned. Rows are sorted by `match_score` (descending), then non-degraded before
+//! degraded, then more successes, then name; at most `max_results` (default
+//! [`DEFAULT_MAX_RESULTS`] = 1, as CAR's) are returned.
 
 use crate::error::ValidationError;
 use crate::graph::Graph;
-use crate::skills::Skill;
+use crate::skills::{Skill, SkillStats};
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
 
-/// Default `max_results` for `skill.find`.
-pub const DEFAULT_MAX_RESULTS: usize = 5;
+/// Default `max_results` for `skill.find` (CAR's).
+pub const DEFAULT_MAX_RESULTS: usize = 1;
+/// Weight of the `persona` criterion.
+pub const PERSONA_WEIGHT: f64 = 0.2;
+/// Weight of the `url` criterion.
+pub const URL_WEIGHT: f64 = 0.3;
+/// Weight of the `task` criterion.
+pub const TASK_WEIGHT: f64 = 0.5;
 /// Largest accepted `max_results`.
 pub const MAX_RESULTS: usize = 100;
 
@@ -46,30 +68,33 @@ pub struct SkillQuery {
     pub max_results: Option<i64>,
 }
 
-/// One `skill.find` row.
+/// One `skill.find` row: CAR's `{ name, code, platform, description, stats, match_score }`
+/// plus the skill's other trigger fields and flat copies of `stats`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SkillMatch {
     /// The skill's name.
     pub name: String,
     /// Its code.
     pub code: String,
-    /// Score in [0, 1] (formula in the module docs).
-    pub match_score: f64,
     /// Its platform.
     pub platform: String,
+    /// Its description.
+    pub description: String,
+    /// Its track record (`{success_count, fail_count, degraded}`).
+    pub stats: SkillStats,
+    /// Score in (0, 1] (formula in the module docs).
+    pub match_score: f64,
     /// Its persona.
     pub persona: String,
     /// Its URL glob.
     pub url_pattern: String,
-    /// Its description.
-    pub description: String,
     /// Its task keywords.
     pub task_keywords: Vec<String>,
-    /// Successes so far.
+    /// Successes so far (same as `stats.success_count`).
     pub success_count: u64,
-    /// Failures so far.
+    /// Failures so far (same as `stats.fail_count`).
     pub fail_count: u64,
-    /// Whether it is degraded.
+    /// Whether it is degraded (same as `stats.degraded`).
     pub degraded: bool,
 }
 
@@ -111,17 +136,70 @@ pub fn host_of(url_or_pattern: &str) -> String {
     host.trim_start_matches("*.").to_lowercase()
 }
 
-fn url_score(pattern: &str, url: &str) -> Option<f64> {
+/// A criterion's score and whether it matched the skill specifically (module docs).
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Criterion {
+    score: f64,
+    specific: bool,
+}
+
+impl Criterion {
+    const MISS: Criterion = Criterion {
+        score: 0.0,
+        specific: false,
+    };
+
+    fn generic(score: f64) -> Self {
+        Criterion {
+            score,
+            specific: false,
+        }
+    }
+
+    fn specific(score: f64) -> Self {
+        Criterion {
+            score,
+            specific: true,
+        }
+    }
+}
+
+fn persona_score(skill_persona: &str, persona: &str) -> Criterion {
+    let skill_persona = skill_persona.trim();
+    if skill_persona.is_empty() {
+        Criterion::generic(0.5)
+    } else if skill_persona.to_lowercase() == persona.to_lowercase() {
+        Criterion::specific(1.0)
+    } else {
+        Criterion::MISS
+    }
+}
+
+fn url_score(pattern: &str, url: &str) -> Criterion {
     if pattern.is_empty() {
-        return Some(0.25);
+        return Criterion::generic(0.25);
     }
     let without_scheme = url.split_once("://").map(|(_, r)| r);
     let matched = glob_match(pattern, url)
         || (!pattern.contains("://") && without_scheme.is_some_and(|u| glob_match(pattern, u)));
-    matched.then(|| {
-        let literal = pattern.chars().filter(|&c| c != '*').count() as f64;
-        0.5 + 0.5 * literal / (literal + 8.0)
-    })
+    if matched {
+        let literal = pattern.chars().filter(|&c| c != '*').count();
+        let score = 0.5 + 0.5 * literal as f64 / (literal as f64 + 8.0);
+        return Criterion {
+            score,
+            specific: literal > 0,
+        };
+    }
+    let pattern_host = host_of(pattern);
+    let url_host = host_of(url);
+    let same_host = !pattern_host.is_empty()
+        && !pattern_host.contains('*')
+        && (url_host == pattern_host || url_host.ends_with(&format!(".{pattern_host}")));
+    if same_host {
+        Criterion::specific(0.2)
+    } else {
+        Criterion::MISS
+    }
 }
 
 fn task_score(query_terms: &HashSet<String>, skill: &Skill) -> f64 {
@@ -179,46 +257,42 @@ impl Graph {
             .values()
             .filter(|s| s.superseded_by.is_none())
             .filter_map(|s| {
-                let mut weighted = 0.0;
-                let mut weights = 0.0;
+                let mut given: Vec<(f64, Criterion)> = Vec::with_capacity(3);
                 if let Some(p) = persona {
-                    let skill_persona = s.persona.trim();
-                    let score = if skill_persona.is_empty() {
-                        0.5
-                    } else if skill_persona.to_lowercase() == p.to_lowercase() {
-                        1.0
-                    } else {
-                        return None;
-                    };
-                    weighted += 0.2 * score;
-                    weights += 0.2;
+                    given.push((PERSONA_WEIGHT, persona_score(&s.persona, p)));
                 }
                 if let Some(u) = url {
-                    weighted += 0.3 * url_score(s.url_pattern.trim(), u)?;
-                    weights += 0.3;
+                    given.push((URL_WEIGHT, url_score(s.url_pattern.trim(), u)));
                 }
                 if !task_terms.is_empty() {
                     let score = task_score(&task_terms, s);
-                    if score == 0.0 {
-                        return None;
-                    }
-                    weighted += 0.5 * score;
-                    weights += 0.5;
+                    given.push((
+                        TASK_WEIGHT,
+                        Criterion {
+                            score,
+                            specific: score > 0.0,
+                        },
+                    ));
                 }
-                let base = if weights == 0.0 {
+                let base = if given.is_empty() {
                     1.0
-                } else {
+                } else if given.iter().any(|(_, c)| c.specific) {
+                    let weighted: f64 = given.iter().map(|(w, c)| w * c.score).sum();
+                    let weights: f64 = given.iter().map(|(w, _)| w).sum();
                     weighted / weights
+                } else {
+                    return None;
                 };
                 let match_score = if s.degraded { base * 0.5 } else { base };
                 Some(SkillMatch {
                     name: s.name.clone(),
                     code: s.code.clone(),
-                    match_score,
                     platform: s.platform.clone(),
+                    description: s.description.clone(),
+                    stats: s.stats(),
+                    match_score,
                     persona: s.persona.clone(),
                     url_pattern: s.url_pattern.clone(),
-                    description: s.description.clone(),
                     task_keywords: s.task_keywords.clone(),
                     success_count: s.success_count,
                     fail_count: s.fail_count,
@@ -229,6 +303,7 @@ impl Graph {
         rows.sort_by(|a, b| {
             b.match_score
                 .total_cmp(&a.match_score)
+                .then_with(|| a.degraded.cmp(&b.degraded))
                 .then_with(|| b.success_count.cmp(&a.success_count))
                 .then_with(|| a.name.cmp(&b.name))
         });
@@ -262,21 +337,54 @@ mod tests {
 
     #[test]
     fn url_specificity_wins() {
-        let generic = url_score("*", "https://github.com/a").unwrap();
-        let specific = url_score("https://github.com/*", "https://github.com/a").unwrap();
-        assert!(specific > generic && specific <= 1.0);
-        assert_eq!(generic, 0.5);
-        let deeper =
-            url_score("https://github.com/*/pull/*", "https://github.com/a/pull/1").unwrap();
-        assert!(
-            deeper > specific,
-            "more literal characters are more specific"
-        );
-        assert_eq!(url_score("", "x"), Some(0.25));
+        let score = |p: &str, u: &str| url_score(p, u);
+        let generic = score("*", "https://github.com/a");
+        assert_eq!(generic, Criterion::generic(0.5), "`*` alone is generic");
+        let specific = score("https://github.com/*", "https://github.com/a");
+        assert_eq!(specific, Criterion::specific(0.5 + 0.5 * 19.0 / 27.0));
+        let deeper = score("https://github.com/*/pull/*", "https://github.com/a/pull/1");
+        assert_eq!(deeper, Criterion::specific(0.5 + 0.5 * 25.0 / 33.0));
+        assert!(deeper.score > specific.score && specific.score < 1.0);
+        assert_eq!(score("", "x"), Criterion::generic(0.25));
+        assert!(score("github.com/*", "https://github.com/a").specific);
+    }
+
+    #[test]
+    fn url_mismatch_lowers_rather_than_excludes() {
+        let score = |p: &str, u: &str| url_score(p, u);
         assert_eq!(
-            url_score("https://gitlab.com/*", "https://github.com/a"),
-            None
+            score("https://github.com/*/pull/*", "https://github.com/settings"),
+            Criterion::specific(0.2),
+            "same host, other path: partial credit"
         );
-        assert!(url_score("github.com/*", "https://github.com/a").is_some());
+        assert_eq!(
+            score("https://*.atlassian.net/*", "https://atlassian.net/"),
+            Criterion::specific(0.2),
+            "the bare parent domain of a `*.` pattern"
+        );
+        assert_eq!(
+            score("github.com/*", "https://docs.github.com/x"),
+            Criterion::specific(0.2),
+            "a subdomain of the pattern's host"
+        );
+        assert_eq!(
+            score("https://gitlab.com/*", "https://github.com/a"),
+            Criterion::MISS
+        );
+        assert_eq!(
+            score("*github*", "https://gitlab.com/a"),
+            Criterion::MISS,
+            "a wildcard host never counts as the same host"
+        );
+    }
+
+    #[test]
+    fn persona_rules() {
+        assert_eq!(
+            persona_score(" Developer ", "developer"),
+            Criterion::specific(1.0)
+        );
+        assert_eq!(persona_score("", "developer"), Criterion::generic(0.5));
+        assert_eq!(persona_score("manager", "developer"), Criterion::MISS);
     }
 }

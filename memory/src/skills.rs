@@ -4,11 +4,18 @@
 //! (`skill.report`) and listing by domain (`skills.list`); matching (`skill.find`) lives in
 //! [`crate::skill_find`]. It must not touch facts or do I/O.
 //!
+//! # Outcomes
+//! `skill.report` takes `outcome: "success" | string` (CAR's contract): exactly `"success"`
+//! is a success; any other non-blank string (`"fail"`, `"error"`, `"Success"`, …) is a
+//! failure; an empty or all-whitespace string is refused (see [`Outcome`]'s `FromStr`).
+//!
 //! # Degradation
-//! The last [`OUTCOME_WINDOW`] outcomes are kept. A skill becomes degraded once it has at
-//! least [`MIN_OUTCOMES`] recent outcomes and their failure rate is ≥ [`DEGRADE_AT`]; it
-//! recovers when that rate falls below [`RECOVER_BELOW`]. The gap is hysteresis, so one
-//! lucky success does not flap the flag.
+//! CAR's rule: a skill is degraded exactly while `fail_count > success_count + 2` (see
+//! [`is_degraded`], margin [`DEGRADE_MARGIN`]). The counts are lifetime counts since the code
+//! last changed, so a degraded skill recovers as soon as enough successes make the rule stop
+//! holding, and degrades again as soon as it holds. The stored `degraded` flag is recomputed
+//! on every report, every ingest and every snapshot load, so it never disagrees with the
+//! counts (older snapshots written under a different rule are corrected on load).
 
 use crate::error::{MemoryError, ValidationError};
 use crate::fact::validate_tags;
@@ -17,21 +24,21 @@ use crate::skill_find::host_of;
 use serde::{Deserialize, Serialize};
 use std::str::FromStr;
 
-/// How many recent outcomes the degradation rule looks at.
-pub const OUTCOME_WINDOW: usize = 10;
-/// Fewest recent outcomes before a skill can be degraded.
-pub const MIN_OUTCOMES: usize = 5;
-/// Recent failure rate at which a skill becomes degraded.
-pub const DEGRADE_AT: f64 = 0.6;
-/// Recent failure rate below which a degraded skill recovers.
-pub const RECOVER_BELOW: f64 = 0.4;
+/// How many more failures than successes a skill may have before it is degraded.
+pub const DEGRADE_MARGIN: u64 = 2;
 const MAX_NAME_CHARS: usize = 256;
 const MAX_CODE_CHARS: usize = 262_144;
 const MAX_FIELD_CHARS: usize = 1_024;
 const MAX_DESCRIPTION_CHARS: usize = 16_384;
 
-/// How a skill run went.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// CAR's degradation rule: `fail_count > success_count + DEGRADE_MARGIN`.
+pub const fn is_degraded(success_count: u64, fail_count: u64) -> bool {
+    fail_count > success_count.saturating_add(DEGRADE_MARGIN)
+}
+
+/// How a skill run went. Serialised as `"success"` / `"fail"`; parsed (and deserialised)
+/// with CAR's rule: `"success"` is a success, any other non-blank string a failure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Outcome {
     /// It worked.
@@ -43,15 +50,24 @@ pub enum Outcome {
 impl FromStr for Outcome {
     type Err = ValidationError;
 
+    /// Exactly `"success"` (case-sensitive, as CAR compares it) is [`Outcome::Success`];
+    /// any other string with a non-whitespace character is [`Outcome::Fail`]; an empty or
+    /// all-whitespace string is refused as `outcome must not be empty`.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "success" => Ok(Outcome::Success),
-            "fail" => Ok(Outcome::Fail),
-            other => Err(ValidationError::new(
-                "outcome",
-                format!("must be success or fail (got {other:?})"),
-            )),
+        if s == "success" {
+            Ok(Outcome::Success)
+        } else if s.trim().is_empty() {
+            Err(ValidationError::new("outcome", "must not be empty"))
+        } else {
+            Ok(Outcome::Fail)
         }
+    }
+}
+
+impl<'de> Deserialize<'de> for Outcome {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        text.parse().map_err(serde::de::Error::custom)
     }
 }
 
@@ -84,10 +100,8 @@ pub struct Skill {
     /// Failures reported since the code last changed.
     #[serde(default)]
     pub fail_count: u64,
-    /// The last [`OUTCOME_WINDOW`] outcomes, oldest first.
-    #[serde(default)]
-    pub recent_outcomes: Vec<Outcome>,
-    /// Whether the degradation rule currently holds.
+    /// Whether the degradation rule ([`is_degraded`]) holds for the counts above. Snapshots
+    /// from older versions may also carry a `recent_outcomes` list; it is ignored on load.
     #[serde(default)]
     pub degraded: bool,
     /// First ingested (Unix milliseconds).
@@ -118,9 +132,10 @@ pub struct SkillInput {
     pub supersedes: Option<String>,
 }
 
-/// The `skill.report` result.
+/// A skill's track record: the `skill.report` result and the `stats` of a `skill.find`
+/// row.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct OutcomeReport {
+pub struct SkillStats {
     /// Successes so far.
     pub success_count: u64,
     /// Failures so far.
@@ -128,6 +143,9 @@ pub struct OutcomeReport {
     /// Whether the skill is now degraded.
     pub degraded: bool,
 }
+
+/// The `skill.report` result (the same shape as [`SkillStats`]).
+pub type OutcomeReport = SkillStats;
 
 fn text(
     field: &'static str,
@@ -184,28 +202,26 @@ impl SkillInput {
 }
 
 impl Skill {
+    /// Its counts and degraded flag.
+    pub fn stats(&self) -> SkillStats {
+        SkillStats {
+            success_count: self.success_count,
+            fail_count: self.fail_count,
+            degraded: self.degraded,
+        }
+    }
+
+    /// Recomputes `degraded` from the counts ([`is_degraded`]).
+    pub(crate) fn refresh_degraded(&mut self) {
+        self.degraded = is_degraded(self.success_count, self.fail_count);
+    }
+
     fn record(&mut self, outcome: Outcome) {
         match outcome {
-            Outcome::Success => self.success_count += 1,
-            Outcome::Fail => self.fail_count += 1,
+            Outcome::Success => self.success_count = self.success_count.saturating_add(1),
+            Outcome::Fail => self.fail_count = self.fail_count.saturating_add(1),
         }
-        self.recent_outcomes.push(outcome);
-        if self.recent_outcomes.len() > OUTCOME_WINDOW {
-            let excess = self.recent_outcomes.len() - OUTCOME_WINDOW;
-            self.recent_outcomes.drain(..excess);
-        }
-        let n = self.recent_outcomes.len();
-        let fails = self
-            .recent_outcomes
-            .iter()
-            .filter(|o| **o == Outcome::Fail)
-            .count();
-        let rate = fails as f64 / n as f64;
-        if !self.degraded && n >= MIN_OUTCOMES && rate >= DEGRADE_AT {
-            self.degraded = true;
-        } else if self.degraded && rate < RECOVER_BELOW {
-            self.degraded = false;
-        }
+        self.refresh_degraded();
     }
 }
 
@@ -258,7 +274,6 @@ impl Graph {
             superseded_by: previous.as_ref().and_then(|p| p.superseded_by.clone()),
             success_count: 0,
             fail_count: 0,
-            recent_outcomes: Vec::new(),
             degraded: false,
             created_ms: previous.as_ref().map_or(now_ms, |p| p.created_ms),
             updated_ms: now_ms,
@@ -266,9 +281,8 @@ impl Graph {
         if let (true, Some(p)) = (keep_history, previous) {
             skill.success_count = p.success_count;
             skill.fail_count = p.fail_count;
-            skill.recent_outcomes = p.recent_outcomes;
-            skill.degraded = p.degraded;
         }
+        skill.refresh_degraded();
         if let Some(old) = skill
             .supersedes
             .as_ref()
@@ -296,11 +310,7 @@ impl Graph {
             })?;
         skill.record(outcome);
         skill.updated_ms = now_ms();
-        Ok(OutcomeReport {
-            success_count: skill.success_count,
-            fail_count: skill.fail_count,
-            degraded: skill.degraded,
-        })
+        Ok(skill.stats())
     }
 
     /// Every skill (superseded ones included, flagged by `superseded_by`), by name; with a
@@ -326,9 +336,8 @@ impl Graph {
 mod tests {
     use super::*;
 
-    #[test]
-    fn degradation_has_hysteresis() {
-        let mut s = Skill {
+    fn blank() -> Skill {
+        Skill {
             name: "n".into(),
             code: "c".into(),
             platform: String::new(),
@@ -340,29 +349,83 @@ mod tests {
             superseded_by: None,
             success_count: 0,
             fail_count: 0,
-            recent_outcomes: vec![],
             degraded: false,
             created_ms: 0,
             updated_ms: 0,
-        };
-        for _ in 0..4 {
-            s.record(Outcome::Fail);
         }
-        assert!(!s.degraded, "fewer than MIN_OUTCOMES never degrade");
-        s.record(Outcome::Fail);
-        assert!(s.degraded);
-        for _ in 0..5 {
-            s.record(Outcome::Success);
+    }
+
+    #[test]
+    fn rule_is_fail_count_above_success_count_plus_two() {
+        assert!(!is_degraded(0, 0));
+        assert!(!is_degraded(0, 2));
+        assert!(is_degraded(0, 3));
+        assert!(!is_degraded(5, 7));
+        assert!(is_degraded(5, 8));
+        assert!(
+            is_degraded(u64::MAX - 3, u64::MAX),
+            "no overflow near the top"
+        );
+        assert!(!is_degraded(u64::MAX, u64::MAX));
+    }
+
+    #[test]
+    fn degrades_and_recovers_as_soon_as_the_rule_changes() {
+        let mut s = blank();
+        use Outcome::{Fail as F, Success as S};
+        // (successes, failures) after each report, and whether fails > successes + 2.
+        let steps = [
+            (F, (0, 1), false),
+            (F, (0, 2), false),
+            (F, (0, 3), true),
+            (S, (1, 3), false),
+            (F, (1, 4), true),
+            (S, (2, 4), false),
+            (S, (3, 4), false),
+            (F, (3, 5), false),
+            (F, (3, 6), true),
+            (F, (3, 7), true),
+        ];
+        for (outcome, counts, degraded) in steps {
+            s.record(outcome);
+            assert_eq!(
+                ((s.success_count, s.fail_count), s.degraded),
+                (counts, degraded)
+            );
         }
-        // Window: 5 fails + 5 successes = 0.5, not below RECOVER_BELOW.
-        assert!(s.degraded);
-        s.record(Outcome::Success);
-        s.record(Outcome::Success);
-        // Window: 3 fails / 10 = 0.3 < 0.4.
-        assert!(!s.degraded);
         assert_eq!(
-            (s.success_count, s.fail_count, s.recent_outcomes.len()),
-            (7, 5, 10)
+            s.stats(),
+            SkillStats {
+                success_count: 3,
+                fail_count: 7,
+                degraded: true
+            }
+        );
+    }
+
+    #[test]
+    fn outcome_follows_cars_success_or_any_string() {
+        let parse = |s: &str| s.parse::<Outcome>().map_err(|e| e.to_string());
+        assert_eq!(parse("success"), Ok(Outcome::Success));
+        for fail in [
+            "fail", "failure", "error", "timeout", "Success", " success", "0",
+        ] {
+            assert_eq!(parse(fail), Ok(Outcome::Fail), "{fail:?}");
+        }
+        for empty in ["", " ", "\t\n"] {
+            assert_eq!(parse(empty), Err("outcome must not be empty".to_owned()));
+        }
+        let de = |j: &str| {
+            serde_json::from_value::<Outcome>(serde_json::Value::String(j.to_owned()))
+                .map_err(|e| e.to_string())
+        };
+        assert_eq!(de("success"), Ok(Outcome::Success));
+        assert_eq!(de("crashed"), Ok(Outcome::Fail));
+        assert_eq!(de(""), Err("outcome must not be empty".to_owned()));
+        assert_eq!(serde_json::to_string(&Outcome::Fail).unwrap(), r#""fail""#);
+        assert_eq!(
+            serde_json::to_string(&Outcome::Success).unwrap(),
+            r#""success""#
         );
     }
 }

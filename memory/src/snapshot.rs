@@ -24,8 +24,9 @@ struct SnapshotOut<'a> {
     skills: Vec<&'a Skill>,
 }
 
+/// Unknown fields (top level or in a record) are ignored, so snapshots written by older or
+/// newer versions of this crate still load; fields added later carry serde defaults.
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
 struct SnapshotIn {
     version: u32,
     facts: Vec<Fact>,
@@ -209,7 +210,54 @@ mod tests {
         let json: serde_json::Value = serde_json::from_slice(&encode(&g)).unwrap();
         assert_eq!(json["version"], 1);
         assert_eq!(json["facts"][0]["kind"], "unknown");
-        assert_eq!(json["skills"][0]["recent_outcomes"][0], "fail");
+        assert_eq!(json["skills"][0]["fail_count"], 1);
+        assert_eq!(json["skills"][0]["degraded"], false);
+        assert!(json["skills"][0].get("recent_outcomes").is_none());
+    }
+
+    #[test]
+    fn older_snapshots_load_and_their_degraded_flag_follows_the_rule() {
+        // Written under the old recent-window rule: it carries `recent_outcomes`, unknown
+        // extra fields, a flag the current rule disagrees with, and no `degraded` at all.
+        let text = r#"{
+            "version": 1,
+            "written_by": "car-memory 0.1",
+            "facts": [{"fact_id": "x", "subject": "s", "body": "b", "kind": "fact",
+                       "confidence": 1, "created_ms": 1, "updated_ms": 1, "extra": true}],
+            "skills": [
+                {"name": "a", "code": "c", "platform": "", "persona": "", "url_pattern": "",
+                 "task_keywords": [], "description": "", "success_count": 0, "fail_count": 3,
+                 "recent_outcomes": ["fail", "fail", "fail"], "degraded": false,
+                 "created_ms": 1, "updated_ms": 2, "future_field": {"x": 1}},
+                {"name": "b", "code": "c", "platform": "", "persona": "", "url_pattern": "",
+                 "task_keywords": [], "description": "", "success_count": 7, "fail_count": 5,
+                 "recent_outcomes": ["fail", "success"], "degraded": true,
+                 "created_ms": 1, "updated_ms": 2},
+                {"name": "c", "code": "c", "platform": "", "persona": "", "url_pattern": "",
+                 "task_keywords": [], "description": "", "created_ms": 1, "updated_ms": 2}
+            ]
+        }"#;
+        let g = decode(text.as_bytes()).unwrap();
+        assert_eq!(g.fact_count(), 1);
+        let stats: Vec<_> = g
+            .list_skills(None)
+            .into_iter()
+            .map(|s| (s.name, s.success_count, s.fail_count, s.degraded))
+            .collect();
+        assert_eq!(
+            stats,
+            [
+                ("a".to_owned(), 0, 3, true),
+                ("b".to_owned(), 7, 5, false),
+                ("c".to_owned(), 0, 0, false)
+            ]
+        );
+        let again: serde_json::Value = serde_json::from_slice(&encode(&g)).unwrap();
+        assert!(
+            again.get("written_by").is_none(),
+            "unknown fields are not kept"
+        );
+        assert!(again["skills"][0].get("recent_outcomes").is_none());
     }
 
     #[test]

@@ -279,9 +279,26 @@ impl MemoryStore {
         self.read(scope, Graph::fact_count).await
     }
 
-    /// `memory.delete`: returns the remaining count.
-    pub async fn delete(&self, scope: &Scope, fact_id: &str) -> Result<usize, MemoryError> {
-        self.mutate(scope, |g| g.delete(fact_id)).await
+    /// `memory.delete`: what was removed and how many facts remain. An unknown id is not an
+    /// error (`deleted: false`) and writes nothing, but still waits until the state it
+    /// observed is on disk, so a "not there" answer never precedes a concurrent delete's
+    /// durability.
+    pub async fn delete(
+        &self,
+        scope: &Scope,
+        fact_id: &str,
+    ) -> Result<crate::DeleteReport, MemoryError> {
+        let state = self.state(scope).await?;
+        let (report, version) = {
+            let mut cell = state.lock();
+            let report = cell.graph.delete(fact_id);
+            if report.deleted {
+                cell.version += 1;
+            }
+            (report, cell.version)
+        };
+        Self::flush_to(&state, version).await?;
+        Ok(report)
     }
 
     /// `memory.consolidate`.

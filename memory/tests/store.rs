@@ -132,11 +132,27 @@ async fn every_mutation_is_on_disk_when_it_returns() {
         .await
         .unwrap();
     assert_eq!(on_disk(&file), 2);
-    assert_eq!(store.delete(&Scope::Shared, "x").await.unwrap(), 1);
+    assert_eq!(
+        store.delete(&Scope::Shared, "x").await.unwrap(),
+        car_memory::DeleteReport {
+            id: "x".into(),
+            deleted: true,
+            kind: Some(FactKind::Pattern),
+            fact_count: 1
+        }
+    );
     assert_eq!(on_disk(&file), 1);
-    let err = store.delete(&Scope::Shared, "x").await.unwrap_err();
-    assert_eq!(err.to_string(), "unknown fact_id \"x\"");
-    assert!(err.is_invalid_params());
+    // Every snapshot write renames a fresh temp file over the old one: a new inode.
+    let inode = |p: &Path| std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(p).unwrap());
+    let before = inode(&file);
+    let again = store.delete(&Scope::Shared, "x").await.unwrap();
+    assert_eq!(
+        serde_json::to_value(&again).unwrap(),
+        serde_json::json!({"id": "x", "deleted": false, "kind": null, "fact_count": 1}),
+        "an unknown id is not an error"
+    );
+    assert_eq!(on_disk(&file), 1);
+    assert_eq!(inode(&file), before, "a no-op delete writes nothing");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -458,6 +474,6 @@ async fn store_futures_are_send() {
     send(store.report_outcome(&s, "none", Outcome::Fail))
         .await
         .unwrap_err();
-    send(store.delete(&s, "none")).await.unwrap_err();
+    assert!(!send(store.delete(&s, "none")).await.unwrap().deleted);
     send(store.flush_all()).await.unwrap();
 }

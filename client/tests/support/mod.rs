@@ -1,18 +1,24 @@
 //! Test support: a scripted fake daemon for what a real daemon must never do (malformed
 //! handshakes, dropped sockets, silent calls), and helpers to build client configs from
 //! explicit environment snapshots so the developer's own variables never leak in.
+//!
+//! Tests synchronise on events (a frame arriving at the fake, a channel message), never on
+//! fixed sleeps. The only clock they use is [`SAFETY`], a hang guard far beyond anything a
+//! slow machine needs: reaching it means the awaited thing did not happen, not that it was
+//! slow.
 #![allow(dead_code)]
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use car_daemon_client::{ClientConfig, EnvSnapshot, TimeoutPolicy};
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
 use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::WebSocketStream;
@@ -29,8 +35,24 @@ pub enum Via {
     Unix,
 }
 
-/// Every frame the fake received, per connection, in order.
-pub type Log = Arc<Mutex<Vec<(usize, Via, Value)>>>;
+/// How long a test waits for something that must happen before declaring it never will.
+/// A hang guard, not a speed bound: nothing asserts how much of it was used.
+pub const SAFETY: Duration = Duration::from_secs(60);
+
+/// Awaits `fut`, panicking with `what` if it has not finished within [`SAFETY`].
+pub async fn within<F: Future>(what: &str, fut: F) -> F::Output {
+    match tokio::time::timeout(SAFETY, fut).await {
+        Ok(out) => out,
+        Err(_) => panic!("{what}: not done after {SAFETY:?} (a hang guard, not a speed bound)"),
+    }
+}
+
+/// One frame the fake received: connection index, listener, the JSON.
+pub type Frame = (usize, Via, Value);
+
+/// Every frame the fake received, per connection, in order. A watch channel, so a test
+/// can wait for a frame instead of polling for it.
+pub type Log = Arc<watch::Sender<Vec<Frame>>>;
 
 /// One accepted connection, driven by a test's script.
 pub struct FakeConn {
@@ -47,10 +69,8 @@ impl FakeConn {
             match self.ws.next().await? {
                 Ok(Message::Text(t)) => {
                     let v: Value = serde_json::from_str(t.as_str()).expect("client sent json");
-                    self.log
-                        .lock()
-                        .unwrap()
-                        .push((self.index, self.via, v.clone()));
+                    let frame = (self.index, self.via, v.clone());
+                    self.log.send_modify(|frames| frames.push(frame));
                     return Some(v);
                 }
                 Ok(Message::Close(_)) | Err(_) => return None,
@@ -164,7 +184,7 @@ impl FakeDaemon {
         Fut: Future<Output = ()> + Send + 'static,
     {
         let script: Script = Arc::new(move |c| Box::pin(script(c)));
-        let log: Log = Arc::default();
+        let log: Log = Arc::new(watch::Sender::new(Vec::new()));
         let counter = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let tcp = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = tcp.local_addr().unwrap().port();
@@ -197,8 +217,25 @@ impl FakeDaemon {
     }
 
     /// The frames received so far.
-    pub fn frames(&self) -> Vec<(usize, Via, Value)> {
-        self.log.lock().unwrap().clone()
+    pub fn frames(&self) -> Vec<Frame> {
+        self.log.borrow().clone()
+    }
+
+    /// Waits until `done` holds for the frames received so far, re-checking on every new
+    /// frame; panics naming `what` after [`SAFETY`].
+    pub async fn wait_for(&self, what: &str, mut done: impl FnMut(&[Frame]) -> bool) {
+        let mut rx = self.log.subscribe();
+        let waited = tokio::time::timeout(SAFETY, async {
+            // The sender lives as long as `self`, so this cannot fail while we wait.
+            let _ = rx.wait_for(|frames| done(frames)).await;
+        })
+        .await;
+        if waited.is_err() {
+            panic!(
+                "{what}: not seen after {SAFETY:?} (a hang guard, not a speed bound); frames: {:?}",
+                self.frames()
+            );
+        }
     }
 
     /// The methods received so far, in order.
@@ -243,7 +280,10 @@ pub fn config_for(url: &str, car_home: &Path) -> ClientConfig {
     isolated_config(car_home).url(url)
 }
 
-/// Short connect-phase bounds so failing tests fail fast.
+/// Short connect-phase bounds, only for tests whose expected outcome *is* a connect-phase
+/// timeout (a fake that never answers the handshake). A test that expects the handshake to
+/// succeed keeps the default bounds, so a busy machine cannot turn its success into a
+/// timeout.
 pub fn quick_timeouts() -> TimeoutPolicy {
     TimeoutPolicy {
         handshake: Duration::from_millis(500),

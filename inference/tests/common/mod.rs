@@ -3,6 +3,8 @@
 #![allow(dead_code)]
 
 use std::path::PathBuf;
+use std::sync::mpsc;
+use std::time::Duration;
 
 use car_inference::{EngineConfig, InferenceEngine, LlamaConfig, RegisterRequest};
 
@@ -73,8 +75,38 @@ pub fn engine_with(adjust: impl FnOnce(&mut EngineConfig)) -> (tempfile::TempDir
 
 /// Serialises local generations within a test binary, as the daemon's admission (default 1)
 /// does. On 2 cores, ten concurrent llama.cpp contexts with spinning thread pools make each
-/// token take seconds, which would turn latency assertions (cancel within 1 s) into noise.
+/// token take seconds; the tests assert no speed, but they need not be that slow.
 pub fn serial() -> std::sync::MutexGuard<'static, ()> {
     static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
     LOCK.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// How long a test waits for something that must happen before declaring it never will.
+/// A hang guard, not a speed bound: nothing asserts how much of it was used.
+pub const SAFETY: Duration = Duration::from_secs(60);
+
+/// The result of a closure running on its own detached thread.
+pub struct Detached<T>(mpsc::Receiver<T>);
+
+/// Runs `f` on a detached thread, so that an `f` that never returns (the bug a test is
+/// looking for) fails the test after [`SAFETY`] instead of hanging it.
+pub fn detached<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Detached<T> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    Detached(rx)
+}
+
+impl<T> Detached<T> {
+    /// `f`'s result; panics naming `what` if it has not returned within [`SAFETY`].
+    pub fn wait(self, what: &str) -> T {
+        match self.0.recv_timeout(SAFETY) {
+            Ok(v) => v,
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                panic!("{what}: not done after {SAFETY:?} (a hang guard, not a speed bound)")
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => panic!("{what}: the thread panicked"),
+        }
+    }
 }
