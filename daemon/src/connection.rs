@@ -38,7 +38,8 @@ use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::WebSocketStream;
 use tokio_util::sync::CancellationToken;
 
-use crate::dispatch::{self, Call, Handler, Verdict};
+use crate::dispatch::{self, Verdict};
+use crate::handler::{Call, Handler};
 use crate::outbound::{self, OutFrame, OutboundReceiver};
 use crate::session::Session;
 use crate::state::ServerState;

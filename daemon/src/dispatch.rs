@@ -1,68 +1,35 @@
 //! Dispatch: from a request to a handler, through the gates, under a deadline.
 //!
-//! The dispatch map is built from the method table (`car_proto::methods`) and the
-//! handler each service registers for a row; a row without a handler, or a handler
-//! without a row, stops the daemon at startup (and fails a unit test first).
+//! The dispatch map is built from the declarations in `car_proto::methods` and the
+//! [`Routes`] the services registered (handed in by the caller: dispatch names no
+//! service). A declaration without a route, or a route for an undeclared method, stops
+//! the daemon at startup (and fails a unit test first).
 //!
 //! Gates run in this order, in the connection's reader so they see every earlier frame's
-//! effect (DECISIONS 7, 10):
+//! effect:
 //! 1. auth: before a successful `session.auth`, anything else → `-32001`, then close;
-//! 2. the method must be an active row → else `-32601 unknown method: …`;
-//! 3. role: the session's role must be allowed to call the row's role;
-//! 4. handshake: rows marked `handshake_required` → `-32005` until negotiated;
-//! 5. capability: rows naming a capability → `-32008` unless it was negotiated.
+//! 2. the method must be declared and active → else `-32601 unknown method: …`;
+//! 3. handshake: declarations marked `handshake_required` → `-32005` until negotiated;
+//! 4. role: `host`-labelled methods need a host session → `-32603 permission denied`
+//!    with `data.reason = "host_required"`;
+//! 5. capability: declarations naming a capability → `-32008` unless it was negotiated.
 //!
 //! Immediate handlers (`session.auth`, `server.handshake`) then run inline, so a client may
 //! pipeline its handshake right behind its auth frame without racing the gate. All others
 //! are spawned and bounded by their deadline class; an overrun answers `-32004` and a
 //! panic answers `-32603`, and the connection stays usable either way.
 
-use std::collections::HashMap;
-use std::future::Future;
-use std::pin::Pin;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use car_proto::errors::RpcError;
-use car_proto::methods::{self, DeadlineClass, MethodSpec};
+use car_proto::methods::{self, DeadlineClass, Declaration, MethodSpec};
 use futures_util::FutureExt;
-use serde_json::Value;
+use serde_json::{json, Value};
 
-use crate::services;
+use crate::handler::{Call, Handler, Routes};
 use crate::session::Session;
-use crate::state::ServerState;
-
-/// The future an async handler returns.
-pub type HandlerFuture = Pin<Box<dyn Future<Output = Result<Value, RpcError>> + Send>>;
-
-/// What a spawned handler gets.
-#[derive(Debug, Clone)]
-pub struct Call {
-    pub session: Arc<Session>,
-    pub state: Arc<ServerState>,
-    pub method: &'static MethodSpec,
-    /// The request's JSON-RPC id (`None` for a notification); inference heartbeats and
-    /// cancellation name the call by it.
-    pub id: Option<Value>,
-}
-
-/// A method's implementation.
-#[derive(Clone, Copy)]
-pub enum Handler {
-    /// Runs inline in the reader; must not block.
-    Immediate(fn(&Session, &ServerState, Value) -> Result<Value, RpcError>),
-    /// Spawned, under the method's deadline.
-    Async(fn(Call, Value) -> HandlerFuture),
-}
-
-impl std::fmt::Debug for Handler {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Handler::Immediate(_) => "Handler::Immediate",
-            Handler::Async(_) => "Handler::Async",
-        })
-    }
-}
 
 /// The outcome of the gates for one call.
 #[derive(Debug)]
@@ -73,30 +40,40 @@ pub enum Verdict {
     CloseUnauthenticated,
 }
 
-/// Method name → (row, handler) for the rows this daemon serves.
+/// Method name → (declaration, handler) for the methods this daemon serves.
 #[derive(Debug)]
 pub struct Dispatch {
-    routes: HashMap<&'static str, (&'static MethodSpec, Handler)>,
+    routes: BTreeMap<&'static str, (&'static Declaration, Handler)>,
 }
 
 impl Dispatch {
-    /// Builds the map from the active rows; panics on a row without a handler.
-    pub fn new(debug: bool) -> Self {
-        let routes = methods::active(debug)
-            .map(|spec| {
-                let handler = services::handler_for(spec.name)
-                    .unwrap_or_else(|| panic!("method table row {} has no handler", spec.name));
-                let immediate = matches!(handler, Handler::Immediate(_));
-                assert_eq!(
-                    immediate,
-                    spec.deadline == DeadlineClass::Immediate,
-                    "{}: immediate handlers and the immediate deadline class go together",
-                    spec.name
-                );
-                (spec.name, (spec, handler))
-            })
-            .collect();
+    /// Builds the map; panics unless every active declaration has exactly one route (debug
+    /// routes are dropped when `debug` is off).
+    pub fn new(routes: Routes, debug: bool) -> Self {
+        let mut routes = routes.into_inner();
+        routes.retain(|_, (decl, _)| debug || !decl.spec.debug);
+        for decl in methods::active(debug) {
+            let (_, handler) = routes
+                .get(decl.name())
+                .unwrap_or_else(|| panic!("method {} has no route", decl.name()));
+            assert_eq!(
+                matches!(handler, Handler::Immediate(_)),
+                decl.spec.deadline == DeadlineClass::Immediate,
+                "{}: immediate handlers and the immediate deadline class go together",
+                decl.name()
+            );
+        }
+        assert_eq!(routes.len(), methods::active(debug).count());
         Dispatch { routes }
+    }
+
+    /// The number of routed methods.
+    pub fn len(&self) -> usize {
+        self.routes.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.routes.is_empty()
     }
 
     /// Applies the gates (see the module docs).
@@ -105,19 +82,22 @@ impl Dispatch {
         if !identity.authenticated && method != "session.auth" {
             return Verdict::CloseUnauthenticated;
         }
-        let Some(&(spec, handler)) = self.routes.get(method) else {
+        let Some((decl, handler)) = self.routes.get(method) else {
             return Verdict::Refuse(RpcError::method_not_found(method));
         };
-        if !identity.role.may_call(spec.role) {
-            return Verdict::Refuse(RpcError::internal(format!(
-                "permission denied: {method} needs the {} role, this session is {}",
-                spec.role.as_str(),
-                identity.role.as_str()
-            )));
-        }
+        let spec = &decl.spec;
         let negotiated = session.negotiated();
         if spec.handshake_required && negotiated.is_none() {
             return Verdict::Refuse(RpcError::handshake_required(method));
+        }
+        if !identity.role.may_call(spec.role) {
+            return Verdict::Refuse(
+                RpcError::internal(format!(
+                    "permission denied: {method} needs a host session, this session is {}",
+                    identity.role.as_str()
+                ))
+                .with_data(json!({"reason": "host_required"})),
+            );
         }
         if let Some(cap) = spec.capability {
             let has = negotiated
@@ -129,25 +109,26 @@ impl Dispatch {
                 )));
             }
         }
-        Verdict::Run(spec, handler)
+        Verdict::Run(spec, handler.clone())
     }
 }
 
-/// The server-side deadline for a call of this row: the flat handler deadline, except
-/// `proposal.submit`, whose deadline is derived from the submitted action budgets.
+/// The server-side deadline for a call: the flat handler deadline, except
+/// `proposal.submit`, whose deadline is derived from the submitted action budgets by the
+/// rule both ends share (`car_proto::deadline`).
 pub fn deadline(spec: &MethodSpec, params: &Value, config: &crate::config::Config) -> Duration {
     match spec.deadline {
-        DeadlineClass::Proposal => services::proposal::derived_deadline(params, config),
+        DeadlineClass::Proposal => car_proto::deadline::proposal_deadline(
+            params,
+            config.tool_timeout,
+            config.handler_timeout,
+        ),
         _ => config.handler_timeout,
     }
 }
 
 /// Runs an async handler under its deadline, turning a panic into `-32603`.
-pub async fn run(
-    call: Call,
-    handler: fn(Call, Value) -> HandlerFuture,
-    params: Value,
-) -> Result<Value, RpcError> {
+pub async fn run(call: Call, handler: Arc<crate::handler::AsyncHandler>, params: Value) -> Result<Value, RpcError> {
     let method = call.method;
     let budget = deadline(method, &params, &call.state.config);
     let guarded = std::panic::AssertUnwindSafe(handler(call, params)).catch_unwind();
@@ -168,25 +149,5 @@ pub async fn run(
             );
             Err(RpcError::handler_deadline(method.name, budget))
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_row_has_a_handler_and_every_handler_a_row() {
-        let all = Dispatch::new(true);
-        assert_eq!(all.routes.len(), methods::METHODS.len());
-        for name in services::HANDLED {
-            assert!(
-                methods::lookup(name).is_some(),
-                "handler {name} has no method table row"
-            );
-        }
-        assert_eq!(services::HANDLED.len(), methods::METHODS.len());
-        let plain = Dispatch::new(false);
-        assert!(plain.routes.keys().all(|m| !m.starts_with("debug.")));
     }
 }

@@ -20,6 +20,7 @@ pub mod auth;
 pub mod config;
 pub mod connection;
 pub mod dispatch;
+pub mod handler;
 pub mod inference;
 pub mod instance;
 pub mod outbound;
@@ -120,7 +121,9 @@ pub async fn run(config: Config, paths: Paths) -> Result<(), Fatal> {
         config.infer_progress,
     ));
     inference::refresh_memory_embedder(&inference.engine, &memory);
+    let dispatch = dispatch::Dispatch::new(services::routes(), config.debug_methods);
     let state = Arc::new(ServerState::new(
+        dispatch,
         config.clone(),
         credentials.clone(),
         store,

@@ -19,6 +19,13 @@ pub struct ToolDescriptor {
     pub description: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub parameters: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub returns: Option<Value>,
+    pub idempotent: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cache_ttl_secs: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rate_limit: Option<Value>,
 }
 
 /// A policy rule, checked before every tool call of a proposal.
@@ -54,6 +61,26 @@ impl Policy {
             v["session_id"] = json!(s);
         }
         v
+    }
+
+    /// One sentence saying what the policy forbids (`policy.list`'s `description`).
+    pub fn description(&self) -> String {
+        let rule = match &self.rule {
+            Rule::DenyTool { target } => format!("deny tool {target}"),
+            Rule::DenyToolParam {
+                target,
+                key,
+                pattern,
+            } => format!(
+                "deny tool {target} when parameter {key} matches /{}/",
+                pattern.as_str()
+            ),
+            Rule::RequireState { key, value } => format!("require state {key} = {value}"),
+        };
+        match &self.session_id {
+            Some(s) => format!("{rule} (session {s})"),
+            None => rule,
+        }
     }
 
     fn rule_json(&self) -> Value {

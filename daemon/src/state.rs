@@ -7,7 +7,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use serde_json::{json, Value};
+use serde_json::Value;
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
@@ -31,7 +31,7 @@ pub struct ServerState {
     pub credentials: Option<Credentials>,
     pub dispatch: Dispatch,
     /// The `server.schema` result, computed once from the active method table.
-    pub schema_reply: Value,
+    pub schema_reply: car_proto::methods::server::SchemaReply,
     /// `host.event` notifications fan out from here to subscribed host sessions.
     pub host_events: broadcast::Sender<Value>,
     /// Run trace records for `runs.subscribe`.
@@ -49,6 +49,7 @@ pub struct ServerState {
 
 impl ServerState {
     pub fn new(
+        dispatch: Dispatch,
         config: Config,
         credentials: Option<Credentials>,
         store: Store,
@@ -57,16 +58,16 @@ impl ServerState {
         shutdown: CancellationToken,
     ) -> Self {
         let schema = car_proto::schema::schema(config.debug_methods);
-        let schema_reply = json!({
-            "digest": car_proto::schema::digest(&schema),
-            "digest_algorithm": car_proto::schema::DIGEST_ALGORITHM,
-            "car_version": car_proto::CAR_VERSION,
-            "schema": schema,
-        });
+        let schema_reply = car_proto::methods::server::SchemaReply {
+            digest: car_proto::schema::digest(&schema),
+            digest_algorithm: car_proto::schema::DIGEST_ALGORITHM.to_string(),
+            car_version: car_proto::CAR_VERSION.to_string(),
+            schema,
+        };
         let (host_events, _) = broadcast::channel(256);
         let (run_events, _) = broadcast::channel(1024);
         ServerState {
-            dispatch: Dispatch::new(config.debug_methods),
+            dispatch,
             config,
             credentials,
             schema_reply,

@@ -141,6 +141,11 @@ impl InferenceEngine {
         self.registry.register(request)
     }
 
+    /// The registry file (`<models_dir>/registry.json`).
+    pub fn registry_path(&self) -> std::path::PathBuf {
+        self.config.models_dir.join(crate::registry::REGISTRY_FILE)
+    }
+
     /// Every registered model with its identity fields.
     pub fn list(&self) -> Vec<ModelEntry> {
         self.registry.list()

@@ -16,17 +16,28 @@ pub struct EventQuery {
     pub action_id: Option<String>,
     #[serde(default)]
     pub proposal_id: Option<String>,
-    /// RFC 3339, inclusive.
+    /// Inclusive lower bound: RFC 3339 text, or Unix milliseconds.
     #[serde(default)]
-    pub since: Option<String>,
-    /// RFC 3339, exclusive.
+    pub since: Option<TimeBound>,
+    /// Upper bound: RFC 3339 text (exclusive), or Unix milliseconds (inclusive).
     #[serde(default)]
-    pub until: Option<String>,
+    pub until: Option<TimeBound>,
+    /// The connection that caused the event (`conn-<n>`).
+    #[serde(default)]
+    pub session_id: Option<String>,
     #[serde(default)]
     pub data_matches: Option<serde_json::Map<String, Json>>,
     /// 0 or absent = unlimited.
     #[serde(default)]
     pub limit: Option<u64>,
+}
+
+/// A time bound: RFC 3339 text (CAR's form) or Unix milliseconds.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(untagged)]
+pub enum TimeBound {
+    Millis(u64),
+    Rfc3339(String),
 }
 
 /// `events.query` result.

@@ -24,7 +24,8 @@ pub struct StartParams {
     pub idempotency_key: Option<Name>,
 }
 
-/// `runs.start` result.
+/// `runs.start` result: CAR's fields (the daemon answers the whole run record, which has
+/// them).
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 pub struct StartReply {
     pub run_id: String,
@@ -68,7 +69,8 @@ pub struct CompleteParams {
     pub summary: Option<String>,
 }
 
-/// `runs.complete` result.
+/// `runs.complete` result: CAR's fields (the daemon answers the completed run record with
+/// `ok: true`).
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 pub struct CompleteReply {
     pub run_id: String,
@@ -104,15 +106,15 @@ pub struct SubscribeParams {
 }
 
 crate::method!(
-    /// `runs.start` → `{run_id, agent_id}`.
+    /// `runs.start` → the run record (`{run_id, agent_id, owner, intent, status, created, …}`).
     Start = agent("runs.start", "start a durable run record, idempotent by key");
-    StartParams => StartReply;
+    StartParams => Json;
     member("runs_start", &[whole("params_json")], json())
 );
 crate::method!(
-    /// `runs.complete` → `{run_id, ok}`.
+    /// `runs.complete` → the completed run record with `ok: true`.
     Complete = owner("runs.complete", "complete a run with its outcome");
-    CompleteParams => CompleteReply;
+    CompleteParams => Json;
     member("runs_complete", &[whole("params_json")], json())
 );
 crate::method!(

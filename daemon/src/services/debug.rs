@@ -4,80 +4,71 @@
 use std::time::Duration;
 
 use car_proto::errors::RpcError;
-use serde_json::{json, Map, Value};
+use car_proto::methods::debug::{self as m, ClientCallParams, SleepParams, SleepReply};
+use serde_json::{json, Value};
 
-use super::object;
-use crate::dispatch::{Call, HandlerFuture};
+use crate::handler::{Call, Routes};
 
 /// Longest `debug.sleep` accepted (one day); longer values are a caller mistake.
 const MAX_SLEEP_MS: u64 = 86_400_000;
 /// Default wait for a `debug.call_client` answer.
 const DEFAULT_CALL_TIMEOUT_MS: u64 = 30_000;
 
-fn u64_field(obj: &Map<String, Value>, field: &str, max: u64) -> Result<Option<u64>, RpcError> {
-    match obj.get(field) {
-        None | Some(Value::Null) => Ok(None),
-        Some(v) => match v.as_u64() {
-            Some(n) if n <= max => Ok(Some(n)),
-            _ => Err(RpcError::invalid_params(format!(
-                "{field} must be an integer from 0 to {max}"
-            ))),
-        },
-    }
+pub fn register(routes: &mut Routes) {
+    routes
+        .add::<m::Echo, _, _>(|_, params: Value| async move { Ok(params) })
+        .add::<m::Sleep, _, _>(sleep)
+        .add::<m::CallClient, _, _>(call_client)
+        .add::<m::NotifyClient, _, _>(notify_client);
 }
 
-fn method_field(obj: &Map<String, Value>) -> Result<String, RpcError> {
-    match obj.get("method") {
-        Some(Value::String(m)) if !m.is_empty() => Ok(m.clone()),
-        Some(_) => Err(RpcError::invalid_params(
-            "method must be a non-empty string",
-        )),
-        None => Err(RpcError::invalid_params("method is required")),
+fn bounded(field: &str, ms: u64) -> Result<Duration, RpcError> {
+    if ms > MAX_SLEEP_MS {
+        return Err(RpcError::invalid_params(format!(
+            "{field}: must be an integer from 0 to {MAX_SLEEP_MS}"
+        )));
     }
+    Ok(Duration::from_millis(ms))
+}
+
+fn method_of(p: &ClientCallParams) -> Result<String, RpcError> {
+    if p.method.is_empty() {
+        return Err(RpcError::invalid_params("method: must not be empty"));
+    }
+    Ok(p.method.clone())
 }
 
 /// `debug.sleep {ms}` → `{slept_ms}`.
-pub fn sleep(_call: Call, params: Value) -> HandlerFuture {
-    Box::pin(async move {
-        let obj = object(params)?;
-        let ms = u64_field(&obj, "ms", MAX_SLEEP_MS)?
-            .ok_or_else(|| RpcError::invalid_params("ms is required"))?;
-        tokio::time::sleep(Duration::from_millis(ms)).await;
-        Ok(json!({"slept_ms": ms}))
-    })
+async fn sleep(_call: Call, p: SleepParams) -> Result<SleepReply, RpcError> {
+    tokio::time::sleep(bounded("ms", p.ms)?).await;
+    Ok(SleepReply { slept_ms: p.ms })
 }
 
-/// `debug.echo <params>` → the params.
-pub fn echo(_call: Call, params: Value) -> HandlerFuture {
-    Box::pin(async move { Ok(params) })
+fn inner_params(p: &ClientCallParams) -> Value {
+    if p.params.is_null() {
+        json!({})
+    } else {
+        p.params.clone()
+    }
 }
 
 /// `debug.call_client {method, params?, timeout_ms?}` → `{result}` or `{error}`.
-pub fn call_client(call: Call, params: Value) -> HandlerFuture {
-    Box::pin(async move {
-        let obj = object(params)?;
-        let method = method_field(&obj)?;
-        let timeout =
-            u64_field(&obj, "timeout_ms", MAX_SLEEP_MS)?.unwrap_or(DEFAULT_CALL_TIMEOUT_MS);
-        let inner = obj.get("params").cloned().unwrap_or(json!({}));
-        let answer = call
-            .session
-            .call_client(&method, &inner, Duration::from_millis(timeout))
-            .await
-            .map_err(|e| RpcError::internal(format!("reverse call {method}: {e}")))?;
-        match answer {
-            Ok(result) => Ok(json!({"result": result})),
-            Err(error) => Ok(json!({"error": error})),
-        }
-    })
+async fn call_client(call: Call, p: ClientCallParams) -> Result<Value, RpcError> {
+    let method = method_of(&p)?;
+    let timeout = bounded("timeout_ms", p.timeout_ms.unwrap_or(DEFAULT_CALL_TIMEOUT_MS))?;
+    let answer = call
+        .session
+        .call_client(&method, &inner_params(&p), timeout)
+        .await
+        .map_err(|e| RpcError::internal(format!("reverse call {method}: {e}")))?;
+    match answer {
+        Ok(result) => Ok(json!({"result": result})),
+        Err(error) => Ok(json!({"error": error})),
+    }
 }
 
 /// `debug.notify_client {method, params?}` → `{sent}`.
-pub fn notify_client(call: Call, params: Value) -> HandlerFuture {
-    Box::pin(async move {
-        let obj = object(params)?;
-        let method = method_field(&obj)?;
-        let inner = obj.get("params").cloned().unwrap_or(json!({}));
-        Ok(json!({"sent": call.session.notify(&method, &inner)}))
-    })
+async fn notify_client(call: Call, p: ClientCallParams) -> Result<Value, RpcError> {
+    let method = method_of(&p)?;
+    Ok(json!({"sent": call.session.notify(&method, &inner_params(&p))}))
 }

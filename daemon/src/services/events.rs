@@ -8,117 +8,143 @@ use car_proto::errors::RpcError;
 use rusqlite::types::Value as SqlValue;
 use serde_json::{json, Map, Value};
 
-use super::params::Params;
-use crate::dispatch::{Call, HandlerFuture};
+use car_proto::methods::events::{self as m, EventQuery, QueryReply, TimeBound};
+use car_proto::methods::fields::NoParams;
+
+use crate::handler::{Call, Routes};
 use crate::store::db_error;
 
-/// Rows `events.query` returns when `limit` is not given, and the most it returns.
-pub const DEFAULT_LIMIT: u64 = 100;
+/// The most events one `events.query` returns.
 pub const MAX_LIMIT: u64 = 10_000;
 
+pub fn register(routes: &mut Routes) {
+    routes
+        .add::<m::Count, _, _>(count)
+        .add::<m::Query, _, _>(query)
+        .add::<m::Stats, _, _>(stats);
+}
+
 /// `events.count` → the number of events in the log.
-pub fn count(call: Call, params: Value) -> HandlerFuture {
-    Box::pin(async move {
-        Params::new(params)?.only(&[])?;
-        let n: i64 = call
-            .state
-            .store
-            .run(|c| {
-                c.query_row("SELECT COUNT(*) FROM events", [], |r| r.get(0))
-                    .map_err(db_error)
-            })
-            .await?;
-        Ok(json!(n))
-    })
+async fn count(call: Call, _: NoParams) -> Result<u64, RpcError> {
+    let n: i64 = call
+        .state
+        .store
+        .run(|c| {
+            c.query_row("SELECT COUNT(*) FROM events", [], |r| r.get(0))
+                .map_err(db_error)
+        })
+        .await?;
+    Ok(u64::try_from(n).unwrap_or(0))
 }
 
-/// `events.query {kinds?, action_id?, proposal_id?, session_id?, since?, until?, limit?}` →
-/// events newest first. `since`/`until` are inclusive Unix-millisecond bounds.
-pub fn query(call: Call, params: Value) -> HandlerFuture {
-    Box::pin(async move {
-        let p = Params::new(params)?.only(&[
-            "kinds",
-            "action_id",
-            "proposal_id",
-            "session_id",
-            "since",
-            "until",
-            "limit",
-        ])?;
-        let mut clauses = Vec::new();
-        let mut args: Vec<SqlValue> = Vec::new();
-        if let Some(kinds) = p.opt_str_list("kinds")? {
-            if kinds.is_empty() {
-                return Err(RpcError::invalid_params(
-                    "kinds must not be empty (omit it to match every kind)",
-                ));
-            }
-            clauses.push(format!("kind IN ({})", vec!["?"; kinds.len()].join(", ")));
-            args.extend(kinds.into_iter().map(SqlValue::Text));
+/// A bound in Unix milliseconds; RFC 3339 `until` is exclusive, so it moves back 1 ms.
+fn bound_ms(field: &str, bound: Option<TimeBound>, exclusive_text: bool) -> Result<Option<i64>, RpcError> {
+    match bound {
+        None => Ok(None),
+        Some(TimeBound::Millis(ms)) => i64::try_from(ms)
+            .map(Some)
+            .map_err(|_| RpcError::invalid_params(format!("{field}: is out of range"))),
+        Some(TimeBound::Rfc3339(text)) => {
+            let t = humantime::parse_rfc3339_weak(&text).map_err(|e| {
+                RpcError::invalid_params(format!("{field}: is not an RFC 3339 time: {e}"))
+            })?;
+            let ms = t
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_millis() as i64)
+                .unwrap_or(0);
+            Ok(Some(if exclusive_text { ms - 1 } else { ms }))
         }
-        for field in ["action_id", "proposal_id", "session_id"] {
-            if let Some(v) = p.opt_str(field)? {
-                clauses.push(format!("{field} = ?"));
-                args.push(SqlValue::Text(v));
-            }
+    }
+}
+
+/// `events.query` (CAR's `EventQuery`) → `{count, events}`, newest first. `limit` absent or
+/// 0 returns at most [`MAX_LIMIT`] events.
+async fn query(call: Call, p: EventQuery) -> Result<QueryReply, RpcError> {
+    let mut clauses = Vec::new();
+    let mut args: Vec<SqlValue> = Vec::new();
+    if let Some(kinds) = p.kinds.filter(|k| !k.is_empty()) {
+        clauses.push(format!("kind IN ({})", vec!["?"; kinds.len()].join(", ")));
+        args.extend(kinds.into_iter().map(SqlValue::Text));
+    }
+    for (field, value) in [
+        ("action_id", p.action_id),
+        ("proposal_id", p.proposal_id),
+        ("session_id", p.session_id),
+    ] {
+        if let Some(v) = value {
+            clauses.push(format!("{field} = ?"));
+            args.push(SqlValue::Text(v));
         }
-        let since = p.opt_u64("since", 0, i64::MAX as u64)?;
-        let until = p.opt_u64("until", 0, i64::MAX as u64)?;
-        if let (Some(s), Some(u)) = (since, until) {
-            if s > u {
-                return Err(RpcError::invalid_params(format!(
-                    "since ({s}) is after until ({u})"
-                )));
-            }
+    }
+    let since = bound_ms("since", p.since, false)?;
+    let until = bound_ms("until", p.until, true)?;
+    if let (Some(s), Some(u)) = (since, until) {
+        if s > u {
+            return Err(RpcError::invalid_params(format!(
+                "since: ({s}) is after until ({u})"
+            )));
         }
-        if let Some(s) = since {
-            clauses.push("ts_ms >= ?".into());
-            args.push(SqlValue::Integer(s as i64));
-        }
-        if let Some(u) = until {
-            clauses.push("ts_ms <= ?".into());
-            args.push(SqlValue::Integer(u as i64));
-        }
-        let limit = p.opt_u64("limit", 1, MAX_LIMIT)?.unwrap_or(DEFAULT_LIMIT);
-        let filter = if clauses.is_empty() {
-            String::new()
-        } else {
-            format!("WHERE {}", clauses.join(" AND "))
+    }
+    if let Some(s) = since {
+        clauses.push("ts_ms >= ?".into());
+        args.push(SqlValue::Integer(s));
+    }
+    if let Some(u) = until {
+        clauses.push("ts_ms <= ?".into());
+        args.push(SqlValue::Integer(u));
+    }
+    for (key, value) in p.data_matches.unwrap_or_default() {
+        let text = match value {
+            Value::String(s) => s,
+            other => other.to_string(),
         };
-        let sql = format!(
-            "SELECT id, ts_ms, kind, session_id, proposal_id, action_id, request_id, data FROM events {filter} ORDER BY id DESC LIMIT {limit}"
-        );
-        call.state
-            .store
-            .run(move |c| {
-                let mut stmt = c.prepare(&sql).map_err(db_error)?;
-                let rows = stmt
-                    .query_map(rusqlite::params_from_iter(args), |r| {
-                        let data: String = r.get(7)?;
-                        Ok(json!({
-                            "id": r.get::<_, i64>(0)?,
-                            "ts_ms": r.get::<_, i64>(1)?,
-                            "kind": r.get::<_, String>(2)?,
-                            "session_id": r.get::<_, Option<String>>(3)?,
-                            "proposal_id": r.get::<_, Option<String>>(4)?,
-                            "action_id": r.get::<_, Option<String>>(5)?,
-                            "request_id": r.get::<_, Option<String>>(6)?,
-                            "data": serde_json::from_str::<Value>(&data).unwrap_or(Value::Null),
-                        }))
-                    })
-                    .map_err(db_error)?;
-                rows.collect::<Result<Vec<_>, _>>()
-                    .map(Value::Array)
-                    .map_err(db_error)
-            })
-            .await
+        clauses.push("CAST(json_extract(data, ?) AS TEXT) = ?".into());
+        args.push(SqlValue::Text(format!("$.\"{}\"", key.replace('"', "\\\""))));
+        args.push(SqlValue::Text(text));
+    }
+    let limit = match p.limit {
+        None | Some(0) => MAX_LIMIT,
+        Some(n) => n.min(MAX_LIMIT),
+    };
+    let filter = if clauses.is_empty() {
+        String::new()
+    } else {
+        format!("WHERE {}", clauses.join(" AND "))
+    };
+    let sql = format!(
+        "SELECT id, ts_ms, kind, session_id, proposal_id, action_id, request_id, data FROM events {filter} ORDER BY id DESC LIMIT {limit}"
+    );
+    let events = call
+        .state
+        .store
+        .run(move |c| {
+            let mut stmt = c.prepare(&sql).map_err(db_error)?;
+            let rows = stmt
+                .query_map(rusqlite::params_from_iter(args), |r| {
+                    let data: String = r.get(7)?;
+                    Ok(json!({
+                        "id": r.get::<_, i64>(0)?,
+                        "ts_ms": r.get::<_, i64>(1)?,
+                        "kind": r.get::<_, String>(2)?,
+                        "session_id": r.get::<_, Option<String>>(3)?,
+                        "proposal_id": r.get::<_, Option<String>>(4)?,
+                        "action_id": r.get::<_, Option<String>>(5)?,
+                        "request_id": r.get::<_, Option<String>>(6)?,
+                        "data": serde_json::from_str::<Value>(&data).unwrap_or(Value::Null),
+                    }))
+                })
+                .map_err(db_error)?;
+            rows.collect::<Result<Vec<_>, _>>().map_err(db_error)
+        })
+        .await?;
+    Ok(QueryReply {
+        count: events.len(),
+        events,
     })
 }
 
-/// `events.stats` → `{total, by_kind, first_ms, last_ms}`.
-pub fn stats(call: Call, params: Value) -> HandlerFuture {
-    Box::pin(async move {
-        Params::new(params)?.only(&[])?;
+async fn stats(call: Call, _: NoParams) -> Result<Value, RpcError> {
+    {
         call.state
             .store
             .run(|c| {
@@ -143,5 +169,5 @@ pub fn stats(call: Call, params: Value) -> HandlerFuture {
                 Ok(json!({"total": total, "by_kind": by_kind, "first_ms": first, "last_ms": last}))
             })
             .await
-    })
+    }
 }

@@ -15,16 +15,21 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use car_inference::{
-    ErrorKind, GenerateRequest, InferenceError, Message, RegisterRequest, StreamControl,
+    ErrorKind, GenerateRequest, InferenceError, Message, StreamControl,
 };
 use car_proto::errors::{RpcError, CONTENT_REFUSED};
 use serde_json::{json, Value};
 
-use super::params::Params;
-use crate::dispatch::{Call, HandlerFuture};
-use crate::inference::{refresh_memory_embedder, Heartbeat, InferenceService};
+use car_proto::methods::fields::Name;
+use car_proto::methods::inference::{
+    self as m, CancelParams, ClassifyParams, DeadlineParams, DetokenizeParams, EmbedParams,
+    GenerateParams, Stop, TokenizeParams,
+};
 
-fn engine_error(e: InferenceError) -> RpcError {
+use crate::handler::{Call, Routes};
+use crate::inference::{Heartbeat, InferenceService};
+
+pub(super) fn engine_error(e: InferenceError) -> RpcError {
     match e.kind() {
         ErrorKind::InvalidParams | ErrorKind::NotFound => RpcError::invalid_params(e),
         ErrorKind::ContentRefused => {
@@ -37,12 +42,12 @@ fn engine_error(e: InferenceError) -> RpcError {
     }
 }
 
-fn service(call: &Call) -> Arc<InferenceService> {
+pub(super) fn service(call: &Call) -> Arc<InferenceService> {
     call.state.inference.clone()
 }
 
 /// Runs a blocking engine call on the blocking pool.
-async fn blocking<T: Send + 'static>(
+pub(super) async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, InferenceError> + Send + 'static,
 ) -> Result<T, RpcError> {
     tokio::task::spawn_blocking(f)
@@ -51,71 +56,99 @@ async fn blocking<T: Send + 'static>(
         .map_err(engine_error)
 }
 
-const GENERATE_FIELDS: &[&str] = &[
-    "prompt",
-    "messages",
-    "system",
-    "context",
-    "model",
-    "max_tokens",
-    "temperature",
-    "top_p",
-    "seed",
-    "stop",
-    "tools",
-];
+pub fn register(routes: &mut Routes) {
+    routes
+        .add::<m::Infer, _, _>(|call, p| generate(call, p, false))
+        .add::<m::InferStream, _, _>(|call, p| generate(call, p, true))
+        .add::<m::Cancel, _, _>(cancel)
+        .add::<m::Deadline, _, _>(deadline)
+        .add::<m::Embed, _, _>(embed)
+        .add::<m::Classify, _, _>(classify)
+        .add::<m::Tokenize, _, _>(tokenize)
+        .add::<m::Detokenize, _, _>(detokenize);
+}
 
-fn opt_f32(p: &Params, field: &str) -> Result<Option<f32>, RpcError> {
-    match p.value(field) {
-        None => Ok(None),
-        Some(v) => v
-            .as_f64()
-            .map(|f| Some(f as f32))
-            .ok_or_else(|| RpcError::invalid_params(format!("{field} must be a number, got {v}"))),
+/// The text of a message's `content`: a string, or the `text` of its content parts.
+fn content_text(i: usize, content: Value) -> Result<String, RpcError> {
+    match content {
+        Value::String(s) => Ok(s),
+        Value::Null => Ok(String::new()),
+        Value::Array(parts) => parts
+            .into_iter()
+            .enumerate()
+            .map(|(j, part)| match part {
+                Value::String(s) => Ok(s),
+                Value::Object(o) => match o.get("text") {
+                    Some(Value::String(t)) => Ok(t.clone()),
+                    _ => Err(RpcError::invalid_params(format!(
+                        "messages[{i}].content[{j}]: only text parts are supported by this daemon's engines"
+                    ))),
+                },
+                _ => Err(RpcError::invalid_params(format!(
+                    "messages[{i}].content[{j}]: expected a string or a text part"
+                ))),
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(|parts| parts.join("")),
+        _ => Err(RpcError::invalid_params(format!(
+            "messages[{i}].content: expected a string or an array of content parts"
+        ))),
     }
 }
 
-/// Reads a generation request; `context` is appended to the system instruction.
-fn generate_request(params: Value) -> Result<(Option<String>, GenerateRequest), RpcError> {
-    let p = Params::new(params)?.only(GENERATE_FIELDS)?;
-    if let Some(tools) = p.value("tools") {
-        if tools.as_array().is_none_or(|t| !t.is_empty()) {
-            return Err(RpcError::invalid_params(
-                "tools: tool calling is not supported by this daemon's engines (send no tools)",
-            ));
-        }
+/// Reads CAR's generation request; `context` is appended to the system instruction.
+fn generate_request(p: GenerateParams) -> Result<(Option<String>, GenerateRequest), RpcError> {
+    if p.tools.as_ref().is_some_and(|t| !t.is_empty()) {
+        return Err(RpcError::invalid_params(
+            "tools: tool calling is not supported by this daemon's engines yet (send no tools)",
+        ));
     }
-    let messages = match p.value("messages") {
+    if p.images.as_ref().is_some_and(|i| !i.is_empty()) {
+        return Err(RpcError::invalid_params(
+            "images: this daemon's engines are text-only",
+        ));
+    }
+    let knobs = p.knobs();
+    if knobs.max_tokens == Some(0) {
+        return Err(RpcError::invalid_params("params.max_tokens: must be at least 1"));
+    }
+    let messages = match p.messages {
         None => None,
-        Some(v) => Some(
-            serde_json::from_value::<Vec<Message>>(v.clone()).map_err(|e| {
-                RpcError::invalid_params(format!(
-                    "messages must be an array of {{role, content}}: {e}"
-                ))
-            })?,
+        Some(list) => Some(
+            list.into_iter()
+                .enumerate()
+                .map(|(i, m)| {
+                    Ok(Message {
+                        role: m.role,
+                        content: content_text(i, m.content)?,
+                    })
+                })
+                .collect::<Result<Vec<_>, RpcError>>()?,
         ),
     };
-    let system = match (p.opt_text("system")?, p.opt_text("context")?) {
+    // An empty prompt beside messages means "use the messages" (CAR's agent loop sends it).
+    let prompt = p
+        .prompt
+        .filter(|text| !(text.is_empty() && messages.as_ref().is_some_and(|m| !m.is_empty())));
+    let system = match (p.system, p.context) {
         (s, None) => s,
         (None, Some(c)) => Some(format!("Context:\n{c}")),
         (Some(s), Some(c)) => Some(format!("{s}\n\nContext:\n{c}")),
     };
     let request = GenerateRequest {
-        prompt: p.opt_text("prompt")?,
+        prompt,
         messages,
         system,
-        max_tokens: p
-            .opt_u64("max_tokens", 1, u32::MAX as u64)?
-            .map(|n| n as u32),
-        temperature: opt_f32(&p, "temperature")?,
-        top_p: opt_f32(&p, "top_p")?,
-        seed: p.opt_u64("seed", 0, u32::MAX as u64)?.map(|n| n as u32),
-        stop: p.opt_str_list("stop")?.unwrap_or_default(),
+        max_tokens: knobs.max_tokens,
+        temperature: knobs.temperature,
+        top_p: knobs.top_p,
+        seed: knobs.seed,
+        stop: knobs.stop.map(Stop::into_vec).unwrap_or_default(),
     };
-    Ok((p.opt_str("model")?, request))
+    Ok((p.model.map(Name::into_string), request))
 }
 
-async fn generate(call: Call, params: Value, stream: bool) -> Result<Value, RpcError> {
+async fn generate(call: Call, params: GenerateParams, stream: bool) -> Result<Value, RpcError> {
     let (model, request) = generate_request(params)?;
     let svc = service(&call);
     let id = call.id.clone().unwrap_or(Value::Null);
@@ -179,21 +212,10 @@ async fn generate(call: Call, params: Value, stream: bool) -> Result<Value, RpcE
     }))
 }
 
-/// `infer {prompt | messages, system?, context?, model?, max_tokens?, temperature?, top_p?, seed?, stop?}`.
-pub fn infer(call: Call, params: Value) -> HandlerFuture {
-    Box::pin(generate(call, params, false))
-}
-
-/// `infer_stream`: `infer` plus `inference.stream.event` notifications.
-pub fn infer_stream(call: Call, params: Value) -> HandlerFuture {
-    Box::pin(generate(call, params, true))
-}
-
 /// `infer.cancel {id}` (needs `infer.cancel.v1`) → `{cancelled: true}`.
-pub fn cancel(call: Call, params: Value) -> HandlerFuture {
-    Box::pin(async move {
-        let p = Params::new(params)?.only(&["id"])?;
-        let id = p.required_value("id")?.clone();
+async fn cancel(call: Call, p: CancelParams) -> Result<Value, RpcError> {
+    {
+        let id = p.id;
         let running = service(&call).find(call.session.id, &id).ok_or_else(|| {
             RpcError::invalid_params(format!(
                 "id: no infer call {id} is running on this connection"
@@ -201,18 +223,20 @@ pub fn cancel(call: Call, params: Value) -> HandlerFuture {
         })?;
         running.cancel.cancel();
         Ok(json!({"cancelled": true}))
-    })
+    }
 }
 
 /// `infer.deadline {id, deadline_ms}` (needs `infer.deadline.v1`): stop call `id` once
 /// `deadline_ms` from now has passed (its stop reason is then `cancelled`).
-pub fn deadline(call: Call, params: Value) -> HandlerFuture {
-    Box::pin(async move {
-        let p = Params::new(params)?.only(&["id", "deadline_ms"])?;
-        let id = p.required_value("id")?.clone();
-        let ms = p
-            .opt_u64("deadline_ms", 0, 86_400_000)?
-            .ok_or_else(|| RpcError::invalid_params("deadline_ms is required"))?;
+async fn deadline(call: Call, p: DeadlineParams) -> Result<Value, RpcError> {
+    {
+        let id = p.id;
+        let ms = p.deadline_ms;
+        if ms > 86_400_000 {
+            return Err(RpcError::invalid_params(
+                "deadline_ms: must be an integer from 0 to 86400000",
+            ));
+        }
         let running = service(&call).find(call.session.id, &id).ok_or_else(|| {
             RpcError::invalid_params(format!(
                 "id: no infer call {id} is running on this connection"
@@ -221,157 +245,38 @@ pub fn deadline(call: Call, params: Value) -> HandlerFuture {
         *running.deadline.lock().expect("deadline lock") =
             Some(Instant::now() + Duration::from_millis(ms));
         Ok(json!({"deadline_ms": ms}))
-    })
-}
-
-fn texts(p: &Params) -> Result<Vec<String>, RpcError> {
-    match p.value("texts") {
-        Some(Value::Array(items)) if !items.is_empty() => items
-            .iter()
-            .enumerate()
-            .map(|(i, v)| {
-                v.as_str()
-                    .map(str::to_string)
-                    .ok_or_else(|| RpcError::invalid_params(format!("texts[{i}] must be a string")))
-            })
-            .collect(),
-        Some(Value::Array(_)) => Err(RpcError::invalid_params("texts must not be empty")),
-        Some(_) => Err(RpcError::invalid_params(
-            "texts must be an array of strings",
-        )),
-        None => Err(RpcError::invalid_params("texts is required")),
     }
 }
 
 /// `embed {texts, model?}` → `{embeddings, model_identity}`.
-pub fn embed(call: Call, params: Value) -> HandlerFuture {
-    Box::pin(async move {
-        let p = Params::new(params)?.only(&["texts", "model"])?;
-        let (texts, model) = (texts(&p)?, p.opt_str("model")?);
-        let engine = service(&call).engine.clone();
-        let r = blocking(move || engine.embed(model.as_deref(), &texts)).await?;
-        Ok(json!({"embeddings": r.embeddings, "model_identity": r.model_identity}))
-    })
+async fn embed(call: Call, p: EmbedParams) -> Result<Value, RpcError> {
+    if p.texts.is_empty() {
+        return Err(RpcError::invalid_params("texts: must not be empty"));
+    }
+    let (texts, model) = (p.texts, p.model.map(Name::into_string));
+    let engine = service(&call).engine.clone();
+    let r = blocking(move || engine.embed(model.as_deref(), &texts)).await?;
+    Ok(json!({"embeddings": r.embeddings, "model_identity": r.model_identity}))
 }
 
 /// `classify {text, labels, model?}` → `{scores: [{label, score}], model_identity}`.
-pub fn classify(call: Call, params: Value) -> HandlerFuture {
-    Box::pin(async move {
-        let p = Params::new(params)?.only(&["text", "labels", "model"])?;
-        let text = p
-            .opt_text("text")?
-            .ok_or_else(|| RpcError::invalid_params("text is required"))?;
-        let labels = p
-            .opt_str_list("labels")?
-            .ok_or_else(|| RpcError::invalid_params("labels is required"))?;
-        let model = p.opt_str("model")?;
-        let engine = service(&call).engine.clone();
-        let r = blocking(move || engine.classify(model.as_deref(), &text, &labels)).await?;
-        Ok(json!({"scores": r.scores, "model_identity": r.model_identity}))
-    })
+async fn classify(call: Call, p: ClassifyParams) -> Result<Value, RpcError> {
+    let (text, labels, model) = (p.text, p.labels, p.model.map(Name::into_string));
+    let engine = service(&call).engine.clone();
+    let r = blocking(move || engine.classify(model.as_deref(), &text, &labels)).await?;
+    Ok(json!({"scores": r.scores, "model_identity": r.model_identity}))
 }
 
 /// `tokenize {text, model?}` → `{tokens}`.
-pub fn tokenize(call: Call, params: Value) -> HandlerFuture {
-    Box::pin(async move {
-        let p = Params::new(params)?.only(&["text", "model"])?;
-        let text = p
-            .opt_text("text")?
-            .ok_or_else(|| RpcError::invalid_params("text is required"))?;
-        let model = p.opt_str("model")?;
-        let engine = service(&call).engine.clone();
-        Ok(json!({"tokens": blocking(move || engine.tokenize(model.as_deref(), &text)).await?}))
-    })
+async fn tokenize(call: Call, p: TokenizeParams) -> Result<Value, RpcError> {
+    let (text, model) = (p.text, p.model.map(Name::into_string));
+    let engine = service(&call).engine.clone();
+    Ok(json!({"tokens": blocking(move || engine.tokenize(model.as_deref(), &text)).await?}))
 }
 
 /// `detokenize {tokens, model?}` → `{text}`.
-pub fn detokenize(call: Call, params: Value) -> HandlerFuture {
-    Box::pin(async move {
-        let p = Params::new(params)?.only(&["tokens", "model"])?;
-        let tokens: Vec<i32> = match p.value("tokens") {
-            Some(Value::Array(items)) => items
-                .iter()
-                .enumerate()
-                .map(|(i, v)| {
-                    v.as_i64()
-                        .and_then(|n| i32::try_from(n).ok())
-                        .ok_or_else(|| {
-                            RpcError::invalid_params(format!(
-                                "tokens[{i}] must be a 32-bit integer"
-                            ))
-                        })
-                })
-                .collect::<Result<_, _>>()?,
-            Some(_) => {
-                return Err(RpcError::invalid_params(
-                    "tokens must be an array of integers",
-                ))
-            }
-            None => return Err(RpcError::invalid_params("tokens is required")),
-        };
-        let model = p.opt_str("model")?;
-        let engine = service(&call).engine.clone();
-        Ok(json!({"text": blocking(move || engine.detokenize(model.as_deref(), &tokens)).await?}))
-    })
-}
-
-/// `models.list` → registered models with their identities and whether they are loaded.
-pub fn models_list(call: Call, params: Value) -> HandlerFuture {
-    Box::pin(async move {
-        Params::new(params)?.only(&[])?;
-        let engine = service(&call).engine.clone();
-        let loaded = engine.loaded_models();
-        let rows: Vec<Value> = engine
-            .list()
-            .into_iter()
-            .map(|e| {
-                let mut row = serde_json::to_value(&e).unwrap_or(Value::Null);
-                row["kind"] = json!(e.kind_name());
-                row["identity"] = serde_json::to_value(e.identity()).unwrap_or(Value::Null);
-                row["loaded"] = json!(loaded.contains(&e.id));
-                row
-            })
-            .collect();
-        Ok(Value::Array(rows))
-    })
-}
-
-/// `models.register {id?, path} | {id?, base_url, model, api_key_env?}` → the entry.
-pub fn models_register(call: Call, params: Value) -> HandlerFuture {
-    Box::pin(async move {
-        let p = Params::new(params)?.only(&["id", "path", "base_url", "model", "api_key_env"])?;
-        let request = RegisterRequest {
-            id: p.opt_str("id")?,
-            path: p.opt_text("path")?.map(Into::into),
-            base_url: p.opt_str("base_url")?,
-            model: p.opt_str("model")?,
-            api_key_env: p.opt_str("api_key_env")?,
-        };
-        let engine = service(&call).engine.clone();
-        let entry = blocking({
-            let engine = engine.clone();
-            move || engine.register(&request)
-        })
-        .await?;
-        refresh_memory_embedder(&engine, &call.state.memory);
-        let mut row = serde_json::to_value(&entry).unwrap_or(Value::Null);
-        row["kind"] = json!(entry.kind_name());
-        row["identity"] = serde_json::to_value(entry.identity()).unwrap_or(Value::Null);
-        Ok(row)
-    })
-}
-
-/// `models.remove {id}` → the removed entry.
-pub fn models_remove(call: Call, params: Value) -> HandlerFuture {
-    Box::pin(async move {
-        let id = Params::new(params)?.only(&["id"])?.str("id")?;
-        let engine = service(&call).engine.clone();
-        let entry = blocking({
-            let engine = engine.clone();
-            move || engine.remove(&id)
-        })
-        .await?;
-        refresh_memory_embedder(&engine, &call.state.memory);
-        Ok(serde_json::to_value(entry).unwrap_or(Value::Null))
-    })
+async fn detokenize(call: Call, p: DetokenizeParams) -> Result<Value, RpcError> {
+    let (tokens, model) = (p.tokens, p.model.map(Name::into_string));
+    let engine = service(&call).engine.clone();
+    Ok(json!({"text": blocking(move || engine.detokenize(model.as_deref(), &tokens)).await?}))
 }

@@ -9,11 +9,15 @@
 
 use car_memory::{FactInput, FactKind, MemoryError, Outcome, Scope, SkillInput, SkillQuery};
 use car_proto::errors::RpcError;
-use car_proto::jsonrpc::json_type;
-use serde_json::{json, Value};
+use car_proto::methods::fields::NoParams;
+use car_proto::methods::memory::{
+    self as mm, AddFactParams, BuildContextParams, DeleteParams, DeleteReply, FactHit, PathParams,
+    QueryParams,
+};
+use car_proto::methods::skills::{self as ms, FindParams, IngestParams, ListParams, ReportParams};
+use serde_json::Value;
 
-use super::params::Params;
-use crate::dispatch::{Call, HandlerFuture};
+use crate::handler::{Call, Routes};
 
 /// The graph this connection reads and writes.
 pub fn scope_of(call: &Call) -> Scope {
@@ -40,255 +44,204 @@ fn to_json<T: serde::Serialize>(v: T) -> Result<Value, RpcError> {
 }
 
 /// An optional integer (any sign, so the engine can name out-of-range values itself).
-fn opt_i64(p: &Params, field: &str) -> Result<Option<i64>, RpcError> {
-    match p.value(field) {
-        None => Ok(None),
-        Some(v) => v.as_i64().map(Some).ok_or_else(|| {
-            RpcError::invalid_params(format!("{field} must be an integer, got {v}"))
-        }),
-    }
+pub fn register(routes: &mut Routes) {
+    routes
+        .add::<mm::AddFact, _, _>(add_fact)
+        .add::<mm::Query, _, _>(query)
+        .add::<mm::FactCount, _, _>(fact_count)
+        .add::<mm::Delete, _, _>(delete)
+        .add::<mm::Consolidate, _, _>(consolidate)
+        .add::<mm::BuildContext, _, _>(build_context)
+        .add::<mm::Persist, _, _>(persist)
+        .add::<mm::Load, _, _>(load)
+        .add::<ms::Ingest, _, _>(skill_ingest)
+        .add::<ms::Find, _, _>(skill_find)
+        .add::<ms::Report, _, _>(skill_report)
+        .add::<ms::List, _, _>(skills_list);
 }
 
-fn required_text(p: &Params, field: &str) -> Result<String, RpcError> {
-    p.opt_text(field)?
-        .ok_or_else(|| RpcError::invalid_params(format!("{field} is required")))
+fn invalid(e: impl std::fmt::Display) -> RpcError {
+    RpcError::invalid_params(e)
 }
 
-/// `memory.add_fact {subject, body, kind?, confidence?, fact_id?, tags?, source?}` → new count.
-pub fn add_fact(call: Call, params: Value) -> HandlerFuture {
-    Box::pin(async move {
-        let p = Params::new(params)?.only(&[
-            "subject",
-            "body",
-            "kind",
-            "confidence",
-            "fact_id",
-            "tags",
-            "source",
-        ])?;
-        let kind = match p.opt_text("kind")? {
-            Some(k) => Some(k.parse::<FactKind>().map_err(RpcError::invalid_params)?),
-            None => None,
-        };
-        let confidence = match p.value("confidence") {
-            None => None,
-            Some(Value::Number(n)) => n.as_f64(),
-            Some(other) => {
-                return Err(RpcError::invalid_params(format!(
-                    "confidence must be a number, got {}",
-                    json_type(other)
-                )))
-            }
-        };
-        let input = FactInput {
-            subject: required_text(&p, "subject")?,
-            body: required_text(&p, "body")?,
-            kind,
-            confidence,
-            fact_id: p.opt_str("fact_id")?,
-            tags: p.opt_str_list("tags")?.unwrap_or_default(),
-            source: p.opt_text("source")?,
-        };
-        let fact = input.validate().map_err(RpcError::invalid_params)?;
-        let count = call
-            .state
+/// `memory.add_fact` → the new fact count.
+async fn add_fact(call: Call, p: AddFactParams) -> Result<u64, RpcError> {
+    let kind = match p.kind {
+        Some(k) => Some(k.parse::<FactKind>().map_err(invalid)?),
+        None => None,
+    };
+    let input = FactInput {
+        subject: p.subject,
+        body: p.body,
+        kind,
+        confidence: p.confidence,
+        fact_id: p.fact_id,
+        tags: p.tags.unwrap_or_default(),
+        source: p.source,
+    };
+    let fact = input.validate().map_err(invalid)?;
+    let count = call
+        .state
+        .memory
+        .add_fact(&scope_of(&call), fact)
+        .await
+        .map_err(engine_error)?;
+    Ok(count as u64)
+}
+
+/// `memory.query` → facts ranked by relevance.
+async fn query(call: Call, p: QueryParams) -> Result<Vec<FactHit>, RpcError> {
+    let k = car_memory::fact::validate_k(p.k).map_err(invalid)?;
+    let hits = call
+        .state
+        .memory
+        .query(&scope_of(&call), &p.query, k)
+        .await
+        .map_err(engine_error)?;
+    Ok(hits
+        .into_iter()
+        .map(|h| FactHit {
+            fact_id: Some(h.fact_id),
+            subject: h.subject,
+            body: h.body,
+            kind: h.kind.as_str().to_string(),
+            confidence: h.confidence,
+            tags: h.tags,
+            source: h.source,
+        })
+        .collect())
+}
+
+/// `memory.fact_count` → number.
+async fn fact_count(call: Call, _: NoParams) -> Result<u64, RpcError> {
+    let n = call
+        .state
+        .memory
+        .fact_count(&scope_of(&call))
+        .await
+        .map_err(engine_error)?;
+    Ok(n as u64)
+}
+
+/// `memory.delete {id}` → `{id, deleted, kind, fact_count}`; an unknown id is not an error.
+async fn delete(call: Call, p: DeleteParams) -> Result<DeleteReply, RpcError> {
+    let report = call
+        .state
+        .memory
+        .delete(&scope_of(&call), &p.id)
+        .await
+        .map_err(engine_error)?;
+    Ok(DeleteReply {
+        id: report.id,
+        deleted: report.deleted,
+        kind: report.kind.map(|k| k.as_str().to_string()),
+        fact_count: report.fact_count as u64,
+    })
+}
+
+/// `memory.consolidate` → the consolidation report.
+async fn consolidate(call: Call, _: NoParams) -> Result<Value, RpcError> {
+    to_json(
+        call.state
             .memory
-            .add_fact(&scope_of(&call), fact)
+            .consolidate(&scope_of(&call))
             .await
-            .map_err(engine_error)?;
-        Ok(json!(count))
-    })
+            .map_err(engine_error)?,
+    )
 }
 
-/// `memory.query {query, k?}` → ranked hits.
-pub fn query(call: Call, params: Value) -> HandlerFuture {
-    Box::pin(async move {
-        let p = Params::new(params)?.only(&["query", "k"])?;
-        let query = required_text(&p, "query")?;
-        let k =
-            car_memory::fact::validate_k(opt_i64(&p, "k")?).map_err(RpcError::invalid_params)?;
-        to_json(
-            call.state
-                .memory
-                .query(&scope_of(&call), &query, k)
-                .await
-                .map_err(engine_error)?,
-        )
-    })
+/// `memory.build_context` → the assembled context text (CAR's result is the string).
+async fn build_context(call: Call, p: BuildContextParams) -> Result<String, RpcError> {
+    let window = car_memory::validate_window(p.model_context_window).map_err(invalid)?;
+    let block = call
+        .state
+        .memory
+        .build_context(&scope_of(&call), &p.query.unwrap_or_default(), window)
+        .await
+        .map_err(engine_error)?;
+    Ok(block.text)
 }
 
-/// `memory.fact_count` → the number of facts in this connection's graph.
-pub fn fact_count(call: Call, params: Value) -> HandlerFuture {
-    Box::pin(async move {
-        Params::new(params)?.only(&[])?;
-        Ok(json!(call
-            .state
+/// `memory.persist {path}` → facts written.
+async fn persist(call: Call, p: PathParams) -> Result<u64, RpcError> {
+    let n = call
+        .state
+        .memory
+        .persist(&scope_of(&call), &p.path)
+        .await
+        .map_err(engine_error)?;
+    Ok(n as u64)
+}
+
+/// `memory.load {path}` → facts loaded.
+async fn load(call: Call, p: PathParams) -> Result<u64, RpcError> {
+    let n = call
+        .state
+        .memory
+        .load(&scope_of(&call), &p.path)
+        .await
+        .map_err(engine_error)?;
+    Ok(n as u64)
+}
+
+/// `skill.ingest` → the skill's node id.
+async fn skill_ingest(call: Call, p: IngestParams) -> Result<u64, RpcError> {
+    let input = SkillInput {
+        name: p.name,
+        code: p.code,
+        platform: p.platform.unwrap_or_default(),
+        persona: p.persona.unwrap_or_default(),
+        url_pattern: p.url_pattern.unwrap_or_default(),
+        task_keywords: p.task_keywords.unwrap_or_default(),
+        description: p.description.unwrap_or_default(),
+        supersedes: p.supersedes,
+    };
+    let input = input.validate().map_err(invalid)?;
+    let id = call
+        .state
+        .memory
+        .ingest_skill(&scope_of(&call), input)
+        .await
+        .map_err(engine_error)?;
+    Ok(id as u64)
+}
+
+/// `skill.find` → scored matches, best first.
+async fn skill_find(call: Call, p: FindParams) -> Result<Value, RpcError> {
+    let query = SkillQuery {
+        persona: p.persona,
+        url: p.url,
+        task: p.task,
+        max_results: p.max_results,
+    };
+    to_json(
+        call.state
             .memory
-            .fact_count(&scope_of(&call))
+            .find_skills(&scope_of(&call), &query)
             .await
-            .map_err(engine_error)?))
-    })
+            .map_err(engine_error)?,
+    )
 }
 
-/// `memory.delete {fact_id}` → `{deleted, count}`.
-pub fn delete(call: Call, params: Value) -> HandlerFuture {
-    Box::pin(async move {
-        let id = Params::new(params)?.only(&["fact_id"])?.str("fact_id")?;
-        let count = call
-            .state
+/// `skill.report {skill_name, outcome}` → the skill's updated stats.
+async fn skill_report(call: Call, p: ReportParams) -> Result<Value, RpcError> {
+    let outcome: Outcome = p.outcome.parse().map_err(invalid)?;
+    to_json(
+        call.state
             .memory
-            .delete(&scope_of(&call), &id)
+            .report_outcome(&scope_of(&call), &p.skill_name, outcome)
             .await
-            .map_err(engine_error)?;
-        Ok(json!({"deleted": id, "count": count}))
-    })
+            .map_err(engine_error)?,
+    )
 }
 
-/// `memory.consolidate` → what was merged.
-pub fn consolidate(call: Call, params: Value) -> HandlerFuture {
-    Box::pin(async move {
-        Params::new(params)?.only(&[])?;
-        to_json(
-            call.state
-                .memory
-                .consolidate(&scope_of(&call))
-                .await
-                .map_err(engine_error)?,
-        )
-    })
-}
-
-/// `memory.build_context {query, model_context_window?}` → `{context, budget_tokens, …}`.
-pub fn build_context(call: Call, params: Value) -> HandlerFuture {
-    Box::pin(async move {
-        let p = Params::new(params)?.only(&["query", "model_context_window"])?;
-        let query = p.opt_text("query")?.unwrap_or_default();
-        let window = car_memory::validate_window(opt_i64(&p, "model_context_window")?)
-            .map_err(RpcError::invalid_params)?;
-        let block = call
-            .state
+/// `skills.list {domain?}` → skills.
+async fn skills_list(call: Call, p: ListParams) -> Result<Value, RpcError> {
+    to_json(
+        call.state
             .memory
-            .build_context(&scope_of(&call), &query, window)
+            .list_skills(&scope_of(&call), p.domain.as_deref())
             .await
-            .map_err(engine_error)?;
-        let mut v = to_json(block)?;
-        if let Some(obj) = v.as_object_mut() {
-            if let Some(text) = obj.remove("text") {
-                obj.insert("context".into(), text);
-            }
-        }
-        Ok(v)
-    })
-}
-
-/// `memory.persist {path}` → facts written (the path is confined to `CAR_HOME/memory`).
-pub fn persist(call: Call, params: Value) -> HandlerFuture {
-    Box::pin(async move {
-        let path = Params::new(params)?.only(&["path"])?.str("path")?;
-        Ok(json!(call
-            .state
-            .memory
-            .persist(&scope_of(&call), &path)
-            .await
-            .map_err(engine_error)?))
-    })
-}
-
-/// `memory.load {path}` → facts loaded; replaces this connection's graph.
-pub fn load(call: Call, params: Value) -> HandlerFuture {
-    Box::pin(async move {
-        let path = Params::new(params)?.only(&["path"])?.str("path")?;
-        Ok(json!(call
-            .state
-            .memory
-            .load(&scope_of(&call), &path)
-            .await
-            .map_err(engine_error)?))
-    })
-}
-
-/// `skill.ingest {name, code, platform, persona, url_pattern, task_keywords, description, supersedes?}` → skill count.
-pub fn skill_ingest(call: Call, params: Value) -> HandlerFuture {
-    Box::pin(async move {
-        let p = Params::new(params)?.only(&[
-            "name",
-            "code",
-            "platform",
-            "persona",
-            "url_pattern",
-            "task_keywords",
-            "description",
-            "supersedes",
-        ])?;
-        let input = SkillInput {
-            name: required_text(&p, "name")?,
-            code: required_text(&p, "code")?,
-            platform: p.opt_text("platform")?.unwrap_or_default(),
-            persona: p.opt_text("persona")?.unwrap_or_default(),
-            url_pattern: p.opt_text("url_pattern")?.unwrap_or_default(),
-            task_keywords: p.opt_str_list("task_keywords")?.unwrap_or_default(),
-            description: p.opt_text("description")?.unwrap_or_default(),
-            supersedes: p.opt_str("supersedes")?,
-        };
-        let input = input.validate().map_err(RpcError::invalid_params)?;
-        Ok(json!(call
-            .state
-            .memory
-            .ingest_skill(&scope_of(&call), input)
-            .await
-            .map_err(engine_error)?))
-    })
-}
-
-/// `skill.find {persona?, url?, task?, max_results?}` → matches, best first (`[]` when none).
-pub fn skill_find(call: Call, params: Value) -> HandlerFuture {
-    Box::pin(async move {
-        let p = Params::new(params)?.only(&["persona", "url", "task", "max_results"])?;
-        let query = SkillQuery {
-            persona: p.opt_text("persona")?,
-            url: p.opt_text("url")?,
-            task: p.opt_text("task")?,
-            max_results: opt_i64(&p, "max_results")?,
-        };
-        to_json(
-            call.state
-                .memory
-                .find_skills(&scope_of(&call), &query)
-                .await
-                .map_err(engine_error)?,
-        )
-    })
-}
-
-/// `skill.report {name, outcome: success|fail}` → `{success_count, fail_count, degraded}`.
-pub fn skill_report(call: Call, params: Value) -> HandlerFuture {
-    Box::pin(async move {
-        let p = Params::new(params)?.only(&["name", "outcome"])?;
-        let name = p.str("name")?;
-        let outcome: Outcome = p
-            .str("outcome")?
-            .parse()
-            .map_err(RpcError::invalid_params)?;
-        to_json(
-            call.state
-                .memory
-                .report_outcome(&scope_of(&call), &name, outcome)
-                .await
-                .map_err(engine_error)?,
-        )
-    })
-}
-
-/// `skills.list {domain?}` → skills, optionally those whose URL pattern is on `domain`.
-pub fn skills_list(call: Call, params: Value) -> HandlerFuture {
-    Box::pin(async move {
-        let domain = Params::new(params)?.only(&["domain"])?.opt_str("domain")?;
-        to_json(
-            call.state
-                .memory
-                .list_skills(&scope_of(&call), domain.as_deref())
-                .await
-                .map_err(engine_error)?,
-        )
-    })
+            .map_err(engine_error)?,
+    )
 }

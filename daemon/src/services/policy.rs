@@ -1,109 +1,101 @@
-//! `policy.*`: rules checked before every tool call of a proposal (and reported by
-//! `verify`). Rules: `deny_tool {target}`, `deny_tool_param {target, key, pattern}` where
-//! `pattern` is a regular expression (Rust `regex` syntax, at most 4 KiB, compiled with a
-//! size limit so a hostile pattern cannot exhaust memory), and `require_state {key, value}`.
-//! A policy may be scoped to one execution session with `session_id`.
+//! `policy.*`: the connection's policies (at most [`MAX_POLICIES`]), checked before every
+//! tool-call attempt of a proposal.
+//!
+//! Rules: `deny_tool {target}`, `deny_tool_param {target, key, pattern}` (a regular
+//! expression, at most 4 KiB, compiled with a 1 MiB size limit) and `require_state {key,
+//! value}`. A field that does not apply to the rule is refused, naming it. A name
+//! registered again replaces the earlier policy, so `removed` is 0 or 1. `session_id`
+//! scopes a policy to proposals run under that execution session.
 
 use car_proto::errors::RpcError;
+use car_proto::methods::policy::{
+    self as m, ListParams, ListReply, PolicyDefinition, PolicySummary, RegisterReply, Scope,
+    UnregisterParams, UnregisterReply,
+};
 use regex::RegexBuilder;
-use serde_json::{json, Value};
 
-use super::params::Params;
-use crate::dispatch::{Call, HandlerFuture};
+use crate::handler::{Call, Routes};
 use crate::runtime::{Policy, Rule};
 
-/// Most policies one connection may hold.
 pub const MAX_POLICIES: usize = 1024;
 const MAX_PATTERN_BYTES: usize = 4096;
 
-/// Parses one policy object; `what` names it in errors (`params`, `policies[2]`).
-pub fn parse_policy(value: &Value, what: &str) -> Result<Policy, RpcError> {
-    let p = if what == "params" {
-        Params::new(value.clone())?
-    } else {
-        Params::element(value, what)?
-    };
-    let p = p.only(&[
-        "name",
-        "rule",
-        "target",
-        "key",
-        "pattern",
-        "value",
-        "session_id",
-    ])?;
-    let name = p.str("name")?;
-    let rule_name = p.str("rule")?;
-    let session_id = p.opt_str("session_id")?;
-    let path = |f: &str| {
-        if what == "params" {
-            f.to_string()
-        } else {
-            format!("{what}.{f}")
-        }
-    };
-    let forbid = |fields: &[&str]| -> Result<(), RpcError> {
-        match fields.iter().find(|f| p.has(f)) {
-            Some(f) => Err(RpcError::invalid_params(format!(
-                "{} does not apply to rule {rule_name}",
-                path(f)
-            ))),
+pub fn register(routes: &mut Routes) {
+    routes
+        .add::<m::Register, _, _>(register_policy)
+        .add::<m::Unregister, _, _>(unregister)
+        .add::<m::List, _, _>(list);
+}
+
+/// Checks a definition; `what` prefixes field names in messages (`""` or `policies[2].`).
+pub fn policy(def: PolicyDefinition, what: &str) -> Result<Policy, RpcError> {
+    let bad = |detail: String| RpcError::invalid_params(format!("{what}{detail}"));
+    let rule_name = def.rule.clone();
+    let forbid = |fields: &[(&str, bool)]| -> Result<(), RpcError> {
+        match fields.iter().find(|(_, present)| *present) {
+            Some((f, _)) => Err(bad(format!("{f}: does not apply to rule {rule_name}"))),
             None => Ok(()),
         }
     };
-    let rule = match rule_name.as_str() {
+    let need = |field: &str, v: Option<String>| {
+        v.filter(|s| !s.is_empty())
+            .ok_or_else(|| bad(format!("{field}: is required for rule {}", def.rule)))
+    };
+    let rule = match def.rule.as_str() {
         "deny_tool" => {
-            forbid(&["key", "pattern", "value"])?;
+            forbid(&[
+                ("key", def.key.is_some()),
+                ("pattern", def.pattern.is_some()),
+                ("value", def.value.is_some()),
+            ])?;
             Rule::DenyTool {
-                target: p.str("target")?,
+                target: need("target", def.target)?,
             }
         }
         "deny_tool_param" => {
-            forbid(&["value"])?;
-            let pattern = p.str("pattern")?;
+            forbid(&[("value", def.value.is_some())])?;
+            let pattern = need("pattern", def.pattern)?;
             if pattern.len() > MAX_PATTERN_BYTES {
-                return Err(RpcError::invalid_params(format!(
-                    "{} is longer than {MAX_PATTERN_BYTES} bytes",
-                    path("pattern")
+                return Err(bad(format!(
+                    "pattern: is longer than {MAX_PATTERN_BYTES} bytes"
                 )));
             }
             let pattern = RegexBuilder::new(&pattern)
                 .size_limit(1 << 20)
                 .build()
-                .map_err(|e| {
-                    RpcError::invalid_params(format!(
-                        "{} is not a valid regular expression: {e}",
-                        path("pattern")
-                    ))
-                })?;
+                .map_err(|e| bad(format!("pattern: is not a valid regular expression: {e}")))?;
             Rule::DenyToolParam {
-                target: p.str("target")?,
-                key: p.str("key")?,
+                target: need("target", def.target)?,
+                key: need("key", def.key)?,
                 pattern,
             }
         }
         "require_state" => {
-            forbid(&["target", "pattern"])?;
+            forbid(&[
+                ("target", def.target.is_some()),
+                ("pattern", def.pattern.is_some()),
+            ])?;
             Rule::RequireState {
-                key: p.str("key")?,
-                value: p.required_value("value")?.clone(),
+                key: need("key", def.key)?,
+                value: def
+                    .value
+                    .ok_or_else(|| bad("value: is required for rule require_state".into()))?,
             }
         }
         other => {
-            return Err(RpcError::invalid_params(format!(
-                "{} must be deny_tool, deny_tool_param or require_state, got {other:?}",
-                path("rule")
+            return Err(bad(format!(
+                "rule: must be deny_tool, deny_tool_param or require_state, got {other:?}"
             )))
         }
     };
     Ok(Policy {
-        name,
+        name: def.name.into_string(),
         rule,
-        session_id,
+        session_id: def.session_id.filter(|s| !s.is_empty()),
     })
 }
 
-/// Installs validated policies (replacing same-named ones); refuses to exceed the cap.
+/// Adds policies to the connection, all or nothing; returns the new total.
 pub fn install(call: &Call, policies: Vec<Policy>) -> Result<usize, RpcError> {
     call.session.runtime(|rt| {
         let new = policies
@@ -122,36 +114,49 @@ pub fn install(call: &Call, policies: Vec<Policy>) -> Result<usize, RpcError> {
     })
 }
 
-/// `policy.register {name, rule, …}` → `{registered: name, count}`.
-pub fn register(call: Call, params: Value) -> HandlerFuture {
-    Box::pin(async move {
-        let policy = parse_policy(&params, "params")?;
-        let name = policy.name.clone();
-        let count = install(&call, vec![policy])?;
-        Ok(json!({"registered": name, "count": count}))
+async fn register_policy(call: Call, def: PolicyDefinition) -> Result<RegisterReply, RpcError> {
+    let policy = policy(def, "")?;
+    let reply = RegisterReply {
+        registered: policy.name.clone(),
+        scope: Scope::of(policy.session_id.as_deref()),
+    };
+    install(&call, vec![policy])?;
+    Ok(reply)
+}
+
+async fn unregister(call: Call, p: UnregisterParams) -> Result<UnregisterReply, RpcError> {
+    let session = p.session_id.filter(|s| !s.is_empty());
+    let removed = call.session.runtime(|rt| {
+        let matches = rt
+            .policies
+            .get(p.name.as_str())
+            .is_some_and(|policy| policy.session_id == session);
+        if matches {
+            rt.policies.remove(p.name.as_str());
+        }
+        matches
+    });
+    Ok(UnregisterReply {
+        unregistered: p.name.into_string(),
+        removed: u64::from(removed),
+        scope: Scope::of(session.as_deref()),
     })
 }
 
-/// `policy.unregister {name}` → how many were removed (0 or 1).
-pub fn unregister(call: Call, params: Value) -> HandlerFuture {
-    Box::pin(async move {
-        let name = Params::new(params)?.only(&["name"])?.str("name")?;
-        Ok(json!(call.session.runtime(|rt| usize::from(
-            rt.policies.remove(&name).is_some()
-        ))))
-    })
-}
-
-/// `policy.list` → policies sorted by name.
-pub fn list(call: Call, params: Value) -> HandlerFuture {
-    Box::pin(async move {
-        Params::new(params)?.only(&[])?;
-        Ok(call.session.runtime(|rt| {
-            json!(rt
-                .policies
-                .values()
-                .map(Policy::to_json)
-                .collect::<Vec<_>>())
-        }))
+async fn list(call: Call, p: ListParams) -> Result<ListReply, RpcError> {
+    let session = p.session_id.filter(|s| !s.is_empty());
+    let policies = call.session.runtime(|rt| {
+        rt.policies
+            .values()
+            .filter(|policy| session.is_none() || policy.session_id == session)
+            .map(|policy| PolicySummary {
+                name: policy.name.clone(),
+                description: policy.description(),
+            })
+            .collect()
+    });
+    Ok(ListReply {
+        policies,
+        scope: Scope::of(session.as_deref()),
     })
 }

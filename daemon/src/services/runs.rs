@@ -17,13 +17,26 @@ use car_proto::methods::CallerRole;
 use rusqlite::{params, OptionalExtension, Row};
 use serde_json::{json, Value};
 
-use super::params::Params;
-use crate::dispatch::{Call, HandlerFuture};
+use car_proto::methods::fields::Name;
+use car_proto::methods::runs::{
+    self as m, CompleteParams, ListParams, Outcome, StartParams, SubscribeParams, TraceParams,
+};
+
+use crate::handler::{Call, Routes};
 use crate::session::{Identity, Session};
 use crate::state::{RunEvent, ServerState};
 use crate::store::{db_error, now_ms};
 
-const OUTCOMES: &[&str] = &["success", "failure", "cancelled"];
+/// CAR's `AgentOutcome` statuses, plus `cancelled`.
+const OUTCOMES: &[&str] = &[
+    "success",
+    "partial_success",
+    "done",
+    "give_up",
+    "timeout",
+    "failure",
+    "cancelled",
+];
 const MAX_TEXT: usize = 16 * 1024;
 
 fn owner_of(identity: &Identity) -> String {
@@ -102,16 +115,25 @@ fn publish(state: &ServerState, owner: String, run_id: &str, record: Value) {
     });
 }
 
-fn text(p: &Params, field: &str) -> Result<Option<String>, RpcError> {
-    match p.opt_text(field)? {
+fn text(field: &str, value: Option<String>) -> Result<Option<String>, RpcError> {
+    match value {
         Some(t) if t.trim().is_empty() => Err(RpcError::invalid_params(format!(
-            "{field} must not be blank"
+            "{field}: must not be blank"
         ))),
         Some(t) if t.len() > MAX_TEXT => Err(RpcError::invalid_params(format!(
-            "{field} is longer than {MAX_TEXT} bytes"
+            "{field}: is longer than {MAX_TEXT} bytes"
         ))),
         other => Ok(other),
     }
+}
+
+pub fn register(routes: &mut Routes) {
+    routes
+        .add::<m::Start, _, _>(start)
+        .add::<m::Complete, _, _>(complete)
+        .add::<m::List, _, _>(list)
+        .add::<m::GetTrace, _, _>(get_trace)
+        .add::<m::Subscribe, _, _>(subscribe);
 }
 
 fn new_run_id() -> String {
@@ -124,24 +146,25 @@ fn new_run_id() -> String {
 }
 
 /// `runs.start {intent, agent_id?, agent_name?, idempotency_key?}` → the run, with `created`.
-pub fn start(call: Call, params: Value) -> HandlerFuture {
-    Box::pin(async move {
-        let p =
-            Params::new(params)?.only(&["intent", "agent_id", "agent_name", "idempotency_key"])?;
-        let intent =
-            text(&p, "intent")?.ok_or_else(|| RpcError::invalid_params("intent is required"))?;
+async fn start(call: Call, p: StartParams) -> Result<Value, RpcError> {
+    {
+        let intent = text("intent", Some(p.intent))?
+            .ok_or_else(|| RpcError::invalid_params("intent: is required"))?;
+        let outcome_description = text("outcome_description", p.outcome_description)?;
         let identity = call.session.identity();
-        let agent_id = p.opt_str("agent_id")?;
+        let agent_id = p.agent_id.map(Name::into_string);
         if let (Some(bound), Some(given)) = (&identity.agent_id, &agent_id) {
             if bound != given {
                 return Err(RpcError::invalid_params(format!(
-                    "agent_id {given:?} does not match this session's agent {bound:?}"
+                    "agent_id: {given:?} does not match this session's agent {bound:?}"
                 )));
             }
         }
-        let agent_id = agent_id.or(identity.agent_id.clone());
-        let agent_name = p.opt_str("agent_name")?;
-        let key = p.opt_str("idempotency_key")?;
+        let agent_name = p.agent_name.map(Name::into_string);
+        let agent_id = agent_id
+            .or(identity.agent_id.clone())
+            .or_else(|| agent_name.as_ref().map(|n| format!("name:{}", slug(n))));
+        let key = p.idempotency_key.map(Name::into_string);
         let owner = owner_of(&identity);
         let run_id = new_run_id();
         let (owner2, run_id2) = (owner.clone(), run_id.clone());
@@ -165,7 +188,7 @@ pub fn start(call: Call, params: Value) -> HandlerFuture {
                     params![run_id2, owner2, intent, agent_id, agent_name, key, now_ms()],
                 )
                 .map_err(db_error)?;
-                let record = append_trace(&tx, &run_id2, "started", &json!({"intent": intent}))?;
+                let record = append_trace(&tx, &run_id2, "started", &json!({"intent": intent, "outcome_description": outcome_description}))?;
                 let (_, run) = load(&tx, &run_id2)?.expect("row just inserted");
                 tx.commit().map_err(db_error)?;
                 Ok((run, true, Some(record)))
@@ -177,22 +200,45 @@ pub fn start(call: Call, params: Value) -> HandlerFuture {
         }
         let mut run = run;
         run["created"] = json!(created);
+        if run["agent_id"].is_null() {
+            run["agent_id"] = run["owner"].clone();
+        }
         Ok(run)
-    })
+    }
+}
+
+/// `name:<slug>`: an agent id derived from a display name (lower-case ASCII letters,
+/// digits and `-`).
+fn slug(name: &str) -> String {
+    let mut out = String::new();
+    for c in name.chars() {
+        if c.is_ascii_alphanumeric() {
+            out.push(c.to_ascii_lowercase());
+        } else if !out.ends_with('-') {
+            out.push('-');
+        }
+    }
+    out.trim_matches('-').to_string()
 }
 
 /// `runs.complete {run_id, outcome, summary?}` → the completed run.
-pub fn complete(call: Call, params: Value) -> HandlerFuture {
-    Box::pin(async move {
-        let p = Params::new(params)?.only(&["run_id", "outcome", "summary"])?;
-        let run_id = p.str("run_id")?;
-        let outcome = p.str("outcome")?;
+async fn complete(call: Call, p: CompleteParams) -> Result<Value, RpcError> {
+    {
+        let run_id = p.run_id.into_string();
+        let (outcome, summary, agent_outcome) = match p.outcome {
+            Outcome::Status(status) => (status, p.summary, None),
+            Outcome::Outcome(o) => {
+                let summary = o.summary.clone().or(p.summary);
+                (o.status.clone(), summary, Some(serde_json::to_value(&o).unwrap_or_default()))
+            }
+        };
         if !OUTCOMES.contains(&outcome.as_str()) {
             return Err(RpcError::invalid_params(format!(
-                "outcome must be success, failure or cancelled, got {outcome:?}"
+                "outcome: must be one of {}, got {outcome:?}",
+                OUTCOMES.join(", ")
             )));
         }
-        let summary = text(&p, "summary")?;
+        let summary = text("summary", summary)?;
         let identity = call.session.identity();
         let id = run_id.clone();
         let (owner, run, record) = call
@@ -212,7 +258,7 @@ pub fn complete(call: Call, params: Value) -> HandlerFuture {
                     params![id, outcome, summary, now_ms()],
                 )
                 .map_err(db_error)?;
-                let record = append_trace(&tx, &id, "completed", &json!({"outcome": outcome, "summary": summary}))?;
+                let record = append_trace(&tx, &id, "completed", &json!({"outcome": outcome, "summary": summary, "agent_outcome": agent_outcome}))?;
                 let (_, run) = load(&tx, &id)?.expect("row exists");
                 tx.commit().map_err(db_error)?;
                 Ok((owner, run, record))
@@ -220,23 +266,25 @@ pub fn complete(call: Call, params: Value) -> HandlerFuture {
             .await?;
         call.session.untrack_run(&run_id);
         publish(&call.state, owner, &run_id, record);
+        let mut run = run;
+        run["ok"] = json!(true);
         Ok(run)
-    })
+    }
 }
 
 /// `runs.list {status?, limit?}` → runs visible to this session, newest first.
-pub fn list(call: Call, params: Value) -> HandlerFuture {
-    Box::pin(async move {
-        let p = Params::new(params)?.only(&["status", "limit"])?;
-        let status = p.opt_str("status")?;
+async fn list(call: Call, p: ListParams) -> Result<Value, RpcError> {
+    {
+        let status = p.status.map(|s| if s == "in_progress" { "running".to_string() } else { s });
         if let Some(s) = &status {
             if !["running", "completed", "incomplete"].contains(&s.as_str()) {
                 return Err(RpcError::invalid_params(format!(
-                    "status must be running, completed or incomplete, got {s:?}"
+                    "status: must be in_progress, running, completed or incomplete, got {s:?}"
                 )));
             }
         }
-        let limit = p.opt_u64("limit", 1, 10_000)?.unwrap_or(100) as i64;
+        let agent = p.agent_id.map(Name::into_string);
+        let limit = p.limit.unwrap_or(100).clamp(1, 10_000) as i64;
         let identity = call.session.identity();
         call.state
             .store
@@ -248,7 +296,8 @@ pub fn list(call: Call, params: Value) -> HandlerFuture {
                 let mut out = Vec::new();
                 for row in rows {
                     let (owner, run) = row.map_err(db_error)?;
-                    if sees(&identity, &owner) {
+                    let agent_ok = agent.as_ref().is_none_or(|a| run["agent_id"].as_str() == Some(a.as_str()));
+                    if sees(&identity, &owner) && agent_ok {
                         out.push(run);
                         if out.len() as i64 >= limit {
                             break;
@@ -258,13 +307,14 @@ pub fn list(call: Call, params: Value) -> HandlerFuture {
                 Ok(Value::Array(out))
             })
             .await
-    })
+    }
 }
 
 /// `runs.get_trace {run_id}` → `{run, records}`.
-pub fn get_trace(call: Call, params: Value) -> HandlerFuture {
-    Box::pin(async move {
-        let run_id = Params::new(params)?.only(&["run_id"])?.str("run_id")?;
+async fn get_trace(call: Call, p: TraceParams) -> Result<Value, RpcError> {
+    {
+        let run_id = p.run_id.into_string();
+        let cursor = p.cursor.unwrap_or(0) as i64;
         let identity = call.session.identity();
         call.state
             .store
@@ -274,26 +324,27 @@ pub fn get_trace(call: Call, params: Value) -> HandlerFuture {
                     _ => return Err(no_run(&run_id)),
                 };
                 let mut stmt = c
-                    .prepare("SELECT seq, ts_ms, kind, data FROM run_trace WHERE run_id = ?1 ORDER BY seq")
+                    .prepare("SELECT seq, ts_ms, kind, data FROM run_trace WHERE run_id = ?1 ORDER BY seq LIMIT -1 OFFSET ?2")
                     .map_err(db_error)?;
                 let records = stmt
-                    .query_map([&run_id], |r| {
+                    .query_map(params![run_id, cursor], |r| {
                         let data: String = r.get(3)?;
                         Ok(json!({"seq": r.get::<_, i64>(0)?, "ts_ms": r.get::<_, i64>(1)?, "kind": r.get::<_, String>(2)?, "data": serde_json::from_str::<Value>(&data).unwrap_or(Value::Null)}))
                     })
                     .map_err(db_error)?
                     .collect::<Result<Vec<_>, _>>()
                     .map_err(db_error)?;
-                Ok(json!({"run": run, "records": records}))
+                let next = cursor + records.len() as i64;
+                Ok(json!({"run_id": run_id, "agent_id": run["agent_id"], "run": run, "records": records, "cursor": next}))
             })
             .await
-    })
+    }
 }
 
 /// `runs.subscribe {run_id?}` → `{subscribed: true}`; then `runs.trace.event` notifications.
-pub fn subscribe(call: Call, params: Value) -> HandlerFuture {
-    Box::pin(async move {
-        let only = Params::new(params)?.only(&["run_id"])?.opt_str("run_id")?;
+async fn subscribe(call: Call, p: SubscribeParams) -> Result<Value, RpcError> {
+    {
+        let only = p.run_id.map(Name::into_string);
         let events = call.state.run_events.subscribe();
         call.session
             .forward(events, "runs.trace.event", move |session, e: RunEvent| {
@@ -302,7 +353,7 @@ pub fn subscribe(call: Call, params: Value) -> HandlerFuture {
                 wanted.then(|| json!({"run_id": e.run_id, "record": e.record}))
             });
         Ok(json!({"subscribed": true}))
-    })
+    }
 }
 
 /// Marks runs still running on a closed connection `incomplete`.

@@ -1,40 +1,52 @@
-//! `server.*` and `capabilities.list`: protocol negotiation and self-description.
+//! `server.handshake`, `server.schema` and `capabilities.list`: protocol negotiation and
+//! self-description, generated from the method contract.
 
 use car_proto::errors::RpcError;
+use car_proto::handshake::HandshakeReply;
+use car_proto::methods::fields::NoParams;
+use car_proto::methods::server::{self as m, CapabilitiesReply, CapabilityRow, SchemaReply};
 use car_proto::methods;
-use serde_json::{json, Value};
+use serde_json::Value;
 
-use crate::dispatch::{Call, HandlerFuture};
+use crate::handler::{Call, Routes};
 use crate::session::Session;
 use crate::state::ServerState;
 
+pub fn register(routes: &mut Routes) {
+    routes
+        .immediate::<m::Handshake, _>(handshake)
+        .add::<m::Schema, _, _>(schema)
+        .add::<m::CapabilitiesList, _, _>(capabilities_list);
+}
+
 /// `server.handshake`: exact-version negotiation. A failure leaves the session's earlier
 /// negotiation (if any) untouched; a repeat with the same params is idempotent.
-pub fn handshake(
-    session: &Session,
-    _state: &ServerState,
-    params: Value,
-) -> Result<Value, RpcError> {
+fn handshake(session: &Session, _: &ServerState, params: Value) -> Result<HandshakeReply, RpcError> {
     let reply = car_proto::handshake::negotiate(&params)?;
     session.set_negotiated(reply.negotiated_capabilities.clone());
     tracing::debug!(session = session.id, client_version = %reply.client_version, caps = ?reply.negotiated_capabilities, "negotiated");
-    Ok(serde_json::to_value(reply).expect("handshake reply serializes"))
+    Ok(reply)
 }
 
-/// `server.schema`: `{schema, digest, digest_algorithm, car_version}`.
-pub fn schema(call: Call, _params: Value) -> HandlerFuture {
-    Box::pin(async move { Ok(call.state.schema_reply.clone()) })
+/// `server.schema`: `{schema, digest, digest_algorithm, car_version}`, computed at start.
+async fn schema(call: Call, _: NoParams) -> Result<SchemaReply, RpcError> {
+    Ok(call.state.schema_reply.clone())
 }
 
 /// `capabilities.list`: `{caller_role, count, methods: [{method, role}]}`, sorted, filtered
 /// by the caller's role.
-pub fn capabilities_list(call: Call, _params: Value) -> HandlerFuture {
-    Box::pin(async move {
-        let role = call.session.identity().role;
-        let rows: Vec<Value> = methods::active(call.state.config.debug_methods)
-            .filter(|m| role.sees(m.role))
-            .map(|m| json!({"method": m.name, "role": m.role.as_str()}))
-            .collect();
-        Ok(json!({"caller_role": role.as_str(), "count": rows.len(), "methods": rows}))
+async fn capabilities_list(call: Call, _: NoParams) -> Result<CapabilitiesReply, RpcError> {
+    let role = call.session.identity().role;
+    let rows: Vec<CapabilityRow> = methods::active(call.state.config.debug_methods)
+        .filter(|d| role.sees(d.spec.role))
+        .map(|d| CapabilityRow {
+            method: d.name().to_string(),
+            role: d.spec.role.as_str().to_string(),
+        })
+        .collect();
+    Ok(CapabilitiesReply {
+        caller_role: role.as_str().to_string(),
+        count: rows.len(),
+        methods: rows,
     })
 }

@@ -18,37 +18,25 @@
 use car_proto::errors::RpcError;
 use car_proto::methods::CallerRole;
 use car_proto::namespace;
-use serde_json::{json, Map, Value};
+use car_proto::methods::fields::NoParams;
+use car_proto::methods::session::{self as m, AuthParams, AuthReply, ClearHaltReply, InitParams, InitReply};
 
-use super::object;
 use crate::auth::tokens_match;
+use crate::handler::{Call, Routes};
 use crate::session::{Identity, Session};
 use crate::state::ServerState;
 
-const FIELDS: &[&str] = &[
-    "token",
-    "host_token",
-    "agent_id",
-    "memory_namespace",
-    "consumer_id",
-];
-/// The encoded namespace plus `.json` must fit a 255-byte file name.
 const MAX_ENCODED_NAMESPACE: usize = 250;
 
-fn string_field(obj: &Map<String, Value>, field: &str) -> Result<Option<String>, RpcError> {
-    match obj.get(field) {
-        None => Ok(None),
-        Some(Value::String(s)) if !s.is_empty() => Ok(Some(s.clone())),
-        Some(Value::String(_)) => Err(RpcError::invalid_params(format!(
-            "{field} must not be empty"
+fn non_empty(field: &str, v: Option<String>) -> Result<Option<String>, RpcError> {
+    match v {
+        Some(s) if s.is_empty() => Err(RpcError::invalid_params(format!(
+            "{field}: must not be empty"
         ))),
-        Some(_) => Err(RpcError::invalid_params(format!(
-            "{field} must be a string"
-        ))),
+        other => Ok(other),
     }
 }
 
-/// The validated request.
 struct AuthRequest {
     credential: Credential,
     memory_namespace: Option<String>,
@@ -62,24 +50,20 @@ enum Credential {
     Host(String),
 }
 
-fn parse(params: Value) -> Result<AuthRequest, RpcError> {
-    let obj = object(params)?;
-    if let Some(unknown) = obj.keys().find(|k| !FIELDS.contains(&k.as_str())) {
-        return Err(RpcError::invalid_params(format!("unknown field {unknown}")));
-    }
-    if obj.contains_key("consumer_id") {
+fn parse(p: AuthParams) -> Result<AuthRequest, RpcError> {
+    if p.consumer_id.is_some() {
         return Err(RpcError::invalid_params(
             "consumer_id: inference-consumer credentials are not served by this daemon",
         ));
     }
-    let token = string_field(&obj, "token")?;
-    let host_token = string_field(&obj, "host_token")?;
-    let agent_id = string_field(&obj, "agent_id")?;
-    let memory_namespace = string_field(&obj, "memory_namespace")?;
+    let token = non_empty("token", p.token)?;
+    let host_token = non_empty("host_token", p.host_token)?;
+    let agent_id = non_empty("agent_id", p.agent_id)?;
+    let memory_namespace = non_empty("memory_namespace", p.memory_namespace)?;
     if let Some(ns) = &memory_namespace {
         if namespace::encode(ns).len() > MAX_ENCODED_NAMESPACE {
             return Err(RpcError::invalid_params(format!(
-                "memory_namespace is too long ({} bytes encoded, at most {MAX_ENCODED_NAMESPACE})",
+                "memory_namespace: is too long ({} bytes encoded, at most {MAX_ENCODED_NAMESPACE})",
                 namespace::encode(ns).len()
             )));
         }
@@ -87,19 +71,19 @@ fn parse(params: Value) -> Result<AuthRequest, RpcError> {
     let credential = match (token, host_token) {
         (Some(_), Some(_)) => {
             return Err(RpcError::invalid_params(
-                "host_token cannot be combined with token",
+                "host_token: cannot be combined with token",
             ))
         }
         (None, Some(_)) if agent_id.is_some() => {
             return Err(RpcError::invalid_params(
-                "host_token cannot be combined with agent_id",
+                "host_token: cannot be combined with agent_id",
             ))
         }
         (None, Some(host)) => Credential::Host(host),
         (Some(token), None) => Credential::Token { token, agent_id },
         (None, None) => {
             return Err(RpcError::invalid_params(
-                "token is required (or host_token)",
+                "token: is required (or host_token)",
             ))
         }
     };
@@ -109,11 +93,18 @@ fn parse(params: Value) -> Result<AuthRequest, RpcError> {
     })
 }
 
+pub fn register(routes: &mut Routes) {
+    routes
+        .immediate::<m::Auth, _>(auth)
+        .add::<m::Init, _, _>(init)
+        .add::<m::ClearHalt, _, _>(clear_halt);
+}
+
 fn mismatch() -> RpcError {
     RpcError::internal("auth failed: token mismatch")
 }
 
-pub fn auth(session: &Session, state: &ServerState, params: Value) -> Result<Value, RpcError> {
+pub fn auth(session: &Session, state: &ServerState, params: AuthParams) -> Result<AuthReply, RpcError> {
     let request = parse(params)?;
     let current = session.identity();
     let (role, agent_id) = match (&state.credentials, request.credential) {
@@ -165,66 +156,47 @@ pub fn auth(session: &Session, state: &ServerState, params: Value) -> Result<Val
         memory_namespace: request.memory_namespace.clone(),
     });
     tracing::debug!(session = session.id, role = role.as_str(), "authenticated");
-    let mut reply = json!({"ok": true, "auth_enabled": state.auth_enabled()});
-    if state.auth_enabled() && role == CallerRole::Host {
-        reply["role"] = json!("host");
-    }
-    if let Some(agent) = agent_id {
-        reply["agent_id"] = json!(agent);
-    }
-    if let Some(ns) = request.memory_namespace {
-        reply["memory_namespace"] = json!(ns);
-    }
-    Ok(reply)
-}
-
-/// `session.init {tools?, policies?}` → `{tools, policies}` (the counts after install).
-/// Validates everything before installing anything.
-pub fn init(call: crate::dispatch::Call, params: Value) -> crate::dispatch::HandlerFuture {
-    Box::pin(async move {
-        let p = super::params::Params::new(params)?.only(&["tools", "policies"])?;
-        let tools = match p.value("tools") {
-            Some(Value::Array(items)) => {
-                super::tools::parse_descriptors(&Value::Array(items.clone()), "tools")?
-            }
-            Some(_) => {
-                return Err(RpcError::invalid_params(
-                    "tools must be an array of tool descriptors",
-                ))
-            }
-            None => Vec::new(),
-        };
-        let policies = match p.value("policies") {
-            Some(Value::Array(items)) => items
-                .iter()
-                .enumerate()
-                .map(|(i, v)| super::policy::parse_policy(v, &format!("policies[{i}]")))
-                .collect::<Result<Vec<_>, _>>()?,
-            Some(_) => {
-                return Err(RpcError::invalid_params(
-                    "policies must be an array of policies",
-                ))
-            }
-            None => Vec::new(),
-        };
-        let tool_count = super::tools::install(&call, tools)?;
-        let policy_count = super::policy::install(&call, policies)?;
-        Ok(json!({"tools": tool_count, "policies": policy_count}))
+    Ok(AuthReply {
+        ok: true,
+        auth_enabled: state.auth_enabled(),
+        role: (state.auth_enabled() && role == CallerRole::Host).then(|| "host".to_string()),
+        agent_id,
+        memory_namespace: request.memory_namespace,
     })
 }
 
-/// `session.clear_halt` (host role) → `{cleared}`: lifts this connection's halt latch.
-pub fn clear_halt(call: crate::dispatch::Call, params: Value) -> crate::dispatch::HandlerFuture {
-    Box::pin(async move {
-        super::params::Params::new(params)?.only(&[])?;
-        let was = call.session.runtime(|rt| rt.halted.take());
-        if was.is_some() {
-            call.state.store.record(crate::store::NewEvent {
-                kind: "session.halt_cleared",
-                session_id: Some(call.session.label()),
-                ..Default::default()
-            });
-        }
-        Ok(json!({"cleared": was.is_some()}))
+/// `session.init {tools?, policies?}` → `{session_id, tools_registered,
+/// policies_registered}`. Validates everything before installing anything.
+async fn init(call: Call, p: InitParams) -> Result<InitReply, RpcError> {
+    let tools = super::tools::descriptors(p.tools.unwrap_or_default(), "tools")?;
+    let policies = p
+        .policies
+        .unwrap_or_default()
+        .into_iter()
+        .enumerate()
+        .map(|(i, def)| super::policy::policy(def, &format!("policies[{i}].")))
+        .collect::<Result<Vec<_>, _>>()?;
+    let (tools_registered, policies_registered) = (tools.len(), policies.len());
+    super::tools::install(&call, tools)?;
+    super::policy::install(&call, policies)?;
+    Ok(InitReply {
+        session_id: call.session.label(),
+        tools_registered,
+        policies_registered,
+    })
+}
+
+/// `session.clear_halt` (host) → `{cleared}`: lifts this connection's halt latch.
+async fn clear_halt(call: Call, _: NoParams) -> Result<ClearHaltReply, RpcError> {
+    let was = call.session.runtime(|rt| rt.halted.take());
+    if was.is_some() {
+        call.state.store.record(crate::store::NewEvent {
+            kind: "session.halt_cleared",
+            session_id: Some(call.session.label()),
+            ..Default::default()
+        });
+    }
+    Ok(ClearHaltReply {
+        cleared: was.is_some(),
     })
 }

@@ -1,72 +1,55 @@
-//! `state.*`: the connection's key-value state, optionally partitioned by `tenant_id`.
-//!
-//! Keys are non-empty strings of at most 1 KiB; values are any JSON. `state.get` answers
-//! `null` for an absent key. Proposals read and write the default (no tenant) partition.
+//! `state.*`: the connection's key-value state, optionally partitioned by `tenant_id` (an
+//! empty `tenant_id` is the unscoped partition). `state.get` answers `null` for an absent
+//! key. Proposals read and write the unscoped partition.
 
 use car_proto::errors::RpcError;
-use serde_json::{json, Value};
+use car_proto::methods::fields::tenant;
+use car_proto::methods::state::{self as m, KeyParams, SetParams, TenantParams};
+use serde_json::{Map, Value};
 
-use super::params::Params;
-use crate::dispatch::{Call, HandlerFuture};
+use crate::handler::{Call, Routes};
 
-fn tenant(p: &Params) -> Result<Option<String>, RpcError> {
-    p.opt_str("tenant_id")
+pub fn register(routes: &mut Routes) {
+    routes
+        .add::<m::Get, _, _>(get)
+        .add::<m::Set, _, _>(set)
+        .add::<m::Exists, _, _>(exists)
+        .add::<m::Keys, _, _>(keys)
+        .add::<m::Snapshot, _, _>(snapshot);
 }
 
-/// `state.get {key, tenant_id?}` → the value or `null`.
-pub fn get(call: Call, params: Value) -> HandlerFuture {
-    Box::pin(async move {
-        let p = Params::new(params)?.only(&["key", "tenant_id"])?;
-        let (key, tenant) = (p.str("key")?, tenant(&p)?);
-        Ok(call
-            .session
-            .runtime(|rt| rt.get(tenant.as_deref(), &key).cloned())
-            .unwrap_or(Value::Null))
-    })
+async fn get(call: Call, p: KeyParams) -> Result<Value, RpcError> {
+    Ok(call
+        .session
+        .runtime(|rt| rt.get(tenant(&p.tenant_id), &p.key).cloned())
+        .unwrap_or(Value::Null))
 }
 
-/// `state.set {key, value, tenant_id?}` → `{ok: true}`.
-pub fn set(call: Call, params: Value) -> HandlerFuture {
-    Box::pin(async move {
-        let p = Params::new(params)?.only(&["key", "value", "tenant_id"])?;
-        let (key, tenant) = (p.str("key")?, tenant(&p)?);
-        let value = p.required_value("value")?.clone();
-        call.session
-            .runtime(|rt| rt.partition_mut(tenant.as_deref()).insert(key, value));
-        Ok(json!({"ok": true}))
-    })
+async fn set(call: Call, p: SetParams) -> Result<m::Ok, RpcError> {
+    call.session.runtime(|rt| {
+        rt.partition_mut(tenant(&p.tenant_id))
+            .insert(p.key.into_string(), p.value)
+    });
+    Ok(m::Ok::Ok)
 }
 
-/// `state.exists {key, tenant_id?}` → boolean.
-pub fn exists(call: Call, params: Value) -> HandlerFuture {
-    Box::pin(async move {
-        let p = Params::new(params)?.only(&["key", "tenant_id"])?;
-        let (key, tenant) = (p.str("key")?, tenant(&p)?);
-        Ok(json!(call
-            .session
-            .runtime(|rt| rt.get(tenant.as_deref(), &key).is_some())))
-    })
+async fn exists(call: Call, p: KeyParams) -> Result<bool, RpcError> {
+    Ok(call
+        .session
+        .runtime(|rt| rt.get(tenant(&p.tenant_id), &p.key).is_some()))
 }
 
-/// `state.keys {tenant_id?}` → sorted keys.
-pub fn keys(call: Call, params: Value) -> HandlerFuture {
-    Box::pin(async move {
-        let p = Params::new(params)?.only(&["tenant_id"])?;
-        let tenant = tenant(&p)?;
-        let keys: Vec<String> = call.session.runtime(|rt| {
-            rt.partition(tenant.as_deref())
-                .map(|m| m.keys().cloned().collect())
-                .unwrap_or_default()
-        });
-        Ok(json!(keys))
-    })
+async fn keys(call: Call, p: TenantParams) -> Result<Vec<String>, RpcError> {
+    Ok(call.session.runtime(|rt| {
+        rt.partition(tenant(&p.tenant_id))
+            .map(|m| m.keys().cloned().collect())
+            .unwrap_or_default()
+    }))
 }
 
-/// `state.snapshot {tenant_id?}` → the partition as an object.
-pub fn snapshot(call: Call, params: Value) -> HandlerFuture {
-    Box::pin(async move {
-        let p = Params::new(params)?.only(&["tenant_id"])?;
-        let tenant = tenant(&p)?;
-        Ok(call.session.runtime(|rt| rt.snapshot(tenant.as_deref())))
-    })
+async fn snapshot(call: Call, p: TenantParams) -> Result<Map<String, Value>, RpcError> {
+    Ok(call.session.runtime(|rt| match rt.snapshot(tenant(&p.tenant_id)) {
+        Value::Object(map) => map,
+        _ => Map::new(),
+    }))
 }

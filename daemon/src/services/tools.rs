@@ -1,63 +1,59 @@
-//! `tools.*`: the tools this connection's client can execute when a proposal calls them.
+//! `tools.*`: the connection's tool registry (at most [`MAX_TOOLS`]).
 //!
-//! `tools.register` takes one descriptor `{name, description?, parameters?}` or an array of
-//! them; the whole request is validated before anything is registered (no partial writes).
-//! Registering an existing name replaces its descriptor. `parameters`, when present, must
-//! be a JSON object (a JSON Schema for the tool's parameters).
+//! `tools.register` takes one `ToolDefinition` or an array, all or nothing; a name may not
+//! contain white space; `parameters`, when given, is the tool's JSON Schema object.
+//! Registering a name again replaces it. `tools.list` answers CAR's
+//! `{tools: [ToolSchema], count}`, sorted by name, each with `source: "user_defined"`.
 
 use car_proto::errors::RpcError;
-use serde_json::{json, Value};
+use car_proto::methods::fields::{NoParams, OneOrMany};
+use car_proto::methods::tools::{self as m, ListReply, NameParams, ToolDefinition, ToolSchema, UnregisterReply};
+use serde_json::Value;
 
-use super::params::Params;
-use crate::dispatch::{Call, HandlerFuture};
+use crate::handler::{Call, Routes};
 use crate::runtime::ToolDescriptor;
 
-/// Most tools one connection may register.
+/// Most tools one connection may hold.
 pub const MAX_TOOLS: usize = 4096;
 
-fn descriptor(value: &Value, what: &str) -> Result<ToolDescriptor, RpcError> {
-    let p = if what == "params" {
-        Params::new(value.clone())?
-    } else {
-        Params::element(value, what)?
-    };
-    let p = p.only(&["name", "description", "parameters"])?;
-    let name = p.str("name")?;
-    if name.chars().any(|c| c.is_whitespace() || c.is_control()) {
+pub fn register(routes: &mut Routes) {
+    routes
+        .add::<m::Register, _, _>(register_tools)
+        .add::<m::List, _, _>(list)
+        .add::<m::Unregister, _, _>(unregister);
+}
+
+/// Checks definitions (`what` names the field in messages, e.g. `tools`).
+pub fn descriptors(defs: Vec<ToolDefinition>, what: &str) -> Result<Vec<ToolDescriptor>, RpcError> {
+    if defs.len() > MAX_TOOLS {
         return Err(RpcError::invalid_params(format!(
-            "tool name must not contain white space, got {name:?}"
+            "{what} has {} tools, at most {MAX_TOOLS}",
+            defs.len()
         )));
     }
-    let description = p.opt_text("description")?;
-    let parameters = p.opt_object("parameters")?.map(Value::Object);
-    Ok(ToolDescriptor {
-        name,
-        description,
-        parameters,
-    })
-}
-
-/// Parses one descriptor or an array of them.
-pub fn parse_descriptors(value: &Value, what: &str) -> Result<Vec<ToolDescriptor>, RpcError> {
-    match value {
-        Value::Array(items) => {
-            if items.len() > MAX_TOOLS {
+    defs.into_iter()
+        .enumerate()
+        .map(|(i, d)| {
+            let name = d.name.into_string();
+            if name.chars().any(|c| c.is_whitespace() || c.is_control()) {
                 return Err(RpcError::invalid_params(format!(
-                    "{what} has {} tools, at most {MAX_TOOLS}",
-                    items.len()
+                    "{what}[{i}].name: must not contain white space, got {name:?}"
                 )));
             }
-            items
-                .iter()
-                .enumerate()
-                .map(|(i, v)| descriptor(v, &format!("{what}[{i}]")))
-                .collect()
-        }
-        other => Ok(vec![descriptor(other, what)?]),
-    }
+            Ok(ToolDescriptor {
+                name,
+                description: d.description,
+                parameters: d.parameters.map(Value::Object),
+                returns: d.returns.map(Value::Object),
+                idempotent: d.idempotent.unwrap_or(false),
+                cache_ttl_secs: d.cache_ttl_secs,
+                rate_limit: d.rate_limit,
+            })
+        })
+        .collect()
 }
 
-/// Registers validated descriptors; refuses to exceed [`MAX_TOOLS`].
+/// Adds tools to the connection's registry, all or nothing; returns the new total.
 pub fn install(call: &Call, tools: Vec<ToolDescriptor>) -> Result<usize, RpcError> {
     call.session.runtime(|rt| {
         let new = tools
@@ -76,32 +72,43 @@ pub fn install(call: &Call, tools: Vec<ToolDescriptor>) -> Result<usize, RpcErro
     })
 }
 
-/// `tools.register <descriptor | [descriptor]>` → `{registered, count}`.
-pub fn register(call: Call, params: Value) -> HandlerFuture {
-    Box::pin(async move {
-        let tools = parse_descriptors(&params, "params")?;
-        let registered = tools.len();
-        let count = install(&call, tools)?;
-        Ok(json!({"registered": registered, "count": count}))
+async fn register_tools(call: Call, defs: OneOrMany<ToolDefinition>) -> Result<u64, RpcError> {
+    let tools = descriptors(defs.0, "params")?;
+    let registered = tools.len() as u64;
+    install(&call, tools)?;
+    Ok(registered)
+}
+
+fn schema_of(t: &ToolDescriptor) -> ToolSchema {
+    ToolSchema {
+        name: t.name.clone(),
+        description: t.description.clone().unwrap_or_default(),
+        parameters: t
+            .parameters
+            .clone()
+            .unwrap_or_else(|| serde_json::json!({"type": "object"})),
+        returns: t.returns.clone(),
+        idempotent: t.idempotent,
+        cache_ttl_secs: t.cache_ttl_secs,
+        rate_limit: t.rate_limit.clone(),
+        source: "user_defined".into(),
+    }
+}
+
+async fn list(call: Call, _: NoParams) -> Result<ListReply, RpcError> {
+    let tools: Vec<ToolSchema> = call
+        .session
+        .runtime(|rt| rt.tools.values().map(schema_of).collect());
+    Ok(ListReply {
+        count: tools.len(),
+        tools,
     })
 }
 
-/// `tools.list` → descriptors sorted by name.
-pub fn list(call: Call, params: Value) -> HandlerFuture {
-    Box::pin(async move {
-        Params::new(params)?.only(&[])?;
-        Ok(call
-            .session
-            .runtime(|rt| json!(rt.tools.values().collect::<Vec<_>>())))
-    })
-}
-
-/// `tools.unregister {name}` → how many were removed (0 or 1).
-pub fn unregister(call: Call, params: Value) -> HandlerFuture {
-    Box::pin(async move {
-        let name = Params::new(params)?.only(&["name"])?.str("name")?;
-        Ok(json!(call.session.runtime(|rt| usize::from(
-            rt.tools.remove(&name).is_some()
-        ))))
+async fn unregister(call: Call, p: NameParams) -> Result<UnregisterReply, RpcError> {
+    let removed = call.session.runtime(|rt| rt.tools.remove(p.name.as_str()).is_some());
+    Ok(UnregisterReply {
+        unregistered: p.name.into_string(),
+        removed: u64::from(removed),
     })
 }

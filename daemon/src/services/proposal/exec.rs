@@ -26,7 +26,7 @@ use serde::Serialize;
 use serde_json::{json, Map, Value};
 
 use super::model::{Action, ActionKind, FailureBehavior};
-use crate::dispatch::Call;
+use crate::handler::Call;
 use crate::session::{ReverseCallError, Session};
 use crate::store::NewEvent;
 

@@ -100,8 +100,8 @@ impl Proposal {
 /// Parses the proposal's outer shape (errors are `-32602`) and each action (errors are
 /// kept per action).
 pub fn parse(value: &Value) -> Result<Proposal, RpcError> {
-    let p =
-        Params::element(value, "proposal")?.only(&["id", "actions", "description", "metadata"])?;
+    // Unknown fields (CAR's `source`, `context`, …) are ignored.
+    let p = Params::element(value, "proposal")?;
     let id = p.opt_str("id")?;
     let actions = match p.value("actions") {
         Some(Value::Array(items)) => items,
@@ -138,29 +138,13 @@ fn parse_action(index: usize, value: &Value) -> Result<Action, Malformed> {
         error,
     };
     let p = Params::element(value, &what).map_err(fail)?;
-    const COMMON: &[&str] = &[
-        "id",
-        "type",
-        "dependencies",
-        "timeout_ms",
-        "failure_behavior",
-        "max_retries",
-        "description",
-    ];
     let id = p.str("id").map_err(fail)?;
     let kind_name = p.str("type").map_err(fail)?;
-    let specific: &[&str] = match kind_name.as_str() {
-        "tool_call" => &["tool", "parameters"],
-        "state_write" => &["key", "value"],
-        "state_delete" => &["key"],
-        other => {
-            return Err(fail(RpcError::invalid_params(format!(
-                "{what}.type must be tool_call, state_write or state_delete, got {other:?}"
-            ))))
-        }
-    };
-    let allowed: Vec<&str> = COMMON.iter().chain(specific).copied().collect();
-    let p = p.only(&allowed).map_err(fail)?;
+    if !["tool_call", "state_write", "state_delete"].contains(&kind_name.as_str()) {
+        return Err(fail(RpcError::invalid_params(format!(
+            "{what}.type must be tool_call, state_write or state_delete, got {kind_name:?}"
+        ))));
+    }
     let kind = match kind_name.as_str() {
         "tool_call" => ActionKind::ToolCall {
             tool: p.str("tool").map_err(fail)?,

@@ -1,0 +1,124 @@
+//! Handler types: what a service implements and registers. A leaf module: services and
+//! dispatch both depend on it; it depends on neither.
+//!
+//! A service registers one typed function per declared method with [`Routes::add`] (or
+//! [`Routes::immediate`] for the two methods answered inline in the reader). The route
+//! decodes the request's params into the declaration's `Params` type before the handler
+//! runs (`car_proto::methods::decode_params`: unknown fields ignored, `null` = absent, a
+//! wrong type is `-32602` naming the field path) and encodes the typed result, so a
+//! handler never sees raw JSON.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use car_proto::errors::RpcError;
+use car_proto::methods::{decode_params, Declaration, Method, MethodSpec};
+use serde_json::Value;
+
+use crate::session::Session;
+use crate::state::ServerState;
+
+/// The future an async route returns.
+pub type HandlerFuture = Pin<Box<dyn Future<Output = Result<Value, RpcError>> + Send>>;
+
+/// What a spawned handler gets.
+#[derive(Debug, Clone)]
+pub struct Call {
+    pub session: Arc<Session>,
+    pub state: Arc<ServerState>,
+    pub method: &'static MethodSpec,
+    /// The request's JSON-RPC id (`None` for a notification); inference heartbeats and
+    /// cancellation name the call by it.
+    pub id: Option<Value>,
+}
+
+pub type AsyncHandler = dyn Fn(Call, Value) -> HandlerFuture + Send + Sync;
+type ImmediateFn = dyn Fn(&Session, &ServerState, Value) -> Result<Value, RpcError> + Send + Sync;
+
+/// A method's implementation with its types erased.
+#[derive(Clone)]
+pub enum Handler {
+    /// Runs inline in the reader; must not block.
+    Immediate(Arc<ImmediateFn>),
+    /// Spawned, under the method's deadline.
+    Async(Arc<AsyncHandler>),
+}
+
+impl std::fmt::Debug for Handler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Handler::Immediate(_) => "Handler::Immediate",
+            Handler::Async(_) => "Handler::Async",
+        })
+    }
+}
+
+fn encode<T: serde::Serialize>(method: &str, value: T) -> Result<Value, RpcError> {
+    serde_json::to_value(value).map_err(|e| {
+        tracing::error!(method, error = %e, "result does not encode");
+        RpcError::internal(format!("internal error: {method} result does not encode: {e}"))
+    })
+}
+
+/// Method name → handler, filled by the services.
+#[derive(Debug, Default)]
+pub struct Routes {
+    routes: BTreeMap<&'static str, (&'static Declaration, Handler)>,
+}
+
+impl Routes {
+    pub fn new() -> Self {
+        Routes::default()
+    }
+
+    fn insert(&mut self, name: &'static str, handler: Handler) {
+        let decl = car_proto::methods::lookup(name)
+            .unwrap_or_else(|| panic!("a route for {name}, which is not declared"));
+        let previous = self.routes.insert(name, (decl, handler));
+        assert!(previous.is_none(), "two routes for {name}");
+    }
+
+    /// Registers the async handler of method `M`.
+    pub fn add<M, F, Fut>(&mut self, handler: F) -> &mut Self
+    where
+        M: Method,
+        F: Fn(Call, M::Params) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<M::Result, RpcError>> + Send + 'static,
+    {
+        let handler = Arc::new(handler);
+        let erased = move |call: Call, params: Value| -> HandlerFuture {
+            let handler = handler.clone();
+            Box::pin(async move {
+                let params: M::Params = decode_params(params)?;
+                let result = handler(call, params).await?;
+                encode(M::SPEC.name, result)
+            })
+        };
+        self.insert(M::SPEC.name, Handler::Async(Arc::new(erased)));
+        self
+    }
+
+    /// Registers the inline handler of method `M` (answered in the connection's reader).
+    pub fn immediate<M, F>(&mut self, handler: F) -> &mut Self
+    where
+        M: Method,
+        F: Fn(&Session, &ServerState, M::Params) -> Result<M::Result, RpcError>
+            + Send
+            + Sync
+            + 'static,
+    {
+        let erased = move |session: &Session, state: &ServerState, params: Value| {
+            let params: M::Params = decode_params(params)?;
+            encode(M::SPEC.name, handler(session, state, params)?)
+        };
+        self.insert(M::SPEC.name, Handler::Immediate(Arc::new(erased)));
+        self
+    }
+
+    /// The registered routes.
+    pub fn into_inner(self) -> BTreeMap<&'static str, (&'static Declaration, Handler)> {
+        self.routes
+    }
+}

@@ -1,0 +1,146 @@
+//! `models.*`: the model registry behind inference (`CAR_HOME/models/registry.json`).
+//!
+//! `models.register` takes CAR's `ModelSchema`, bare or as `{schema}`. Its `source` says
+//! where the model runs: `{type: "local", path}` (also `model_path` / `file`) is a GGUF file
+//! or an embedding-model directory; `{type: "remote_api", endpoint}` (also `base_url` /
+//! `url`, with `api_key_env` and `model` / `model_id`) is an OpenAI-compatible endpoint,
+//! whose model name defaults to the schema's `name`. The flat form (`path`, or `base_url`
+//! + `model` at top level) is accepted too. Unlike CAR's daemon, a registration takes
+//! effect at once: no restart is needed.
+
+use car_inference::RegisterRequest;
+use car_proto::errors::RpcError;
+use car_proto::methods::fields::NoParams;
+use car_proto::methods::models::{self as m, IdParams, ModelSchema, RegisterParams, RegisterReply};
+use serde_json::{json, Map, Value};
+
+use super::inference::{blocking, service};
+use crate::handler::{Call, Routes};
+use crate::inference::refresh_memory_embedder;
+
+pub fn register(routes: &mut Routes) {
+    routes
+        .add::<m::List, _, _>(list)
+        .add::<m::Register, _, _>(register_model)
+        .add::<m::Unregister, _, _>(unregister)
+        .add::<m::Remove, _, _>(unregister);
+}
+
+fn row_of(entry: &car_inference::ModelEntry, loaded: bool) -> Value {
+    let mut row = serde_json::to_value(entry).unwrap_or(Value::Null);
+    row["kind"] = json!(entry.kind_name());
+    row["identity"] = serde_json::to_value(entry.identity()).unwrap_or(Value::Null);
+    row["loaded"] = json!(loaded);
+    row
+}
+
+/// `models.list` → registered models with their identities and whether they are loaded.
+async fn list(call: Call, _: NoParams) -> Result<Value, RpcError> {
+    let engine = service(&call).engine.clone();
+    let loaded = engine.loaded_models();
+    Ok(Value::Array(
+        engine
+            .list()
+            .iter()
+            .map(|e| row_of(e, loaded.contains(&e.id)))
+            .collect(),
+    ))
+}
+
+fn text_at(source: &Map<String, Value>, keys: &[&str]) -> Result<Option<String>, RpcError> {
+    for key in keys {
+        match source.get(*key) {
+            None | Some(Value::Null) => continue,
+            Some(Value::String(s)) => return Ok(Some(s.clone())),
+            Some(_) => {
+                return Err(RpcError::invalid_params(format!(
+                    "schema.source.{key}: expected a string"
+                )))
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// The registry request for a `ModelSchema`.
+fn request_of(schema: ModelSchema) -> Result<RegisterRequest, RpcError> {
+    let mut request = RegisterRequest {
+        id: schema.id.map(|n| n.into_string()),
+        path: schema.path.map(Into::into),
+        base_url: schema.base_url,
+        model: schema.model,
+        api_key_env: schema.api_key_env,
+    };
+    if let Some(source) = schema.source {
+        let kind = text_at(&source, &["type", "kind"])?.unwrap_or_default();
+        match kind.as_str() {
+            "local" | "" if request.base_url.is_none() => {
+                if let Some(path) = text_at(&source, &["path", "model_path", "file"])? {
+                    request.path = Some(path.into());
+                }
+            }
+            "remote_api" | "openai" | "openai_compatible" => {
+                request.base_url = text_at(&source, &["endpoint", "base_url", "url"])?
+                    .or(request.base_url);
+                request.api_key_env =
+                    text_at(&source, &["api_key_env"])?.or(request.api_key_env);
+                request.model = text_at(&source, &["model", "model_id"])?
+                    .or(request.model)
+                    .or(schema.name.clone());
+            }
+            "local" => {}
+            other => {
+                return Err(RpcError::invalid_params(format!(
+                    "schema.source.type: {other:?} is not served by this daemon (local or remote_api)"
+                )))
+            }
+        }
+    }
+    if request.path.is_none() && request.base_url.is_none() {
+        return Err(RpcError::invalid_params(
+            "schema.source: needs a local path or a remote_api endpoint",
+        ));
+    }
+    Ok(request)
+}
+
+/// `models.register` → `{id, registered: true, path, note, model}`.
+async fn register_model(call: Call, p: RegisterParams) -> Result<RegisterReply, RpcError> {
+    let request = request_of(p.schema.unwrap_or(p.bare))?;
+    let engine = service(&call).engine.clone();
+    let entry = blocking({
+        let engine = engine.clone();
+        move || engine.register(&request)
+    })
+    .await?;
+    refresh_memory_embedder(&engine, &call.state.memory);
+    let path = engine.registry_path();
+    Ok(RegisterReply {
+        id: entry.id.clone(),
+        registered: true,
+        path: path.display().to_string(),
+        note: "registered; usable at once (no daemon restart needed)".into(),
+        model: row_of(&entry, false),
+    })
+}
+
+/// `models.unregister {id}` / `models.remove {id}` (host) → `{id, unregistered, path,
+/// note, model}`.
+async fn unregister(call: Call, p: IdParams) -> Result<Value, RpcError> {
+    let id = p.id.into_string();
+    let engine = service(&call).engine.clone();
+    let entry = blocking({
+        let engine = engine.clone();
+        let id = id.clone();
+        move || engine.remove(&id)
+    })
+    .await?;
+    refresh_memory_embedder(&engine, &call.state.memory);
+    Ok(json!({
+        "id": id,
+        "unregistered": true,
+        "path": engine.registry_path().display().to_string(),
+        "note": "unregistered; effective at once",
+        "model": row_of(&entry, false),
+    }))
+}
