@@ -60,9 +60,6 @@ pub enum MemoryError {
     /// A persist/load path was refused (caller's fault).
     #[error(transparent)]
     Path(#[from] ConfineError),
-    /// The named fact does not exist (caller's fault).
-    #[error("unknown fact_id {0:?}")]
-    FactNotFound(String),
     /// The named skill does not exist; `field` is the parameter that named it
     /// (`name` for `skill.report`, `supersedes` for `skill.ingest`).
     #[error("{field} names an unknown skill {name:?}")]
@@ -134,7 +131,6 @@ mod tests {
     fn messages_name_the_field_and_have_no_trailing_period() {
         let cases: Vec<MemoryError> = vec![
             ValidationError::new("subject", "must not be empty").into(),
-            MemoryError::FactNotFound("f-1".into()),
             MemoryError::SkillNotFound {
                 field: "supersedes",
                 name: "old".into(),
@@ -151,9 +147,8 @@ mod tests {
         ];
         let texts: Vec<String> = cases.iter().map(ToString::to_string).collect();
         assert_eq!(texts[0], "subject must not be empty");
-        assert_eq!(texts[1], "unknown fact_id \"f-1\"");
-        assert_eq!(texts[2], "supersedes names an unknown skill \"old\"");
-        assert_eq!(texts[3], "path \"../x\" must not contain '..'");
+        assert_eq!(texts[1], "supersedes names an unknown skill \"old\"");
+        assert_eq!(texts[2], "path \"../x\" must not contain '..'");
         for (error, text) in cases.iter().zip(&texts) {
             assert!(error.is_invalid_params(), "{text}");
             assert!(!text.ends_with('.'), "{text}");

@@ -16,7 +16,7 @@
 //! | | different | 0 | no |
 //! | `url` (0.3) | `url_pattern` glob-matches the URL | `0.5 + 0.5 × L / (L + 8)` | when `L > 0` |
 //! | | no glob match, but same host (or a subdomain of it) | 0.2 | yes |
-//! | | `url_pattern` empty (anywhere) | 0.25 | no |
+//! | | `url_pattern` empty (anywhere, like `*`) | 0.5 | no |
 //! | | different host | 0 | no |
 //! | `task` (0.5) | mean over the query's analysed terms of 1 (term in `task_keywords` or `name`), 0.5 (only in `description`), 0 | mean | when > 0 |
 //!
@@ -177,7 +177,7 @@ fn persona_score(skill_persona: &str, persona: &str) -> Criterion {
 
 fn url_score(pattern: &str, url: &str) -> Criterion {
     if pattern.is_empty() {
-        return Criterion::generic(0.25);
+        return Criterion::generic(0.5);
     }
     let without_scheme = url.split_once("://").map(|(_, r)| r);
     let matched = glob_match(pattern, url)
@@ -345,7 +345,7 @@ mod tests {
         let deeper = score("https://github.com/*/pull/*", "https://github.com/a/pull/1");
         assert_eq!(deeper, Criterion::specific(0.5 + 0.5 * 25.0 / 33.0));
         assert!(deeper.score > specific.score && specific.score < 1.0);
-        assert_eq!(score("", "x"), Criterion::generic(0.25));
+        assert_eq!(score("", "x"), Criterion::generic(0.5), "empty is like `*`");
         assert!(score("github.com/*", "https://github.com/a").specific);
     }
 
