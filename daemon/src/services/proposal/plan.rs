@@ -280,6 +280,10 @@ mod tests {
                         name: t.to_string(),
                         description: None,
                         parameters: None,
+                        returns: None,
+                        idempotent: false,
+                        cache_ttl_secs: None,
+                        rate_limit: None,
                     },
                 )
             })
