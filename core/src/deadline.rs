@@ -27,9 +27,7 @@ pub const DEFAULT_ACTION_BUDGET: Duration = Duration::from_secs(300);
 /// as a binding's `proposal_json` may carry it), else `params` itself.
 fn proposal_of(params: &Value) -> Option<std::borrow::Cow<'_, Value>> {
     match params.get("proposal") {
-        Some(Value::String(text)) => serde_json::from_str(text)
-            .ok()
-            .map(std::borrow::Cow::Owned),
+        Some(Value::String(text)) => serde_json::from_str(text).ok().map(std::borrow::Cow::Owned),
         Some(v) => Some(std::borrow::Cow::Borrowed(v)),
         None => Some(std::borrow::Cow::Borrowed(params)),
     }
@@ -82,7 +80,10 @@ mod tests {
 
     #[test]
     fn short_proposals_keep_the_handler_deadline() {
-        assert_eq!(proposal_deadline(&json!({}), DEFAULT_ACTION_BUDGET, MIN), MIN);
+        assert_eq!(
+            proposal_deadline(&json!({}), DEFAULT_ACTION_BUDGET, MIN),
+            MIN
+        );
         let p = json!({"proposal": {"actions": [{"timeout_ms": 1000}]}});
         assert_eq!(proposal_deadline(&p, DEFAULT_ACTION_BUDGET, MIN), MIN);
     }

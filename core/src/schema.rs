@@ -44,10 +44,7 @@ pub fn document<'a>(decls: impl Iterator<Item = &'a Declaration>) -> Value {
         })
         .collect();
     rows.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
-    let definitions: Map<String, Value> = generator
-        .take_definitions(true)
-        .into_iter()
-        .collect();
+    let definitions: Map<String, Value> = generator.take_definitions(true).into_iter().collect();
     let error_codes: Vec<Value> = errors::ERROR_CODES
         .iter()
         .map(|(code, meaning)| json!({"code": code, "meaning": meaning}))

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use super::fields::{Json, Name};
 use super::member::{field, json, member, opt, opt_at, req, whole, ArgKind::*, ReturnKind};
-use super::{agent, op, Declaration, DeadlineClass};
+use super::{agent, op, DeadlineClass, Declaration};
 use crate::capabilities;
 
 /// `stop`: one sequence or several.
@@ -181,8 +181,11 @@ pub struct DetokenizeParams {
     pub model: Option<Name>,
 }
 
-const INFER: super::MethodSpec = agent("infer", "generate text; infer.progress heartbeats while it runs")
-    .deadline(DeadlineClass::Inference);
+const INFER: super::MethodSpec = agent(
+    "infer",
+    "generate text; infer.progress heartbeats while it runs",
+)
+.deadline(DeadlineClass::Inference);
 
 crate::method!(
     /// `infer` → `{text, tool_calls, usage, model_used, model_identity, latency_ms, …}`.

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use super::fields::Json;
 use super::member::{json, member, req_at, ArgKind::*};
-use super::{op, owner, Declaration, DeadlineClass};
+use super::{op, owner, DeadlineClass, Declaration};
 
 /// An object-valued JSON field.
 pub type Object = serde_json::Map<String, Json>;
@@ -50,4 +50,5 @@ crate::method!(
     SubmitParams => Json
 );
 
-pub const DECLARATIONS: &[Declaration] = &[Declaration::of::<Verify>(), Declaration::of::<Submit>()];
+pub const DECLARATIONS: &[Declaration] =
+    &[Declaration::of::<Verify>(), Declaration::of::<Submit>()];

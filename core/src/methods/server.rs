@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use super::fields::{Json, NoParams};
 use super::member::{json, member};
-use super::{op, Declaration, DeadlineClass};
+use super::{op, DeadlineClass, Declaration};
 
 /// One `capabilities.list` row.
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]

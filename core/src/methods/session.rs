@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use super::fields::{Json, NoParams};
 use super::policy::PolicyDefinition;
 use super::tools::ToolDefinition;
-use super::{agent, host, op, Declaration, DeadlineClass};
+use super::{agent, host, op, DeadlineClass, Declaration};
 
 /// `session.auth` params: `{token, agent_id?, memory_namespace?}` or `{host_token}`.
 #[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]

@@ -43,7 +43,9 @@ fn declarations_are_unique_and_consistent() {
 
 #[test]
 fn member_names_are_unique_across_the_contract() {
-    let mut names: Vec<&str> = all().flat_map(|d| d.members.iter().map(|m| m.name)).collect();
+    let mut names: Vec<&str> = all()
+        .flat_map(|d| d.members.iter().map(|m| m.name))
+        .collect();
     let n = names.len();
     names.sort_unstable();
     names.dedup();
@@ -80,20 +82,32 @@ fn decoding_ignores_unknown_fields_treats_null_as_absent_and_names_paths() {
     let _: fields::NoParams = decode_params(serde_json::Value::Null).unwrap();
     let e = decode_params::<state::KeyParams>(json!({"key": 5})).unwrap_err();
     assert_eq!(e.code, crate::errors::INVALID_PARAMS);
-    assert!(e.message.starts_with("invalid params: key: "), "{}", e.message);
+    assert!(
+        e.message.starts_with("invalid params: key: "),
+        "{}",
+        e.message
+    );
     let e = decode_params::<state::KeyParams>(json!({"key": ""})).unwrap_err();
     assert_eq!(e.message, "invalid params: key: must not be empty");
     let e = decode_params::<state::KeyParams>(json!({})).unwrap_err();
     assert!(e.message.contains("missing field `key`"), "{}", e.message);
     let e = decode_params::<tools::NameParams>(json!(5)).unwrap_err();
-    assert!(e.message.starts_with("invalid params: params: "), "{}", e.message);
+    assert!(
+        e.message.starts_with("invalid params: params: "),
+        "{}",
+        e.message
+    );
     // Nested paths: an array element's field.
     let e = decode_params::<fields::OneOrMany<tools::ToolDefinition>>(json!([
         {"name": "a"},
         {"name": 3}
     ]))
     .unwrap_err();
-    assert!(e.message.starts_with("invalid params: [1].name: "), "{}", e.message);
+    assert!(
+        e.message.starts_with("invalid params: [1].name: "),
+        "{}",
+        e.message
+    );
     let one: fields::OneOrMany<tools::ToolDefinition> =
         decode_params(json!({"name": "a"})).unwrap();
     assert_eq!(one.0.len(), 1);

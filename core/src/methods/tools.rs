@@ -91,4 +91,3 @@ pub const DECLARATIONS: &[Declaration] = &[
     Declaration::of::<List>(),
     Declaration::of::<Unregister>(),
 ];
-
