@@ -38,9 +38,12 @@ async fn fake_replying(reply: Option<Value>) -> FakeDaemon {
 async fn connect_error_with(fake: &FakeDaemon, timeouts: TimeoutPolicy) -> Error {
     let home = tempfile::tempdir().unwrap();
     let client = Client::new(config_for(&fake.url, home.path()).timeouts(timeouts));
-    let err = within("the first call to fail", client.call("debug.echo", json!({"x": 1})))
-        .await
-        .unwrap_err();
+    let err = within(
+        "the first call to fail",
+        client.call("debug.echo", json!({"x": 1})),
+    )
+    .await
+    .unwrap_err();
     // Fail closed: the call itself never reached the daemon.
     assert!(
         !fake.methods().contains(&"debug.echo".to_string()),
@@ -88,7 +91,9 @@ async fn malformed_success_fails_closed() {
     wrong_version["protocol_version"] = json!(2);
     let fake = fake_replying(Some(wrong_version)).await;
     match connect_error(&fake).await {
-        Error::Handshake { reason, rpc: None } => assert!(reason.contains("protocol 2"), "{reason}"),
+        Error::Handshake { reason, rpc: None } => {
+            assert!(reason.contains("protocol 2"), "{reason}")
+        }
         other => panic!("{other:?}"),
     }
 }

@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use car_daemon_client::{CallOptions, Client, Error, TimeoutPolicy};
-use serde_json::{json, Value};
+use serde_json::json;
 use support::{config_for, within, FakeConn, FakeDaemon};
 
 const IDLE: Duration = Duration::from_secs(1);

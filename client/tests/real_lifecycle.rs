@@ -63,8 +63,8 @@ async fn kill_fails_pending_calls_then_restart_reconnects_with_handlers() {
     assert_eq!(held, (0..PENDING as u64).collect::<Vec<_>>());
 
     // kill() returns once the process is reaped, so its socket is closed by then.
+    let killed = Instant::now();
     tokio::task::block_in_place(|| d.kill());
-    let closed_at = Instant::now();
     // Only the closed socket can end these calls within the hang guard.
     let failures = within("every pending call to fail after the kill", async {
         let mut failures = Vec::new();
@@ -80,10 +80,10 @@ async fn kill_fails_pending_calls_then_restart_reconnects_with_handlers() {
     }
     let slowest = failures
         .iter()
-        .map(|(_, at)| at.saturating_duration_since(closed_at))
+        .map(|(_, at)| at.saturating_duration_since(killed))
         .max()
         .unwrap();
-    eprintln!("the last of {PENDING} pending calls failed {slowest:?} after the kill");
+    eprintln!("the last of {PENDING} pending calls failed {slowest:?} after SIGKILL");
     assert!(!client.is_connected());
 
     // Restart on the same CAR_HOME: same socket path, new token in the same file.
@@ -91,7 +91,11 @@ async fn kill_fails_pending_calls_then_restart_reconnects_with_handlers() {
         .home(&home)
         .args(["--debug-methods"])
         .start();
-    assert_ne!(d2.token(), old_token, "the restarted daemon wrote a new token");
+    assert_ne!(
+        d2.token(),
+        old_token,
+        "the restarted daemon wrote a new token"
+    );
     assert_eq!(
         client
             .call("debug.echo", json!({"back": true}))

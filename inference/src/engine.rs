@@ -137,8 +137,21 @@ impl InferenceEngine {
     }
 
     /// Registers a model (validating and hashing local weights).
+    /// Registers a model; an entry with the same id is replaced, and weights no other id
+    /// uses any more leave the cache.
     pub fn register(&self, request: &RegisterRequest) -> Result<ModelEntry> {
-        self.registry.register(request)
+        let (entry, previous) = self.registry.register_replacing(request)?;
+        if let Some(key) = previous.as_ref().and_then(cache_key) {
+            let shared = self
+                .registry
+                .list()
+                .iter()
+                .any(|e| cache_key(e).as_deref() == Some(key.as_str()));
+            if !shared {
+                self.cache.evict(&key);
+            }
+        }
+        Ok(entry)
     }
 
     /// The registry file (`<models_dir>/registry.json`).

@@ -47,12 +47,6 @@ pub enum InferenceError {
         /// Which rule it broke.
         reason: &'static str,
     },
-    /// Registering an id that is already taken.
-    #[error("model id already registered: {id}")]
-    DuplicateModelId {
-        /// The id that is taken.
-        id: String,
-    },
     /// A registered (or to-be-registered) weights file or directory does not exist.
     #[error("model file not found: {}", path.display())]
     WeightsMissing {
@@ -157,7 +151,6 @@ impl InferenceError {
         match self {
             Self::InvalidRequest { .. }
             | Self::InvalidModelId { .. }
-            | Self::DuplicateModelId { .. }
             | Self::InvalidGguf { .. }
             | Self::InvalidEmbeddingModel { .. }
             | Self::WrongModelKind { .. } => ErrorKind::InvalidParams,

@@ -174,6 +174,15 @@ impl ModelRegistry {
 
     /// Validates, hashes and records a model; returns the new entry.
     pub fn register(&self, request: &RegisterRequest) -> Result<ModelEntry> {
+        self.register_replacing(request).map(|(entry, _)| entry)
+    }
+
+    /// Registers a model; an entry with the same id is replaced (CAR's rule) and returned
+    /// as the second value.
+    pub fn register_replacing(
+        &self,
+        request: &RegisterRequest,
+    ) -> Result<(ModelEntry, Option<ModelEntry>)> {
         let entry = match (&request.path, &request.base_url) {
             (Some(_), Some(_)) => {
                 return Err(InferenceError::invalid(
@@ -191,16 +200,16 @@ impl ModelRegistry {
             (None, Some(base_url)) => remote_entry(request, base_url)?,
         };
         let mut entries = self.lock();
-        if entries.contains_key(&entry.id) {
-            return Err(InferenceError::DuplicateModelId { id: entry.id });
-        }
-        entries.insert(entry.id.clone(), entry.clone());
+        let previous = entries.insert(entry.id.clone(), entry.clone());
         if let Err(e) = self.persist(&entries) {
-            entries.remove(&entry.id);
+            match &previous {
+                Some(p) => entries.insert(p.id.clone(), p.clone()),
+                None => entries.remove(&entry.id),
+            };
             return Err(e);
         }
-        tracing::info!(id = %entry.id, kind = entry.kind_name(), "model registered");
-        Ok(entry)
+        tracing::info!(id = %entry.id, kind = entry.kind_name(), replaced = previous.is_some(), "model registered");
+        Ok((entry, previous))
     }
 
     /// Removes a model; returns the removed entry. Files on disk are left alone.

@@ -52,8 +52,11 @@ fn duplicate_ids_and_removal() {
     let gguf = tiny_gguf(home.path(), "a.gguf");
     let reg = ModelRegistry::open(home.path().join("models")).unwrap();
     reg.register(&local(&gguf, Some("m1"))).unwrap();
-    let err = reg.register(&local(&gguf, Some("m1"))).unwrap_err();
-    assert!(matches!(err, InferenceError::DuplicateModelId { .. }));
+    // Registering the same id again replaces the entry (CAR's rule).
+    let (again, previous) = reg.register_replacing(&local(&gguf, Some("m1"))).unwrap();
+    assert_eq!(again.id, "m1");
+    assert_eq!(previous.map(|p| p.id).as_deref(), Some("m1"));
+    assert_eq!(reg.list().len(), 1);
     assert_eq!(reg.remove("m1").unwrap().id, "m1");
     let err = reg.remove("m1").unwrap_err();
     assert_eq!(err.kind(), ErrorKind::NotFound);

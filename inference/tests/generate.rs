@@ -36,11 +36,13 @@ fn answers_a_simple_question_with_usage_and_identity() {
         out.text
     );
     assert!(out.usage.prompt_tokens > 5, "{:?}", out.usage);
-    assert!(out.usage.completion_tokens >= 1 && out.usage.completion_tokens <= 16);
-    assert!(matches!(
-        out.stop_reason,
-        StopReason::Stop | StopReason::Length
-    ));
+    // A one-word answer ends on the model's end-of-generation token, before the limit.
+    assert_eq!(out.stop_reason, StopReason::Stop, "{:?}", out.text);
+    assert!(
+        out.usage.completion_tokens >= 1 && out.usage.completion_tokens < 16,
+        "{:?}",
+        out.usage
+    );
     let listed = engine.registry().get(GGUF_ID).unwrap().identity();
     assert_eq!(out.model_identity, listed);
     assert!(out.time_to_first_token_ms.is_some());
@@ -112,6 +114,8 @@ fn cancel_stops_a_running_generation() {
     let _serial = common::serial();
     let (_home, engine) = engine();
     let max_tokens = 2000;
+    // Pieces streamed before the cancel.
+    const RUNNING: usize = 8;
     let req = GenerateRequest {
         prompt: Some("Write a very long story about a dragon and a knight.".into()),
         max_tokens: Some(max_tokens),
@@ -131,16 +135,17 @@ fn cancel_stops_a_running_generation() {
             let mut streamed = String::new();
             let mut cb = |p: &str| {
                 streamed.push_str(p);
-                pieces.fetch_add(1, Ordering::SeqCst);
-                if let Some(tx) = first.take() {
-                    let _ = tx.send(());
+                // Cancel once the generation is well under way.
+                if pieces.fetch_add(1, Ordering::SeqCst) + 1 == RUNNING {
+                    if let Some(tx) = first.take() {
+                        let _ = tx.send(());
+                    }
                 }
                 StreamControl::Continue
             };
             let out = engine.generate(Some(GGUF_ID), &req, &cancel, Some(&mut cb));
             (out, streamed, Instant::now())
         });
-        // The generation is running once its first piece has been streamed.
         rx.recv_timeout(common::SAFETY)
             .expect("no piece streamed (a hang guard, not a speed bound)");
         let fired = Instant::now();
@@ -150,7 +155,8 @@ fn cancel_stops_a_running_generation() {
         let out = out.unwrap();
         assert_eq!(out.stop_reason, StopReason::Cancelled, "{:?}", out.text);
         assert!(
-            out.usage.completion_tokens < max_tokens,
+            out.usage.completion_tokens >= RUNNING as u32
+                && out.usage.completion_tokens < max_tokens,
             "{:?}",
             out.usage
         );

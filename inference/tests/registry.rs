@@ -85,7 +85,8 @@ fn corrupt_gguf_files_are_rejected_precisely() {
         "{err}"
     );
 
-    // Cut inside the tokenizer vocabulary array: whichever bound trips first is named.
+    // Cut inside the tokenizer vocabulary array: its declared 49,152 entries cannot fit
+    // in what is left, which is refused before any entry is read.
     let mid_metadata = home.path().join("mid.gguf");
     fs::write(&mid_metadata, &real[..200_000]).unwrap();
     let err = engine.register(&local("mid", &mid_metadata)).unwrap_err();
@@ -93,12 +94,19 @@ fn corrupt_gguf_files_are_rejected_precisely() {
         matches!(
             &err,
             InferenceError::InvalidGguf {
-                source: GgufError::Truncated { .. }
-                    | GgufError::StringTooLong { .. }
-                    | GgufError::CountTooLarge { .. },
+                source: GgufError::CountTooLarge {
+                    what: "array element",
+                    count: 49152,
+                    ..
+                },
                 ..
             }
         ),
+        "{err}"
+    );
+    assert!(
+        err.to_string()
+            .ends_with("array element count 49152 cannot fit in the 198893 bytes left"),
         "{err}"
     );
 

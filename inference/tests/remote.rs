@@ -271,6 +271,35 @@ fn refusals_become_content_refused() {
     assert_eq!(server.requests().len(), 4);
 }
 
+/// This thread's kernel id (Linux `/proc`; `None` where there is none).
+fn current_tid() -> Option<String> {
+    let link = std::fs::read_link("/proc/thread-self").ok()?; // "<pid>/task/<tid>"
+    Some(link.file_name()?.to_string_lossy().into_owned())
+}
+
+/// Polls, under the hang guard, until thread `tid` of this process is asleep in the
+/// kernel (state `S`: blocked waiting, not running). Returns at once without a `tid`.
+fn wait_until_blocked(tid: Option<&str>) {
+    let Some(tid) = tid else { return };
+    let stat = format!("/proc/self/task/{tid}/stat");
+    let deadline = Instant::now() + common::SAFETY;
+    loop {
+        let text = std::fs::read_to_string(&stat).unwrap();
+        // "<tid> (<name>) <state> ...": the state follows the last ')'.
+        let state = text
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next());
+        if state == Some("S") {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "thread {tid} never blocked: {text}"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
 /// A cancel ends a stream whose provider has gone quiet, without waiting for it to speak
 /// again. How long that takes is measured by `cargo bench -p car-inference --bench cancel`.
 #[test]
@@ -288,20 +317,23 @@ fn cancel_ends_a_stalled_stream() {
     let (first_tx, first_rx) = mpsc::channel();
     let worker = common::detached(move || {
         let _home = home;
-        let mut first = Some(first_tx);
+        let mut first = Some((first_tx, current_tid()));
         let mut cb = |_: &str| {
-            if let Some(tx) = first.take() {
-                let _ = tx.send(());
+            if let Some((tx, tid)) = first.take() {
+                let _ = tx.send(tid);
             }
             StreamControl::Continue
         };
         let out = engine.generate(Some("remote"), &request(), &worker_cancel, Some(&mut cb));
         (out, Instant::now())
     });
-    // The first piece is out, so the stream is open and about to stall.
-    first_rx
+    let tid = first_rx
         .recv_timeout(common::SAFETY)
         .expect("no piece streamed (a hang guard, not a speed bound)");
+    // Cancel once the generating thread has gone to sleep waiting on the silent stream,
+    // the case under test, rather than while it is still busy with the first piece, where
+    // the check between chunks would see the flag without any waiting involved.
+    wait_until_blocked(tid.as_deref());
     let fired = Instant::now();
     cancel.cancel();
     let (out, returned) = worker.wait("the cancelled stream");
