@@ -1,6 +1,10 @@
 //! The `server.schema` document, generated from the method contract, and its digest.
 //!
-//! The document: `{protocol_version, capabilities, error_codes, methods, definitions}`.
+//! The document: `{protocol_version, capabilities, error_codes, methods, coverage,
+//! definitions}`. `coverage` partitions two inventories into exact `covered` / `uncovered`
+//! lists (CAR's rule): `rpc_results` (methods whose result schema constrains the result vs
+//! untyped JSON results) and `journal_event_payloads` (event kinds with a published payload
+//! schema vs without).
 //! Each `methods` row carries the declaration's columns (name, role, capability,
 //! handshake_required, deadline, summary) and its `params` and `result` JSON Schemas
 //! (draft 2020-12; shared types are `$ref`s into `definitions`), so a client can validate
@@ -44,6 +48,20 @@ pub fn document<'a>(decls: impl Iterator<Item = &'a Declaration>) -> Value {
         })
         .collect();
     rows.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
+    // A result is covered when its schema constrains it (an untyped JSON result's schema
+    // is `true`).
+    let (covered, uncovered): (Vec<&Value>, Vec<&Value>) = rows
+        .iter()
+        .partition(|row| row["result"] != Value::Bool(true) && row["result"] != json!({}));
+    let names =
+        |rows: Vec<&Value>| -> Vec<Value> { rows.iter().map(|r| r["name"].clone()).collect() };
+    let coverage = json!({
+        "rpc_results": {"covered": names(covered), "uncovered": names(uncovered)},
+        "journal_event_payloads": {
+            "covered": [],
+            "uncovered": methods::events::JOURNAL_KINDS,
+        },
+    });
     let definitions: Map<String, Value> = generator.take_definitions(true).into_iter().collect();
     let error_codes: Vec<Value> = errors::ERROR_CODES
         .iter()
@@ -54,6 +72,7 @@ pub fn document<'a>(decls: impl Iterator<Item = &'a Declaration>) -> Value {
         "capabilities": capabilities::SUPPORTED,
         "error_codes": error_codes,
         "methods": rows,
+        "coverage": coverage,
         DEFINITIONS: definitions,
     })
 }

@@ -128,7 +128,11 @@ pub fn deadline(spec: &MethodSpec, params: &Value, config: &crate::config::Confi
 }
 
 /// Runs an async handler under its deadline, turning a panic into `-32603`.
-pub async fn run(call: Call, handler: Arc<crate::handler::AsyncHandler>, params: Value) -> Result<Value, RpcError> {
+pub async fn run(
+    call: Call,
+    handler: Arc<crate::handler::AsyncHandler>,
+    params: Value,
+) -> Result<Value, RpcError> {
     let method = call.method;
     let budget = deadline(method, &params, &call.state.config);
     let guarded = std::panic::AssertUnwindSafe(handler(call, params)).catch_unwind();

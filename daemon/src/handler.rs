@@ -58,7 +58,9 @@ impl std::fmt::Debug for Handler {
 fn encode<T: serde::Serialize>(method: &str, value: T) -> Result<Value, RpcError> {
     serde_json::to_value(value).map_err(|e| {
         tracing::error!(method, error = %e, "result does not encode");
-        RpcError::internal(format!("internal error: {method} result does not encode: {e}"))
+        RpcError::internal(format!(
+            "internal error: {method} result does not encode: {e}"
+        ))
     })
 }
 

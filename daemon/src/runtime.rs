@@ -152,7 +152,8 @@ pub struct Runtime {
     /// `None` is the default partition; proposals read and write it.
     state: BTreeMap<Option<String>, BTreeMap<String, Value>>,
     pub tools: BTreeMap<String, ToolDescriptor>,
-    pub policies: BTreeMap<String, Policy>,
+    /// In registration order; a name may cover several policies (CAR appends).
+    pub policies: Vec<Policy>,
     /// Set by a terminal tool error; `proposal.submit` then runs nothing.
     pub halted: Option<String>,
 }
@@ -180,7 +181,7 @@ impl Runtime {
     }
 
     /// The first policy violation for a tool call under execution session `session_id`,
-    /// if any (policies in name order), checked against the default state partition.
+    /// if any (policies in registration order), checked against the default state partition.
     pub fn policy_violation(
         &self,
         session_id: &str,
@@ -195,14 +196,14 @@ impl Runtime {
 
 /// The first violation among `policies` for a tool call in `state`.
 pub fn violation_in(
-    policies: &BTreeMap<String, Policy>,
+    policies: &[Policy],
     session_id: &str,
     tool: &str,
     parameters: &Map<String, Value>,
     state: &BTreeMap<String, Value>,
 ) -> Option<(String, String)> {
     policies
-        .values()
+        .iter()
         .filter(|p| p.session_id.as_deref().is_none_or(|s| s == session_id))
         .find_map(|p| {
             p.violation(tool, parameters, state)
@@ -221,28 +222,22 @@ mod tests {
     #[test]
     fn rules() {
         let mut rt = Runtime::default();
-        rt.policies.insert(
-            "a".into(),
-            Policy {
-                name: "a".into(),
-                rule: Rule::DenyTool {
-                    target: "rm".into(),
-                },
-                session_id: None,
+        rt.policies.push(Policy {
+            name: "a".into(),
+            rule: Rule::DenyTool {
+                target: "rm".into(),
             },
-        );
-        rt.policies.insert(
-            "b".into(),
-            Policy {
-                name: "b".into(),
-                rule: Rule::DenyToolParam {
-                    target: "shell".into(),
-                    key: "cmd".into(),
-                    pattern: Regex::new("^sudo").unwrap(),
-                },
-                session_id: None,
+            session_id: None,
+        });
+        rt.policies.push(Policy {
+            name: "b".into(),
+            rule: Rule::DenyToolParam {
+                target: "shell".into(),
+                key: "cmd".into(),
+                pattern: Regex::new("^sudo").unwrap(),
             },
-        );
+            session_id: None,
+        });
         assert_eq!(
             rt.policy_violation("s1", "rm", &params(json!({})))
                 .unwrap()
@@ -261,17 +256,14 @@ mod tests {
         assert!(rt
             .policy_violation("s1", "shell", &params(json!({})))
             .is_none());
-        rt.policies.insert(
-            "c".into(),
-            Policy {
-                name: "c".into(),
-                rule: Rule::RequireState {
-                    key: "mode".into(),
-                    value: json!("live"),
-                },
-                session_id: Some("s1".into()),
+        rt.policies.push(Policy {
+            name: "c".into(),
+            rule: Rule::RequireState {
+                key: "mode".into(),
+                value: json!("live"),
             },
-        );
+            session_id: Some("s1".into()),
+        });
         assert!(rt
             .policy_violation("s1", "ls", &params(json!({})))
             .unwrap()

@@ -34,6 +34,13 @@ pub fn classify(
     labels: &[String],
     embed: impl FnOnce(&[String]) -> Result<Vec<Vec<f32>>>,
 ) -> Result<Vec<LabelScore>> {
+    validate(text, labels)?;
+    classify_checked(text, labels, embed)
+}
+
+/// The checks every classification applies: 1..=[`MAX_LABELS`] non-blank labels, a
+/// non-blank text.
+pub fn validate(text: &str, labels: &[String]) -> Result<()> {
     if labels.is_empty() {
         return Err(InferenceError::invalid("labels", "must not be empty"));
     }
@@ -52,6 +59,14 @@ pub fn classify(
     if text.trim().is_empty() {
         return Err(InferenceError::invalid("text", "must not be empty"));
     }
+    Ok(())
+}
+
+fn classify_checked(
+    text: &str,
+    labels: &[String],
+    embed: impl FnOnce(&[String]) -> Result<Vec<Vec<f32>>>,
+) -> Result<Vec<LabelScore>> {
     let mut inputs = Vec::with_capacity(labels.len() + 1);
     inputs.push(text.to_owned());
     inputs.extend(labels.iter().cloned());

@@ -256,7 +256,19 @@ impl InferenceEngine {
         labels: &[String],
     ) -> Result<ClassifyResult> {
         let entry = self.resolve(model, Use::Embed)?;
-        let scores = classify(text, labels, |inputs| self.embed_with(&entry, inputs))?;
+        let scores = match entry.source {
+            // A generative model scores each label as an answer (CAR classifies with
+            // generative models too); the input checks are the embedding path's.
+            ModelSource::Gguf { .. } => {
+                crate::classify::validate(text, labels)?;
+                let loaded = self.load(&entry)?;
+                let Loaded::Llama(m) = loaded.as_ref() else {
+                    return Err(InferenceError::Engine("cache kind mismatch".into()));
+                };
+                m.classify(text, labels, &self.config.llama)?
+            }
+            _ => classify(text, labels, |inputs| self.embed_with(&entry, inputs))?,
+        };
         Ok(ClassifyResult {
             scores,
             model_identity: entry.identity(),

@@ -20,6 +20,7 @@ pub mod gguf;
 pub mod identity;
 pub mod keys;
 pub mod llama;
+mod llama_classify;
 pub mod registry;
 pub mod remote;
 pub mod sse;

@@ -30,7 +30,7 @@ use crate::generate::{
 use crate::gguf;
 
 /// Tokens decoded per llama.cpp batch while reading the prompt.
-const PROMPT_BATCH: u32 = 512;
+pub(crate) const PROMPT_BATCH: u32 = 512;
 /// Template used when the GGUF has none, or llama.cpp cannot apply the one it has.
 /// ChatML is what most small instruct models (SmolLM2, Qwen) are trained on.
 pub const FALLBACK_TEMPLATE: &str = "chatml";
@@ -55,7 +55,7 @@ impl Default for LlamaConfig {
     }
 }
 
-fn backend() -> Result<&'static LlamaBackend> {
+pub(crate) fn backend() -> Result<&'static LlamaBackend> {
     static BACKEND: OnceLock<std::result::Result<LlamaBackend, String>> = OnceLock::new();
     BACKEND
         .get_or_init(|| {
@@ -69,11 +69,11 @@ fn backend() -> Result<&'static LlamaBackend> {
 
 /// A loaded GGUF model, shareable across threads.
 pub struct LlamaEngineModel {
-    model: LlamaModel,
+    pub(crate) model: LlamaModel,
     template: Option<LlamaChatTemplate>,
     /// llama-cpp-2 documents that creating contexts from one model in parallel is unsound
     /// (llama.cpp may write to the model while doing so), so creation is serialised.
-    context_lock: Mutex<()>,
+    pub(crate) context_lock: Mutex<()>,
 }
 
 impl std::fmt::Debug for LlamaEngineModel {

@@ -7,6 +7,36 @@ use super::fields::{Json, NoParams};
 use super::member::{int, json, member, whole};
 use super::{op, Declaration};
 
+/// Every event kind the daemon records in its journal (a daemon test checks its sources
+/// against this list). CAR's action kinds (`action_succeeded`, …) carry `{tool,
+/// params_digest, expected_effects, error_class, attempts, duration_ms}`; the dotted kinds
+/// are this daemon's finer-grained records. No payload has a published schema yet, so
+/// `server.schema` lists them all under `coverage.journal_event_payloads.uncovered`.
+pub const JOURNAL_KINDS: &[&str] = &[
+    "action.aborted",
+    "action.failed",
+    "action.rejected",
+    "action.retry",
+    "action.skipped",
+    "action_failed",
+    "action_rejected",
+    "action_skipped",
+    "action_succeeded",
+    "policy.allowed",
+    "policy.denied",
+    "proposal.completed",
+    "proposal.submitted",
+    "session.halt_cleared",
+    "session.halted",
+    "state.deleted",
+    "state.rolled_back",
+    "state.written",
+    "tool.answered",
+    "tool.called",
+    "tool.cancelled",
+    "tool.failed",
+];
+
 /// CAR's `EventQuery`; every field optional, AND-conjoined.
 #[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
 pub struct EventQuery {

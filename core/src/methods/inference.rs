@@ -85,6 +85,10 @@ pub struct GenerateParams {
     /// Appended to the system instruction as `Context:`.
     #[serde(default)]
     pub context: Option<String>,
+    /// Build a memory context for this query (as `memory.build_context` does) and append
+    /// it to the system instruction (CAR's `infer_with_context`).
+    #[serde(default)]
+    pub context_query: Option<String>,
     #[serde(default)]
     pub model: Option<Name>,
     #[serde(default)]
@@ -221,7 +225,7 @@ crate::method!(
     member("embed", &[req("texts", StrList), opt("model", Str)], json())
 );
 crate::method!(
-    /// `classify` → `[{label, score}]`, best first.
+    /// `classify` → `[{label, score}]`, best first (CAR's shape).
     Classify = op("classify", "zero-shot classification of text against labels by embedding similarity");
     ClassifyParams => Json;
     member("classify", &[req("text", Str), req("labels", StrList), opt("model", Str)], json())

@@ -196,7 +196,7 @@ pub fn decode_params<T: DeserializeOwned>(params: Value) -> Result<T, RpcError> 
 
 /// Declares one method: a unit struct implementing [`Method`].
 ///
-/// ```ignore
+/// ```text
 /// method!(
 ///     /// `state.get`
 ///     Get = op("state.get", "a state value, or null");

@@ -66,9 +66,10 @@ pub struct RegisterReply {
     pub model: Json,
 }
 
-/// `{id}`.
+/// `{id}` (CAR's client sends `model_id` for `models.remove`).
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 pub struct IdParams {
+    #[serde(alias = "model_id")]
     pub id: Name,
 }
 

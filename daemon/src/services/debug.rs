@@ -55,7 +55,10 @@ fn inner_params(p: &ClientCallParams) -> Value {
 /// `debug.call_client {method, params?, timeout_ms?}` → `{result}` or `{error}`.
 async fn call_client(call: Call, p: ClientCallParams) -> Result<Value, RpcError> {
     let method = method_of(&p)?;
-    let timeout = bounded("timeout_ms", p.timeout_ms.unwrap_or(DEFAULT_CALL_TIMEOUT_MS))?;
+    let timeout = bounded(
+        "timeout_ms",
+        p.timeout_ms.unwrap_or(DEFAULT_CALL_TIMEOUT_MS),
+    )?;
     let answer = call
         .session
         .call_client(&method, &inner_params(&p), timeout)

@@ -38,7 +38,11 @@ async fn count(call: Call, _: NoParams) -> Result<u64, RpcError> {
 }
 
 /// A bound in Unix milliseconds; RFC 3339 `until` is exclusive, so it moves back 1 ms.
-fn bound_ms(field: &str, bound: Option<TimeBound>, exclusive_text: bool) -> Result<Option<i64>, RpcError> {
+fn bound_ms(
+    field: &str,
+    bound: Option<TimeBound>,
+    exclusive_text: bool,
+) -> Result<Option<i64>, RpcError> {
     match bound {
         None => Ok(None),
         Some(TimeBound::Millis(ms)) => i64::try_from(ms)
@@ -99,7 +103,10 @@ async fn query(call: Call, p: EventQuery) -> Result<QueryReply, RpcError> {
             other => other.to_string(),
         };
         clauses.push("CAST(json_extract(data, ?) AS TEXT) = ?".into());
-        args.push(SqlValue::Text(format!("$.\"{}\"", key.replace('"', "\\\""))));
+        args.push(SqlValue::Text(format!(
+            "$.\"{}\"",
+            key.replace('"', "\\\"")
+        )));
         args.push(SqlValue::Text(text));
     }
     let limit = match p.limit {
@@ -122,9 +129,16 @@ async fn query(call: Call, p: EventQuery) -> Result<QueryReply, RpcError> {
             let rows = stmt
                 .query_map(rusqlite::params_from_iter(args), |r| {
                     let data: String = r.get(7)?;
+                    let ts_ms: i64 = r.get(1)?;
+                    let timestamp = humantime::format_rfc3339_millis(
+                        std::time::UNIX_EPOCH
+                            + std::time::Duration::from_millis(ts_ms.max(0) as u64),
+                    )
+                    .to_string();
                     Ok(json!({
                         "id": r.get::<_, i64>(0)?,
-                        "ts_ms": r.get::<_, i64>(1)?,
+                        "ts_ms": ts_ms,
+                        "timestamp": timestamp,
                         "kind": r.get::<_, String>(2)?,
                         "session_id": r.get::<_, Option<String>>(3)?,
                         "proposal_id": r.get::<_, Option<String>>(4)?,
@@ -169,5 +183,44 @@ async fn stats(call: Call, _: NoParams) -> Result<Value, RpcError> {
                 Ok(json!({"total": total, "by_kind": by_kind, "first_ms": first, "last_ms": last}))
             })
             .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// Every event kind a source file records is in the journal inventory
+    /// `car_proto::methods::events::JOURNAL_KINDS` that `server.schema` publishes.
+    #[test]
+    fn recorded_kinds_are_in_the_journal_inventory() {
+        let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let pattern = regex::Regex::new(
+            r#"(?:\.event\(\s*|kind:\s*|\{\s*|=> )"((?:action|policy|proposal|session|state|tool)\.[a-z_]+|action_(?:succeeded|failed|rejected|skipped))""#,
+        )
+        .unwrap();
+        let mut found = std::collections::BTreeSet::new();
+        let mut stack = vec![src];
+        while let Some(dir) = stack.pop() {
+            for entry in std::fs::read_dir(dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    stack.push(path);
+                } else if path.extension().is_some_and(|e| e == "rs") {
+                    let text = std::fs::read_to_string(&path).unwrap();
+                    for c in pattern.captures_iter(&text) {
+                        found.insert(c[1].to_string());
+                    }
+                }
+            }
+        }
+        assert!(
+            found.contains("action_succeeded") && found.contains("tool.called"),
+            "{found:?}"
+        );
+        for kind in &found {
+            assert!(
+                car_proto::methods::events::JOURNAL_KINDS.contains(&kind.as_str()),
+                "event kind {kind} is recorded but not in JOURNAL_KINDS"
+            );
+        }
     }
 }

@@ -14,9 +14,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use car_inference::{
-    ErrorKind, GenerateRequest, InferenceError, Message, StreamControl,
-};
+use car_inference::{ErrorKind, GenerateRequest, InferenceError, Message, StreamControl};
 use car_proto::errors::{RpcError, CONTENT_REFUSED};
 use serde_json::{json, Value};
 
@@ -110,7 +108,9 @@ fn generate_request(p: GenerateParams) -> Result<(Option<String>, GenerateReques
     }
     let knobs = p.knobs();
     if knobs.max_tokens == Some(0) {
-        return Err(RpcError::invalid_params("params.max_tokens: must be at least 1"));
+        return Err(RpcError::invalid_params(
+            "params.max_tokens: must be at least 1",
+        ));
     }
     let messages = match p.messages {
         None => None,
@@ -148,10 +148,29 @@ fn generate_request(p: GenerateParams) -> Result<(Option<String>, GenerateReques
     Ok((p.model.map(Name::into_string), request))
 }
 
-async fn generate(call: Call, params: GenerateParams, stream: bool) -> Result<Value, RpcError> {
+async fn generate(call: Call, mut params: GenerateParams, stream: bool) -> Result<Value, RpcError> {
+    if let Some(query) = params.context_query.take() {
+        let block = call
+            .state
+            .memory
+            .build_context(
+                &super::memory::scope_of(&call),
+                &query,
+                car_memory::validate_window(None).map_err(RpcError::invalid_params)?,
+            )
+            .await
+            .map_err(|e| RpcError::internal(format!("memory: {e}")))?;
+        if !block.text.trim().is_empty() {
+            params.context = Some(match params.context.take() {
+                Some(c) => format!("{c}\n\n{}", block.text),
+                None => block.text,
+            });
+        }
+    }
     let (model, request) = generate_request(params)?;
     let svc = service(&call);
     let id = call.id.clone().unwrap_or(Value::Null);
+    let trace_id = format!("{}-{}", call.session.label(), crate::inference::id_key(&id));
     let guard = svc
         .track(call.session.id, &id)
         .map_err(RpcError::invalid_params)?;
@@ -188,7 +207,7 @@ async fn generate(call: Call, params: GenerateParams, stream: bool) -> Result<Va
         if let Ok(r) = &out {
             if stream {
                 for event in [
-                    json!({"type": "usage", "prompt_tokens": r.usage.prompt_tokens, "completion_tokens": r.usage.completion_tokens}),
+                    json!({"type": "usage", "prompt_tokens": r.usage.prompt_tokens, "completion_tokens": r.usage.completion_tokens, "input_tokens": r.usage.prompt_tokens, "output_tokens": r.usage.completion_tokens}),
                     json!({"type": "stop_reason", "data": r.stop_reason}),
                 ] {
                     session.notify("inference.stream.event", &json!({"id": id, "request_id": id, "event": event}));
@@ -200,10 +219,18 @@ async fn generate(call: Call, params: GenerateParams, stream: bool) -> Result<Va
     .await?;
     drop(guard);
     let model_used = result.model_identity.id.clone();
+    // CAR names the counts input/output tokens; the OpenAI-style names stay as aliases.
+    let usage = json!({
+        "input_tokens": result.usage.prompt_tokens,
+        "output_tokens": result.usage.completion_tokens,
+        "prompt_tokens": result.usage.prompt_tokens,
+        "completion_tokens": result.usage.completion_tokens,
+    });
     Ok(json!({
         "text": result.text,
         "tool_calls": [],
-        "usage": result.usage,
+        "usage": usage,
+        "trace_id": trace_id,
         "model_used": model_used,
         "model_identity": result.model_identity,
         "latency_ms": result.latency_ms,
@@ -259,12 +286,12 @@ async fn embed(call: Call, p: EmbedParams) -> Result<Value, RpcError> {
     Ok(json!({"embeddings": r.embeddings, "model_identity": r.model_identity}))
 }
 
-/// `classify {text, labels, model?}` → `{scores: [{label, score}], model_identity}`.
+/// `classify {text, labels, model?}` → `[{label, score}]`, best first (CAR's shape).
 async fn classify(call: Call, p: ClassifyParams) -> Result<Value, RpcError> {
     let (text, labels, model) = (p.text, p.labels, p.model.map(Name::into_string));
     let engine = service(&call).engine.clone();
     let r = blocking(move || engine.classify(model.as_deref(), &text, &labels)).await?;
-    Ok(json!({"scores": r.scores, "model_identity": r.model_identity}))
+    Ok(json!(r.scores))
 }
 
 /// `tokenize {text, model?}` → `{tokens}`.

@@ -107,7 +107,7 @@ async fn query(call: Call, p: QueryParams) -> Result<Vec<FactHit>, RpcError> {
             kind: h.kind.as_str().to_string(),
             confidence: h.confidence,
             tags: h.tags,
-            source: h.source,
+            source: Some(h.source.unwrap_or_default()),
         })
         .collect())
 }
@@ -139,15 +139,24 @@ async fn delete(call: Call, p: DeleteParams) -> Result<DeleteReply, RpcError> {
     })
 }
 
-/// `memory.consolidate` → the consolidation report.
+/// `memory.consolidate` → the consolidation report, with CAR's `candidates_promoted` /
+/// `candidates_rejected` lists (this engine merges duplicates and promotes no candidates,
+/// so both are empty).
 async fn consolidate(call: Call, _: NoParams) -> Result<Value, RpcError> {
-    to_json(
+    let mut report = to_json(
         call.state
             .memory
             .consolidate(&scope_of(&call))
             .await
             .map_err(engine_error)?,
-    )
+    )?;
+    if let Some(obj) = report.as_object_mut() {
+        obj.entry("candidates_promoted")
+            .or_insert(Value::Array(Vec::new()));
+        obj.entry("candidates_rejected")
+            .or_insert(Value::Array(Vec::new()));
+    }
+    Ok(report)
 }
 
 /// `memory.build_context` → the assembled context text (CAR's result is the string).

@@ -5,7 +5,7 @@
 //! or an embedding-model directory; `{type: "remote_api", endpoint}` (also `base_url` /
 //! `url`, with `api_key_env` and `model` / `model_id`) is an OpenAI-compatible endpoint,
 //! whose model name defaults to the schema's `name`. The flat form (`path`, or `base_url`
-//! + `model` at top level) is accepted too. Unlike CAR's daemon, a registration takes
+//! and `model` at top level) is accepted too. Unlike CAR's daemon, a registration takes
 //! effect at once: no restart is needed.
 
 use car_inference::RegisterRequest;
@@ -26,11 +26,36 @@ pub fn register(routes: &mut Routes) {
         .add::<m::Remove, _, _>(unregister);
 }
 
+/// A `models.list` row: the entry with `kind`, `identity`, `loaded`, plus CAR's legacy
+/// catalog fields (`name`, `hf_repo`, `hf_filename`, `tokenizer_repo`, `role`,
+/// `param_count`, `quantized_size_mb`, `downloaded`); fields this registry does not know
+/// are `null`.
 fn row_of(entry: &car_inference::ModelEntry, loaded: bool) -> Value {
     let mut row = serde_json::to_value(entry).unwrap_or(Value::Null);
-    row["kind"] = json!(entry.kind_name());
+    let kind = entry.kind_name();
+    row["kind"] = json!(kind);
     row["identity"] = serde_json::to_value(entry.identity()).unwrap_or(Value::Null);
     row["loaded"] = json!(loaded);
+    let path = entry.weights_path();
+    let size = path
+        .as_ref()
+        .and_then(|p| std::fs::metadata(p).ok())
+        .map(|m| m.len());
+    row["name"] = json!(entry.id);
+    row["hf_repo"] = Value::Null;
+    row["hf_filename"] = json!(path
+        .as_ref()
+        .and_then(|p| p.file_name())
+        .map(|f| f.to_string_lossy().into_owned()));
+    row["tokenizer_repo"] = Value::Null;
+    row["role"] = json!(match kind {
+        "gguf" => "generate",
+        "embedding" => "embed",
+        other => other,
+    });
+    row["param_count"] = Value::Null;
+    row["quantized_size_mb"] = json!(size.map(|b| b as f64 / (1024.0 * 1024.0)));
+    row["downloaded"] = json!(path.as_ref().is_some_and(|p| p.exists()));
     row
 }
 
@@ -80,20 +105,17 @@ fn request_of(schema: ModelSchema) -> Result<RegisterRequest, RpcError> {
                 }
             }
             "remote_api" | "openai" | "openai_compatible" => {
-                request.base_url = text_at(&source, &["endpoint", "base_url", "url"])?
-                    .or(request.base_url);
-                request.api_key_env =
-                    text_at(&source, &["api_key_env"])?.or(request.api_key_env);
+                request.base_url =
+                    text_at(&source, &["endpoint", "base_url", "url"])?.or(request.base_url);
+                request.api_key_env = text_at(&source, &["api_key_env"])?.or(request.api_key_env);
                 request.model = text_at(&source, &["model", "model_id"])?
                     .or(request.model)
                     .or(schema.name.clone());
             }
             "local" => {}
-            other => {
-                return Err(RpcError::invalid_params(format!(
-                    "schema.source.type: {other:?} is not served by this daemon (local or remote_api)"
-                )))
-            }
+            other => return Err(RpcError::invalid_params(format!(
+                "schema.source.type: {other:?} is not served by this daemon (local or remote_api)"
+            ))),
         }
     }
     if request.path.is_none() && request.base_url.is_none() {

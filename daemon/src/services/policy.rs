@@ -3,9 +3,10 @@
 //!
 //! Rules: `deny_tool {target}`, `deny_tool_param {target, key, pattern}` (a regular
 //! expression, at most 4 KiB, compiled with a 1 MiB size limit) and `require_state {key,
-//! value}`. A field that does not apply to the rule is refused, naming it. A name
-//! registered again replaces the earlier policy, so `removed` is 0 or 1. `session_id`
-//! scopes a policy to proposals run under that execution session.
+//! value}`. A field that does not apply to the rule is refused, naming it. Policies are
+//! kept in registration order and a name registered again appends another policy under
+//! it (CAR's rule), so `policy.unregister` removes every policy of that name and says how
+//! many. `session_id` scopes a policy to proposals run under that execution session.
 
 use car_proto::errors::RpcError;
 use car_proto::methods::policy::{
@@ -98,18 +99,12 @@ pub fn policy(def: PolicyDefinition, what: &str) -> Result<Policy, RpcError> {
 /// Adds policies to the connection, all or nothing; returns the new total.
 pub fn install(call: &Call, policies: Vec<Policy>) -> Result<usize, RpcError> {
     call.session.runtime(|rt| {
-        let new = policies
-            .iter()
-            .filter(|p| !rt.policies.contains_key(&p.name))
-            .count();
-        if rt.policies.len() + new > MAX_POLICIES {
+        if rt.policies.len() + policies.len() > MAX_POLICIES {
             return Err(RpcError::invalid_params(format!(
                 "a connection may hold at most {MAX_POLICIES} policies"
             )));
         }
-        for p in policies {
-            rt.policies.insert(p.name.clone(), p);
-        }
+        rt.policies.extend(policies);
         Ok(rt.policies.len())
     })
 }
@@ -127,18 +122,14 @@ async fn register_policy(call: Call, def: PolicyDefinition) -> Result<RegisterRe
 async fn unregister(call: Call, p: UnregisterParams) -> Result<UnregisterReply, RpcError> {
     let session = p.session_id.filter(|s| !s.is_empty());
     let removed = call.session.runtime(|rt| {
-        let matches = rt
-            .policies
-            .get(p.name.as_str())
-            .is_some_and(|policy| policy.session_id == session);
-        if matches {
-            rt.policies.remove(p.name.as_str());
-        }
-        matches
+        let before = rt.policies.len();
+        rt.policies
+            .retain(|policy| !(policy.name == p.name.as_str() && policy.session_id == session));
+        before - rt.policies.len()
     });
     Ok(UnregisterReply {
         unregistered: p.name.into_string(),
-        removed: u64::from(removed),
+        removed: removed as u64,
         scope: Scope::of(session.as_deref()),
     })
 }
@@ -147,7 +138,7 @@ async fn list(call: Call, p: ListParams) -> Result<ListReply, RpcError> {
     let session = p.session_id.filter(|s| !s.is_empty());
     let policies = call.session.runtime(|rt| {
         rt.policies
-            .values()
+            .iter()
             .filter(|policy| session.is_none() || policy.session_id == session)
             .map(|policy| PolicySummary {
                 name: policy.name.clone(),

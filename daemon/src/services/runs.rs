@@ -1,14 +1,18 @@
 //! `runs.*`: durable agent-run records with traces (SQLite, `crate::store`).
 //!
-//! A run is started with an intent and completed with an outcome (`success`, `failure` or
-//! `cancelled`). `idempotency_key` makes `runs.start` safe to repeat: the same owner and key
-//! return the existing run (`created: false`). A run still running when the connection
-//! that started it closes is marked `incomplete` (and so are runs left running by a daemon
-//! that died); an incomplete run may still be completed later.
+//! A run is started with an intent for an agent (the session's bound agent, the given
+//! `agent_id`, or `name:<slug>` of `agent_name`; with none of them `runs.start` is refused)
+//! and completed with CAR's `AgentOutcome` or a bare status. `idempotency_key` is the run's
+//! id, so `runs.start` is safe to repeat: the same owner and key return the existing run
+//! (`created: false`). A run still running when the connection that started it closes is
+//! marked `incomplete` (and so are runs left running by a daemon that died); an incomplete
+//! run may still be completed later.
 //!
-//! Ownership: a run belongs to the agent the starting session is bound to, else to the
-//! user (`user`). Host sessions see every run; other sessions see their owner's runs and
-//! are told `no run …` about the rest, so ids of other owners' runs are not revealed.
+//! Ownership: a run is completed by the identity that started it (the bound agent, else the
+//! user) or a host session. Reads follow CAR's rule: `runs.get_trace` and `runs.list` need a
+//! host session or a session bound to the run's agent (`-32603 permission denied` with
+//! `data.reason: "not_owner"` otherwise); an unknown run id answers CAR's not-found marker
+//! `{run_id, not_found: true}`.
 //! Trace records (`started`, `completed`, `incomplete`) are pushed as `runs.trace.event`
 //! `{run_id, record}` to sessions that called `runs.subscribe`.
 
@@ -46,8 +50,23 @@ fn owner_of(identity: &Identity) -> String {
     }
 }
 
+/// Who may complete a run: the identity that started it, or a host session.
 fn sees(identity: &Identity, owner: &str) -> bool {
     identity.role == CallerRole::Host || owner == owner_of(identity)
+}
+
+/// Who may read a run's record and trace (CAR's rule): a host session, or a session bound
+/// to the run's agent.
+fn may_read(identity: &Identity, agent_id: Option<&str>) -> bool {
+    identity.role == CallerRole::Host
+        || (identity.agent_id.is_some() && identity.agent_id.as_deref() == agent_id)
+}
+
+fn not_entitled(what: &str) -> RpcError {
+    RpcError::internal(format!(
+        "permission denied: {what} needs a host session or a session bound to the run's agent"
+    ))
+    .with_data(json!({"reason": "not_owner"}))
 }
 
 const COLUMNS: &str = "run_id, owner, intent, agent_id, agent_name, idempotency_key, status, outcome, summary, started_ms, completed_ms";
@@ -163,23 +182,29 @@ async fn start(call: Call, p: StartParams) -> Result<Value, RpcError> {
         let agent_name = p.agent_name.map(Name::into_string);
         let agent_id = agent_id
             .or(identity.agent_id.clone())
-            .or_else(|| agent_name.as_ref().map(|n| format!("name:{}", slug(n))));
+            .or_else(|| agent_name.as_ref().map(|n| format!("name:{}", slug(n))))
+            .ok_or_else(|| {
+                RpcError::invalid_params(
+                    "agent_id: a run needs an owning agent: send agent_id or agent_name, or authenticate as an agent",
+                )
+            })?;
         let key = p.idempotency_key.map(Name::into_string);
         let owner = owner_of(&identity);
-        let run_id = new_run_id();
+        // CAR: an idempotency key is the run's id.
+        let run_id = key.clone().unwrap_or_else(new_run_id);
         let (owner2, run_id2) = (owner.clone(), run_id.clone());
         let (run, created, record) = call
             .state
             .store
             .run(move |c| {
                 let tx = c.transaction().map_err(db_error)?;
-                if let Some(key) = &key {
-                    let existing: Option<String> = tx
-                        .query_row("SELECT run_id FROM runs WHERE owner = ?1 AND idempotency_key = ?2", params![owner2, key], |r| r.get(0))
-                        .optional()
-                        .map_err(db_error)?;
-                    if let Some(existing) = existing {
-                        let (_, run) = load(&tx, &existing)?.expect("row just found");
+                if key.is_some() {
+                    if let Some((existing_owner, run)) = load(&tx, &run_id2)? {
+                        if existing_owner != owner2 {
+                            return Err(RpcError::invalid_params(
+                                "idempotency_key: names a run of another owner",
+                            ));
+                        }
                         return Ok((run, false, None));
                     }
                 }
@@ -229,7 +254,11 @@ async fn complete(call: Call, p: CompleteParams) -> Result<Value, RpcError> {
             Outcome::Status(status) => (status, p.summary, None),
             Outcome::Outcome(o) => {
                 let summary = o.summary.clone().or(p.summary);
-                (o.status.clone(), summary, Some(serde_json::to_value(&o).unwrap_or_default()))
+                (
+                    o.status.clone(),
+                    summary,
+                    Some(serde_json::to_value(&o).unwrap_or_default()),
+                )
             }
         };
         if !OUTCOMES.contains(&outcome.as_str()) {
@@ -275,7 +304,13 @@ async fn complete(call: Call, p: CompleteParams) -> Result<Value, RpcError> {
 /// `runs.list {status?, limit?}` → runs visible to this session, newest first.
 async fn list(call: Call, p: ListParams) -> Result<Value, RpcError> {
     {
-        let status = p.status.map(|s| if s == "in_progress" { "running".to_string() } else { s });
+        let status = p.status.map(|s| {
+            if s == "in_progress" {
+                "running".to_string()
+            } else {
+                s
+            }
+        });
         if let Some(s) = &status {
             if !["running", "completed", "incomplete"].contains(&s.as_str()) {
                 return Err(RpcError::invalid_params(format!(
@@ -283,9 +318,21 @@ async fn list(call: Call, p: ListParams) -> Result<Value, RpcError> {
                 )));
             }
         }
-        let agent = p.agent_id.map(Name::into_string);
-        let limit = p.limit.unwrap_or(100).clamp(1, 10_000) as i64;
         let identity = call.session.identity();
+        let agent = p
+            .agent_id
+            .map(Name::into_string)
+            .or(identity.agent_id.clone());
+        match &agent {
+            Some(a) if !may_read(&identity, Some(a)) => return Err(not_entitled("runs.list")),
+            None if identity.role != CallerRole::Host => {
+                return Err(RpcError::invalid_params(
+                    "agent_id: is required for a session not bound to an agent",
+                ))
+            }
+            _ => {}
+        }
+        let limit = p.limit.unwrap_or(100).clamp(1, 10_000) as i64;
         call.state
             .store
             .run(move |c| {
@@ -295,16 +342,15 @@ async fn list(call: Call, p: ListParams) -> Result<Value, RpcError> {
                 let rows = stmt.query_map(params![status], run_json).map_err(db_error)?;
                 let mut out = Vec::new();
                 for row in rows {
-                    let (owner, run) = row.map_err(db_error)?;
-                    let agent_ok = agent.as_ref().is_none_or(|a| run["agent_id"].as_str() == Some(a.as_str()));
-                    if sees(&identity, &owner) && agent_ok {
+                    let (_, run) = row.map_err(db_error)?;
+                    if agent.as_ref().is_none_or(|a| run["agent_id"].as_str() == Some(a.as_str())) {
                         out.push(run);
                         if out.len() as i64 >= limit {
                             break;
                         }
                     }
                 }
-                Ok(Value::Array(out))
+                Ok(json!({"agent_id": agent, "runs": out}))
             })
             .await
     }
@@ -320,8 +366,10 @@ async fn get_trace(call: Call, p: TraceParams) -> Result<Value, RpcError> {
             .store
             .run(move |c| {
                 let run = match load(c, &run_id)? {
-                    Some((owner, run)) if sees(&identity, &owner) => run,
-                    _ => return Err(no_run(&run_id)),
+                    Some((_, run)) if may_read(&identity, run["agent_id"].as_str()) => run,
+                    Some(_) => return Err(not_entitled("runs.get_trace")),
+                    // CAR's not-found marker: nothing is revealed, there is no owner to check.
+                    None => return Ok(json!({"run_id": run_id, "not_found": true})),
                 };
                 let mut stmt = c
                     .prepare("SELECT seq, ts_ms, kind, data FROM run_trace WHERE run_id = ?1 ORDER BY seq LIMIT -1 OFFSET ?2")

@@ -3,9 +3,9 @@
 
 use car_proto::errors::RpcError;
 use car_proto::handshake::HandshakeReply;
+use car_proto::methods;
 use car_proto::methods::fields::NoParams;
 use car_proto::methods::server::{self as m, CapabilitiesReply, CapabilityRow, SchemaReply};
-use car_proto::methods;
 use serde_json::Value;
 
 use crate::handler::{Call, Routes};
@@ -21,7 +21,11 @@ pub fn register(routes: &mut Routes) {
 
 /// `server.handshake`: exact-version negotiation. A failure leaves the session's earlier
 /// negotiation (if any) untouched; a repeat with the same params is idempotent.
-fn handshake(session: &Session, _: &ServerState, params: Value) -> Result<HandshakeReply, RpcError> {
+fn handshake(
+    session: &Session,
+    _: &ServerState,
+    params: Value,
+) -> Result<HandshakeReply, RpcError> {
     let reply = car_proto::handshake::negotiate(&params)?;
     session.set_negotiated(reply.negotiated_capabilities.clone());
     tracing::debug!(session = session.id, client_version = %reply.client_version, caps = ?reply.negotiated_capabilities, "negotiated");

@@ -16,10 +16,12 @@
 //! strength of the daemon token.
 
 use car_proto::errors::RpcError;
+use car_proto::methods::fields::NoParams;
+use car_proto::methods::session::{
+    self as m, AuthParams, AuthReply, ClearHaltReply, InitParams, InitReply,
+};
 use car_proto::methods::CallerRole;
 use car_proto::namespace;
-use car_proto::methods::fields::NoParams;
-use car_proto::methods::session::{self as m, AuthParams, AuthReply, ClearHaltReply, InitParams, InitReply};
 
 use crate::auth::tokens_match;
 use crate::handler::{Call, Routes};
@@ -104,7 +106,11 @@ fn mismatch() -> RpcError {
     RpcError::internal("auth failed: token mismatch")
 }
 
-pub fn auth(session: &Session, state: &ServerState, params: AuthParams) -> Result<AuthReply, RpcError> {
+pub fn auth(
+    session: &Session,
+    state: &ServerState,
+    params: AuthParams,
+) -> Result<AuthReply, RpcError> {
     let request = parse(params)?;
     let current = session.identity();
     let (role, agent_id) = match (&state.credentials, request.credential) {

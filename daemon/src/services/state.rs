@@ -48,8 +48,10 @@ async fn keys(call: Call, p: TenantParams) -> Result<Vec<String>, RpcError> {
 }
 
 async fn snapshot(call: Call, p: TenantParams) -> Result<Map<String, Value>, RpcError> {
-    Ok(call.session.runtime(|rt| match rt.snapshot(tenant(&p.tenant_id)) {
-        Value::Object(map) => map,
-        _ => Map::new(),
-    }))
+    Ok(call
+        .session
+        .runtime(|rt| match rt.snapshot(tenant(&p.tenant_id)) {
+            Value::Object(map) => map,
+            _ => Map::new(),
+        }))
 }

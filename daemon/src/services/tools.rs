@@ -7,7 +7,9 @@
 
 use car_proto::errors::RpcError;
 use car_proto::methods::fields::{NoParams, OneOrMany};
-use car_proto::methods::tools::{self as m, ListReply, NameParams, ToolDefinition, ToolSchema, UnregisterReply};
+use car_proto::methods::tools::{
+    self as m, ListReply, NameParams, ToolDefinition, ToolSchema, UnregisterReply,
+};
 use serde_json::Value;
 
 use crate::handler::{Call, Routes};
@@ -106,7 +108,9 @@ async fn list(call: Call, _: NoParams) -> Result<ListReply, RpcError> {
 }
 
 async fn unregister(call: Call, p: NameParams) -> Result<UnregisterReply, RpcError> {
-    let removed = call.session.runtime(|rt| rt.tools.remove(p.name.as_str()).is_some());
+    let removed = call
+        .session
+        .runtime(|rt| rt.tools.remove(p.name.as_str()).is_some());
     Ok(UnregisterReply {
         unregistered: p.name.into_string(),
         removed: u64::from(removed),

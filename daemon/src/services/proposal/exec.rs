@@ -18,7 +18,7 @@
 //! `session.clear_halt`; a halted session's later proposals are `rejected` whole.
 
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use car_proto::errors::RpcError;
 use futures_util::future::join_all;
@@ -40,7 +40,22 @@ pub enum Status {
     Failed,
     Rejected,
     Skipped,
+    /// Not run because an earlier failure stopped the proposal: reported as CAR's
+    /// `skipped`, with the reason in `error`.
+    #[serde(rename = "skipped")]
     Aborted,
+}
+
+impl Status {
+    /// CAR's event kind for an action that ended with this status.
+    fn event_kind(self) -> &'static str {
+        match self {
+            Status::Succeeded => "action_succeeded",
+            Status::Failed => "action_failed",
+            Status::Rejected => "action_rejected",
+            Status::Skipped | Status::Aborted => "action_skipped",
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -49,6 +64,11 @@ pub struct ActionResult {
     pub status: Status,
     pub output: Value,
     pub error: Option<String>,
+    /// The state keys this action set (their new values) or deleted (`null`).
+    pub state_changes: Map<String, Value>,
+    pub duration_ms: u64,
+    /// When the action ended (RFC 3339, UTC).
+    pub timestamp: String,
     pub attempts: u32,
     pub terminal: bool,
     pub rolled_back: bool,
@@ -61,10 +81,31 @@ impl ActionResult {
             status,
             output: Value::Null,
             error,
+            state_changes: Map::new(),
+            duration_ms: 0,
+            timestamp: now_rfc3339(),
             attempts: 0,
             terminal: false,
             rolled_back: false,
         }
+    }
+}
+
+/// The current time as RFC 3339 with milliseconds.
+pub fn now_rfc3339() -> String {
+    humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string()
+}
+
+/// CAR's `error_class` for a failed or rejected action.
+fn error_class(r: &ActionResult) -> Option<&'static str> {
+    match r.status {
+        Status::Succeeded | Status::Skipped | Status::Aborted => None,
+        Status::Rejected => Some("rejected_by_policy"),
+        Status::Failed => Some(match r.error.as_deref() {
+            Some(e) if e.contains("timed out") || e.contains("timeout") => "timeout",
+            Some(_) => "tool_error",
+            None => "unknown",
+        }),
     }
 }
 
@@ -114,6 +155,7 @@ impl Execution<'_> {
             None,
             json!({"actions": actions.len(), "levels": levels.len()}),
         );
+        let run_started = Instant::now();
         let mut results: Vec<Option<ActionResult>> = vec![None; actions.len()];
         let halted = self.call.session.runtime(|rt| rt.halted.clone());
         let undo: Mutex<Vec<Undo>> = Mutex::new(Vec::new());
@@ -128,6 +170,7 @@ impl Execution<'_> {
                 };
                 for &i in level {
                     let r = ActionResult::new(&actions[i], status, Some(reason.clone()));
+                    self.record_outcome(&actions[i], &r);
                     self.event(
                         if halted.is_some() {
                             "action.rejected"
@@ -142,13 +185,19 @@ impl Execution<'_> {
                 }
                 continue;
             }
-            let outcomes = join_all(
-                level
-                    .iter()
-                    .map(|&i| self.run_action(i, &actions[i], actions, &results, &undo)),
-            )
+            let (done, journal) = (&results, &undo);
+            let outcomes = join_all(level.iter().map(|&i| async move {
+                let started = Instant::now();
+                let mut r = self
+                    .run_action(i, &actions[i], actions, done, journal)
+                    .await;
+                r.duration_ms = started.elapsed().as_millis() as u64;
+                r.timestamp = now_rfc3339();
+                r
+            }))
             .await;
             for (&i, r) in level.iter().zip(outcomes) {
+                self.record_outcome(&actions[i], &r);
                 let failed = matches!(r.status, Status::Failed | Status::Rejected);
                 if r.terminal {
                     terminal = true;
@@ -195,6 +244,21 @@ impl Execution<'_> {
             .filter_map(|r| r.error.as_ref().map(|e| format!("{}: {e}", r.action_id)))
             .collect();
         let final_state = self.call.session.runtime(|rt| rt.snapshot(None));
+        let count = |f: &dyn Fn(&ActionResult) -> bool| results.iter().filter(|r| f(r)).count();
+        let tool_calls: u32 = results
+            .iter()
+            .zip(actions)
+            .filter(|(_, a)| matches!(a.kind, ActionKind::ToolCall { .. }))
+            .map(|(r, _)| r.attempts)
+            .sum();
+        let cost = json!({
+            "tool_calls": tool_calls,
+            "actions_executed": count(&|r| matches!(r.status, Status::Succeeded | Status::Failed)),
+            "actions_rejected": count(&|r| r.status == Status::Rejected),
+            "actions_skipped": count(&|r| matches!(r.status, Status::Skipped | Status::Aborted)),
+            "total_duration_ms": run_started.elapsed().as_millis() as u64,
+            "retries": results.iter().map(|r| r.attempts.saturating_sub(1)).sum::<u32>(),
+        });
         self.event(
             "proposal.completed",
             None,
@@ -207,7 +271,35 @@ impl Execution<'_> {
             "outputs": outputs,
             "final_state": final_state,
             "errors": errors,
+            "cost": cost,
         })
+    }
+
+    /// CAR's action event (`action_succeeded`, …): the tool, a digest of the parameters
+    /// (never the parameters), the declared effects and, on failure, the error class.
+    fn record_outcome(&self, action: &Action, r: &ActionResult) {
+        let (tool, digest) = match &action.kind {
+            ActionKind::ToolCall { tool, parameters } => (
+                Some(tool.as_str()),
+                Some(car_proto::schema::digest(&Value::Object(
+                    parameters.clone(),
+                ))),
+            ),
+            _ => (None, None),
+        };
+        self.event(
+            r.status.event_kind(),
+            Some(&action.id),
+            None,
+            json!({
+                "tool": tool,
+                "params_digest": digest,
+                "expected_effects": action.expected_effects,
+                "error_class": error_class(r),
+                "attempts": r.attempts,
+                "duration_ms": r.duration_ms,
+            }),
+        );
     }
 
     fn roll_back(&self, undo: Vec<Undo>, results: &mut [ActionResult]) {
@@ -281,6 +373,7 @@ impl Execution<'_> {
                 self.event("state.written", Some(&action.id), None, json!({"key": key}));
                 let mut r = ActionResult::new(action, Status::Succeeded, None);
                 r.attempts = 1;
+                r.state_changes.insert(key.clone(), value.clone());
                 r
             }
             ActionKind::StateDelete { key } => {
@@ -294,10 +387,29 @@ impl Execution<'_> {
                 self.event("state.deleted", Some(&action.id), None, json!({"key": key}));
                 let mut r = ActionResult::new(action, Status::Succeeded, None);
                 r.attempts = 1;
+                r.state_changes.insert(key.clone(), Value::Null);
                 r
             }
             ActionKind::ToolCall { tool, parameters } => {
-                self.call_tool(action, tool, parameters).await
+                let mut r = self.call_tool(action, tool, parameters).await;
+                if r.status == Status::Succeeded && !action.expected_effects.is_empty() {
+                    // The declared effects of a succeeded call are written like state
+                    // actions (and rolled back with them).
+                    let mut journal = Vec::new();
+                    self.call.session.runtime(|rt| {
+                        let state = rt.partition_mut(None);
+                        for (key, value) in &action.expected_effects {
+                            journal.push((
+                                index,
+                                key.clone(),
+                                state.insert(key.clone(), value.clone()),
+                            ));
+                        }
+                    });
+                    undo.lock().expect("undo lock").extend(journal);
+                    r.state_changes = action.expected_effects.clone();
+                }
+                r
             }
         }
     }
@@ -309,6 +421,29 @@ impl Execution<'_> {
         parameters: &Map<String, Value>,
     ) -> ActionResult {
         let mut result = ActionResult::new(action, Status::Failed, None);
+        // The registry is read when the action comes up: a tool unregistered (or never
+        // registered) is rejected without a callback, as are parameters its schema refuses.
+        let registered = self.call.session.runtime(|rt| rt.tools.get(tool).cloned());
+        let refusal = match &registered {
+            None => Some(format!(
+                "tool {tool:?} is not registered on this connection"
+            )),
+            Some(t) => t.parameters.as_ref().and_then(|schema| {
+                let problems = super::plan::schema_problems(schema, parameters);
+                (!problems.is_empty()).then(|| format!("{tool}: {}", problems.join("; ")))
+            }),
+        };
+        if let Some(why) = refusal {
+            self.event(
+                "action.rejected",
+                Some(&action.id),
+                None,
+                json!({"tool": tool, "reason": why}),
+            );
+            result.status = Status::Rejected;
+            result.error = Some(why);
+            return result;
+        }
         for attempt in 1..=action.max_attempts() {
             let violation = self
                 .call

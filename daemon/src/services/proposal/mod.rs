@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use car_proto::errors::RpcError;
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 
 use car_proto::methods::proposal::{self as m, SubmitParams, VerifyParams};
 
@@ -67,9 +67,93 @@ fn levels_by_id(plan: &Plan, proposal: &model::Proposal) -> Value {
 }
 
 /// `verify {proposal, initial_state?, session_id?}` → `{valid, issues, execution_levels, conflicts}`.
+/// A proposal whose actions all parse; the first malformed action is `-32602` naming its
+/// path (every one is listed in `error.data.issues`).
+fn parse_whole(proposal: Map<String, Value>) -> Result<model::Proposal, RpcError> {
+    let proposal = model::parse(&Value::Object(proposal))?;
+    let malformed: Vec<&model::Malformed> = proposal
+        .actions
+        .iter()
+        .filter_map(|a| a.as_ref().err())
+        .collect();
+    if let Some(first) = malformed.first() {
+        let issues: Vec<Value> = malformed
+            .iter()
+            .map(|m| json!({"action_id": m.action_id, "message": m.error.message}))
+            .collect();
+        return Err(first.error.clone().with_data(json!({"issues": issues})));
+    }
+    Ok(proposal)
+}
+
+/// CAR's `evidence`: the checks `verify` ran, what each establishes and what it cannot.
+fn evidence(plan: &Plan) -> Value {
+    let findings = |category: plan::Category| {
+        plan.issues
+            .iter()
+            .filter(|i| i.category == category)
+            .count()
+    };
+    let check = |name: &str, ran: bool, verifies: &str, cannot: &str, found: usize| {
+        json!({
+            "name": name,
+            "ran": ran,
+            "verifies": [verifies],
+            "cannot_verify": [cannot],
+            "findings": found,
+            "tier": "decision_procedure",
+        })
+    };
+    let checks = vec![
+        check(
+            "structure",
+            true,
+            "action shapes, unique ids, dependencies that exist, no cycles",
+            "that the plan achieves its goal",
+            findings(plan::Category::Structure),
+        ),
+        check(
+            "tool_registry",
+            true,
+            "every tool call names a tool registered on this connection",
+            "that the tool is available when the plan runs",
+            findings(plan::Category::Tool),
+        ),
+        check(
+            "param_schema",
+            plan.schemas_checked,
+            "parameters have the declared types and required fields",
+            "that parameter values are meaningful",
+            0,
+        ),
+        check(
+            "policy",
+            true,
+            "no registered policy denies a call, simulated in execution order",
+            "policies registered after verification",
+            findings(plan::Category::Policy),
+        ),
+        check(
+            "state_conflicts",
+            true,
+            "no two actions of one level write the same state key",
+            "writes a tool makes that it does not declare in expected_effects",
+            findings(plan::Category::Conflict),
+        ),
+    ];
+    let ran = checks.iter().filter(|c| c["ran"] == true).count();
+    json!({
+        "confidence": ran as f64 / checks.len() as f64,
+        "checks": checks,
+        "assumptions": ["tools change state only as their expected_effects declare"],
+        "untested_regions": if plan.schemas_checked { Vec::<&str>::new() } else { vec!["tool parameters (no parameters schema registered)"] },
+        "residual_risks": ["tool failures and timeouts at run time"],
+    })
+}
+
 async fn verify(call: Call, p: VerifyParams) -> Result<Value, RpcError> {
     {
-        let proposal = model::parse(&Value::Object(p.proposal))?;
+        let proposal = parse_whole(p.proposal)?;
         let initial = p.initial_state.map(|m| m.into_iter().collect());
         let session_id = p
             .session_id
@@ -81,6 +165,8 @@ async fn verify(call: Call, p: VerifyParams) -> Result<Value, RpcError> {
             "issues": plan.issues,
             "execution_levels": levels_by_id(&plan, &proposal),
             "conflicts": plan.conflicts,
+            "simulated_state": plan.simulated_state,
+            "evidence": evidence(&plan),
         }))
     }
 }
@@ -88,7 +174,7 @@ async fn verify(call: Call, p: VerifyParams) -> Result<Value, RpcError> {
 /// `proposal.submit {proposal, session_id?}` → `{proposal_id, results, outputs, final_state, errors}`.
 async fn submit(call: Call, p: SubmitParams) -> Result<Value, RpcError> {
     {
-        let proposal = model::parse(&Value::Object(p.proposal))?;
+        let proposal = parse_whole(p.proposal)?;
         let session_id = p
             .session_id
             .filter(|s| !s.is_empty())

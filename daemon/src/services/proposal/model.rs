@@ -5,7 +5,11 @@
 //! `{id, type, dependencies?, timeout_ms?, failure_behavior?, max_retries?}` plus, by type:
 //! `tool_call` → `tool`, `parameters?` (object); `state_write` → `key`, `value`;
 //! `state_delete` → `key`. `failure_behavior` is `abort` (default), `skip` or `retry`;
-//! `max_retries` (retry only, default 3, at most 100) counts retries after the first try.
+//! `max_retries` (default 3, at most 100) counts retries after the first try and matters
+//! only under `retry`. `expected_effects` (an object, optional) names the state keys an
+//! action sets when it succeeds: `verify` simulates them and reports two actions of one
+//! level that set the same key as a conflict; the executor writes them on success.
+//! Unknown fields are ignored.
 
 use car_proto::errors::RpcError;
 use car_proto::jsonrpc::json_type;
@@ -50,6 +54,7 @@ pub struct Action {
     pub timeout_ms: Option<u64>,
     pub failure_behavior: FailureBehavior,
     pub max_retries: u32,
+    pub expected_effects: Map<String, Value>,
 }
 
 impl Action {
@@ -67,6 +72,15 @@ impl Action {
             ActionKind::StateWrite { key, .. } | ActionKind::StateDelete { key } => Some(key),
             ActionKind::ToolCall { .. } => None,
         }
+    }
+
+    /// Every state key this action sets or deletes when it succeeds: its state key, then its
+    /// `expected_effects`.
+    pub fn written_keys(&self) -> Vec<&str> {
+        self.state_key()
+            .into_iter()
+            .chain(self.expected_effects.keys().map(String::as_str))
+            .collect()
     }
 }
 
@@ -177,11 +191,10 @@ fn parse_action(index: usize, value: &Value) -> Result<Action, Malformed> {
         }
     };
     let max_retries = p.opt_u64("max_retries", 0, 100).map_err(fail)?;
-    if max_retries.is_some() && failure_behavior != FailureBehavior::Retry {
-        return Err(fail(RpcError::invalid_params(format!(
-            "{what}.max_retries needs failure_behavior retry"
-        ))));
-    }
+    let expected_effects = p
+        .opt_object("expected_effects")
+        .map_err(fail)?
+        .unwrap_or_default();
     Ok(Action {
         id,
         kind,
@@ -189,6 +202,7 @@ fn parse_action(index: usize, value: &Value) -> Result<Action, Malformed> {
         timeout_ms,
         failure_behavior,
         max_retries: max_retries.map(|n| n as u32).unwrap_or(DEFAULT_MAX_RETRIES),
+        expected_effects,
     })
 }
 
@@ -226,11 +240,8 @@ mod tests {
         );
         // Unknown fields are ignored (a misspelt optional field is simply absent).
         assert!(p.actions[5].is_ok());
-        assert!(
-            msg(6).contains("max_retries needs failure_behavior retry"),
-            "{}",
-            msg(6)
-        );
+        // max_retries without retry is accepted and does nothing.
+        assert_eq!(p.actions[6].as_ref().unwrap().max_attempts(), 1);
         assert!(
             msg(7).contains("proposal.actions[7] must be an object"),
             "{}",

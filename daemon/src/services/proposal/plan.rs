@@ -6,13 +6,19 @@
 //! has no dependencies, level n depends only on earlier levels. Within a level, actions
 //! start in listed order; policy checks are simulated in that same order against the
 //! initial state with each level's state writes applied, which is exactly what the
-//! executor does. Two state actions on the same key in one level are a conflict
-//! (a warning: the listed order decides).
+//! executor does. Two actions of one level that write the same key (a state action or an
+//! `expected_effects` entry) are a conflict `[a1, a2, key]` (a warning: the listed order
+//! decides). A tool call's parameters are checked against the registered tool's
+//! `parameters` schema: `required` properties present, and each present property of the
+//! declared `type` (`string`, `number`, `integer`, `boolean`, `array`, `object`, `null`).
+//! Every finding comes from a decision procedure over the declared inputs
+//! (`tier: "decision_procedure"`), and the report carries CAR's `evidence`: which checks
+//! ran, what each establishes and what it cannot.
 
 use std::collections::{BTreeMap, HashMap};
 
 use serde::Serialize;
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use super::model::{Action, ActionKind, Proposal};
 use crate::runtime::{violation_in, Policy, ToolDescriptor};
@@ -30,6 +36,9 @@ pub enum Severity {
 #[serde(rename_all = "lowercase")]
 pub enum Category {
     Structure,
+    /// A call of an unregistered tool, or parameters its schema refuses: the action is
+    /// rejected when it comes up.
+    Tool,
     Policy,
     Conflict,
 }
@@ -40,12 +49,22 @@ pub struct Issue {
     pub severity: Severity,
     pub category: Category,
     pub message: String,
+    /// CAR's evidence tier; every check here is a decision procedure.
+    pub tier: &'static str,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// Two actions of one level that write `key`: serialized as CAR's `[a1, a2, key]`.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Conflict {
+    pub first: String,
+    pub second: String,
     pub key: String,
-    pub action_ids: Vec<String>,
+}
+
+impl Serialize for Conflict {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        (&self.first, &self.second, &self.key).serialize(s)
+    }
 }
 
 /// What the analysis found.
@@ -55,6 +74,10 @@ pub struct Plan {
     /// Indices into the proposal's actions, level by level.
     pub levels: Vec<Vec<usize>>,
     pub conflicts: Vec<Conflict>,
+    /// The state after every level's writes and expected effects.
+    pub simulated_state: BTreeMap<String, Value>,
+    /// Whether any tool call was checked against a registered parameters schema.
+    pub schemas_checked: bool,
 }
 
 impl Plan {
@@ -75,7 +98,7 @@ impl Plan {
 #[derive(Debug)]
 pub struct Context<'a> {
     pub tools: &'a BTreeMap<String, ToolDescriptor>,
-    pub policies: &'a BTreeMap<String, Policy>,
+    pub policies: &'a [Policy],
     pub state: BTreeMap<String, Value>,
     pub session_id: &'a str,
 }
@@ -86,7 +109,54 @@ fn error(action_id: Option<&str>, message: String) -> Issue {
         severity: Severity::Error,
         category: Category::Structure,
         message,
+        tier: DECISION_PROCEDURE,
     }
+}
+
+const DECISION_PROCEDURE: &str = "decision_procedure";
+
+fn type_matches(expected: &str, value: &Value) -> bool {
+    match expected {
+        "string" => value.is_string(),
+        "number" => value.is_number(),
+        "integer" => value.is_i64() || value.is_u64(),
+        "boolean" => value.is_boolean(),
+        "array" => value.is_array(),
+        "object" => value.is_object(),
+        "null" => value.is_null(),
+        _ => true,
+    }
+}
+
+/// What `parameters` breaks of a tool's JSON Schema (required properties, declared types).
+pub(super) fn schema_problems(schema: &Value, parameters: &Map<String, Value>) -> Vec<String> {
+    let mut problems = Vec::new();
+    if let Some(required) = schema.get("required").and_then(Value::as_array) {
+        for name in required.iter().filter_map(Value::as_str) {
+            if !parameters.contains_key(name) {
+                problems.push(format!("parameter {name:?} is required"));
+            }
+        }
+    }
+    if let Some(props) = schema.get("properties").and_then(Value::as_object) {
+        for (name, value) in parameters {
+            let Some(declared) = props.get(name).and_then(|p| p.get("type")) else {
+                continue;
+            };
+            let ok = match declared {
+                Value::String(t) => type_matches(t, value),
+                Value::Array(ts) => ts
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .any(|t| type_matches(t, value)),
+                _ => true,
+            };
+            if !ok {
+                problems.push(format!("parameter {name:?} must be of type {declared}"));
+            }
+        }
+    }
+    problems
 }
 
 /// Analyses `proposal` (see the module docs).
@@ -116,6 +186,7 @@ pub fn analyze(proposal: &Proposal, ctx: Context<'_>) -> Plan {
     // Dependencies that cannot be satisfied exclude the action (and, transitively, its
     // dependents) from the levels.
     let mut blocked: HashMap<usize, bool> = HashMap::new();
+    let mut schemas_checked = false;
     for (i, a) in &actions {
         for dep in &a.dependencies {
             if dep == &a.id {
@@ -132,15 +203,32 @@ pub fn analyze(proposal: &Proposal, ctx: Context<'_>) -> Plan {
                 blocked.insert(*i, true);
             }
         }
-        if let ActionKind::ToolCall { tool, .. } = &a.kind {
-            if !ctx.tools.contains_key(tool) {
-                issues.push(error(
-                    Some(&a.id),
-                    format!(
-                        "action {:?} calls unknown tool {tool:?}; register it with tools.register",
-                        a.id
-                    ),
-                ));
+        if let ActionKind::ToolCall { tool, parameters } = &a.kind {
+            match ctx.tools.get(tool) {
+                None => issues.push(Issue {
+                    category: Category::Tool,
+                    ..error(
+                        Some(&a.id),
+                        format!(
+                            "action {:?} calls unknown tool {tool:?}; register it with tools.register",
+                            a.id
+                        ),
+                    )
+                }),
+                Some(descriptor) => {
+                    if let Some(schema) = &descriptor.parameters {
+                        schemas_checked = true;
+                        for problem in schema_problems(schema, parameters) {
+                            issues.push(Issue {
+                                category: Category::Tool,
+                                ..error(
+                                    Some(&a.id),
+                                    format!("action {:?} ({tool}): {problem}", a.id),
+                                )
+                            });
+                        }
+                    }
+                }
             }
         }
     }
@@ -238,7 +326,12 @@ pub fn analyze(proposal: &Proposal, ctx: Context<'_>) -> Plan {
                     state.remove(key);
                 }
             }
-            if let Some(key) = a.state_key() {
+            if let ActionKind::ToolCall { .. } = &a.kind {
+                for (key, value) in &a.expected_effects {
+                    state.insert(key.clone(), value.clone());
+                }
+            }
+            for key in a.written_keys() {
                 keys.entry(key).or_default().push(a.id.clone());
             }
         }
@@ -248,12 +341,18 @@ pub fn analyze(proposal: &Proposal, ctx: Context<'_>) -> Plan {
                     action_id: Some(ids[0].clone()),
                     severity: Severity::Warning,
                     category: Category::Conflict,
-                    message: format!("actions {} touch state key {key:?} in the same level; listed order decides", ids.join(", ")),
+                    message: format!("actions {} write state key {key:?} in the same level; listed order decides", ids.join(", ")),
+                    tier: DECISION_PROCEDURE,
                 });
-                conflicts.push(Conflict {
-                    key: key.to_string(),
-                    action_ids: ids,
-                });
+                for (n, first) in ids.iter().enumerate() {
+                    for second in &ids[n + 1..] {
+                        conflicts.push(Conflict {
+                            first: first.clone(),
+                            second: second.clone(),
+                            key: key.to_string(),
+                        });
+                    }
+                }
             }
         }
     }
@@ -261,6 +360,8 @@ pub fn analyze(proposal: &Proposal, ctx: Context<'_>) -> Plan {
         issues,
         levels,
         conflicts,
+        simulated_state: state,
+        schemas_checked,
     }
 }
 
@@ -288,7 +389,7 @@ mod tests {
                 )
             })
             .collect();
-        let policies = BTreeMap::new();
+        let policies = Vec::new();
         let p = parse(&json!({"actions": actions})).unwrap();
         analyze(
             &p,
@@ -363,8 +464,9 @@ mod tests {
         assert_eq!(
             p.conflicts,
             vec![Conflict {
+                first: "w1".into(),
+                second: "w2".into(),
                 key: "x".into(),
-                action_ids: vec!["w1".into(), "w2".into()]
             }]
         );
     }
