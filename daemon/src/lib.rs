@@ -9,7 +9,9 @@
 //! - [`transport`] and [`upgrade`]: listeners and the upgrade-time Origin/Host checks;
 //! - [`connection`] and [`outbound`]: one connection's reader, writer, liveness and queue;
 //! - [`session`]: per-connection identity, negotiation and reverse calls;
-//! - [`dispatch`]: method table → gates → handler, under deadlines;
+//! - [`dispatch`]: declarations → gates → handler, under deadlines;
+//! - [`handler`]: the typed routes services register (a leaf module);
+//! - [`in_memory`]: a daemon connection over an in-process pipe, for fast service tests;
 //! - [`services`]: one module per method namespace;
 //! - [`state`]: what all connections share.
 //!
@@ -21,6 +23,7 @@ pub mod config;
 pub mod connection;
 pub mod dispatch;
 pub mod handler;
+pub mod in_memory;
 pub mod inference;
 pub mod instance;
 pub mod outbound;
@@ -98,39 +101,14 @@ pub async fn run(config: Config, paths: Paths) -> Result<(), Fatal> {
     let unix = transport::bind_unix(&instance.socket)
         .map_err(|e| Fatal::runtime(format!("cannot bind {}: {e}", instance.socket.display())))?;
     let credentials = publish_credentials(&config, &paths, &instance)?;
-    let db = paths.state_root.join("car.db");
-    let store = store::Store::open(&db).map_err(Fatal::runtime)?;
-    match store.run(services::runs::mark_orphans_incomplete_job).await {
-        Ok(0) => {}
-        Ok(n) => tracing::info!(
-            runs = n,
-            "marked runs left running by a previous daemon incomplete"
-        ),
-        Err(e) => tracing::warn!(error = %e, "could not check for orphaned runs"),
-    }
-    let memory = car_memory::MemoryStore::open(paths.memory_dir.clone())
-        .await
-        .map_err(|e| Fatal::runtime(format!("cannot open {}: {e}", paths.memory_dir.display())))?;
-    let mut engine_config = car_inference::EngineConfig::new(&paths.state_root);
-    engine_config.llama.n_threads = config.llama_threads;
-    let engine = car_inference::InferenceEngine::open(engine_config)
-        .map_err(|e| Fatal::runtime(format!("cannot open the model registry: {e}")))?;
-    let inference = Arc::new(inference::InferenceService::new(
-        engine,
-        config.max_generations,
-        config.infer_progress,
-    ));
-    inference::refresh_memory_embedder(&inference.engine, &memory);
-    let dispatch = dispatch::Dispatch::new(services::routes(), config.debug_methods);
-    let state = Arc::new(ServerState::new(
-        dispatch,
+    let state = open_state(
         config.clone(),
+        &paths.state_root,
+        paths.memory_dir.clone(),
         credentials.clone(),
-        store,
-        memory,
-        inference,
         shutdown.clone(),
-    ));
+    )
+    .await?;
 
     let tcp_task = tokio::spawn(transport::accept_tcp(tcp, state.clone()));
     let unix_task = tokio::spawn(transport::accept_unix(
@@ -184,6 +162,53 @@ pub async fn run(config: Config, paths: Paths) -> Result<(), Fatal> {
     }
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Opens what every connection shares under `state_root`: the event store (marking runs a
+/// dead daemon left running incomplete), the memory store, the model registry and
+/// engines, and the dispatch map built from the services' routes.
+pub async fn open_state(
+    config: Config,
+    state_root: &std::path::Path,
+    memory_dir: std::path::PathBuf,
+    credentials: Option<Credentials>,
+    shutdown: CancellationToken,
+) -> Result<Arc<ServerState>, Fatal> {
+    let db = state_root.join("car.db");
+    let store = store::Store::open(&db).map_err(Fatal::runtime)?;
+    match store.run(services::runs::mark_orphans_incomplete_job).await {
+        Ok(0) => {}
+        Ok(n) => tracing::info!(
+            runs = n,
+            "marked runs left running by a previous daemon incomplete"
+        ),
+        Err(e) => tracing::warn!(error = %e, "could not check for orphaned runs"),
+    }
+    let memory = car_memory::MemoryStore::open(memory_dir.clone())
+        .await
+        .map_err(|e| Fatal::runtime(format!("cannot open {}: {e}", memory_dir.display())))?;
+    let mut engine_config = car_inference::EngineConfig::new(state_root);
+    engine_config.llama.n_threads = config.llama_threads;
+    let engine = car_inference::InferenceEngine::open(engine_config)
+        .map_err(|e| Fatal::runtime(format!("cannot open the model registry: {e}")))?;
+    let inference = Arc::new(inference::InferenceService::new(
+        engine,
+        config.max_generations,
+        config.infer_progress,
+    ));
+    inference::refresh_memory_embedder(&inference.engine, &memory);
+    let dispatch = dispatch::Dispatch::new(services::routes(), config.debug_methods);
+    let state = Arc::new(ServerState::new(
+        dispatch,
+        config,
+        credentials,
+        store,
+        memory,
+        inference,
+        shutdown,
+    ));
+
+    Ok(state)
 }
 
 /// Mints or adopts the daemon's credentials; the primary publishes them as files.

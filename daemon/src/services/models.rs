@@ -113,9 +113,11 @@ fn request_of(schema: ModelSchema) -> Result<RegisterRequest, RpcError> {
                     .or(schema.name.clone());
             }
             "local" => {}
-            other => return Err(RpcError::invalid_params(format!(
+            other => {
+                return Err(RpcError::invalid_params(format!(
                 "schema.source.type: {other:?} is not served by this daemon (local or remote_api)"
-            ))),
+            )))
+            }
         }
     }
     if request.path.is_none() && request.base_url.is_none() {
