@@ -1,4 +1,4 @@
-//! Handshake capability names (DECISIONS 10–11).
+//! Handshake capability names (docs/protocol-choices.md, "Handshake").
 //!
 //! A capability is an opt-in wire feature negotiated per connection by
 //! `server.handshake`. Methods gated by a capability name it in the method table.

@@ -1,7 +1,7 @@
 //! JSON-RPC 2.0 envelopes and the classification of one inbound text frame.
 //!
 //! Both ends of the wire use [`classify`]: the daemon for client frames, the client for
-//! daemon frames. It applies DECISIONS 1–4 in order, before any method logic runs:
+//! daemon frames. It applies the framing rules (docs/protocol-choices.md, "Framing") in order, before any method logic runs:
 //!
 //! 1. JSON nested deeper than [`MAX_DEPTH`] levels is refused with `-32700` by a cheap
 //!    byte scan, so no parser ever recurses that far;
@@ -17,7 +17,7 @@ use serde_json::{json, Map, Value};
 
 use crate::errors::RpcError;
 
-/// The deepest JSON nesting accepted (DECISIONS 4).
+/// The deepest JSON nesting accepted (docs/protocol-choices.md, "Framing").
 pub const MAX_DEPTH: usize = 128;
 
 /// A classified inbound frame.

@@ -104,7 +104,7 @@ pub struct Paths {
 }
 
 impl Paths {
-    /// The socket a non-primary daemon on `port` binds (DECISIONS 16).
+    /// The socket a non-primary daemon on `port` binds (docs/protocol-choices.md, "State root and instances").
     pub fn instance_socket(&self, port: u16) -> PathBuf {
         let dir = self.shared_socket.parent().unwrap_or(Path::new(""));
         dir.join(format!("car-server-{port}.sock"))

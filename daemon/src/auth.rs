@@ -1,7 +1,7 @@
 //! Daemon credentials: minting tokens, publishing them as `0600` files, comparing them in
 //! constant time, and removing them on shutdown.
 //!
-//! Files are written atomically (DECISIONS 18): a temp file is created `0600` with
+//! Files are written atomically (docs/protocol-choices.md, "State root and instances"): a temp file is created `0600` with
 //! `O_EXCL` in the target directory, written, synced and renamed over the target. A
 //! pre-existing symlink, or a file owned by another user, at the target is refused — the
 //! daemon will not follow a planted link into someone else's file. The token directory is
@@ -138,7 +138,7 @@ pub fn remove_if_ours(path: &Path, contents: &str) {
     }
 }
 
-/// Reads a supplied token file, trims it and deletes the file (DECISIONS 17).
+/// Reads a supplied token file, trims it and deletes the file (docs/protocol-choices.md, "State root and instances").
 pub fn take_token_file(path: &Path) -> Result<String, String> {
     let text = fs::read_to_string(path)
         .map_err(|e| format!("cannot read --auth-token-file {}: {e}", path.display()))?;

@@ -292,7 +292,7 @@ async fn on_text(
             })
         }
         Verdict::Refuse(error) => {
-            // Unknown client notifications are dropped silently (DECISIONS 3).
+            // Unknown client notifications are dropped silently (docs/protocol-choices.md, "Framing").
             reply(Err(error));
             None
         }

@@ -115,7 +115,7 @@ impl Drop for InFlightGuard {
     }
 }
 
-/// Sends `infer.progress {id}` every `every` until dropped (DECISIONS 14), from the moment
+/// Sends `infer.progress {id}` every `every` until dropped (docs/protocol-choices.md, "Reverse calls and heartbeats"), from the moment
 /// the call arrives — so queued and cold-loading calls heartbeat too.
 #[derive(Debug)]
 pub struct Heartbeat(tokio::task::JoinHandle<()>);

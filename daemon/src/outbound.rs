@@ -1,4 +1,4 @@
-//! One connection's outbound queue, bounded by bytes (DECISIONS 6).
+//! One connection's outbound queue, bounded by bytes (docs/protocol-choices.md, "Framing").
 //!
 //! Handlers, reverse calls and notifications push frames here; the connection's single
 //! writer task drains it to the socket. The queue counts the bytes not yet written: a push

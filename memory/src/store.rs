@@ -37,7 +37,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 /// Longest snapshot file name most file systems accept, in bytes.
 const MAX_FILE_NAME_BYTES: usize = 255;
 
-/// Which graph a connection uses (DECISIONS 20).
+/// Which graph a connection uses (docs/protocol-choices.md, "Memory scope").
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Scope {
     /// The daemon-wide graph: `memory_dir/shared.json`.

@@ -128,7 +128,7 @@ def test_missing_required_param_is_32602(rt: car_runtime.CarRuntime) -> None:
 
 
 def test_unknown_params_fields_are_ignored(rt: car_runtime.CarRuntime) -> None:
-    # DECISIONS 23: a newer client's extra fields never break an older daemon.
+    # docs/protocol-choices.md, "The contract": a newer client's extra fields never break an older daemon.
     rt.daemon_call("state.set", json.dumps({"key": "k", "value": 1, "cache_control": {"ttl": "5m"}}))
     assert rt.state_get("k") == "1"
 
@@ -243,7 +243,7 @@ def test_connection_epoch_is_stable_until_close(rt: car_runtime.CarRuntime) -> N
 
 
 def test_close_drops_per_connection_state(rt: car_runtime.CarRuntime) -> None:
-    # DECISIONS 26 / CAR's connection_epoch docstring: tools, policies and state belong to
+    # docs/protocol-choices.md, "Bindings" / CAR's connection_epoch docstring: tools, policies and state belong to
     # the daemon session, so a reconnect starts without them.
     rt.state_set("k", "1")
     rt.register_tool("echo")

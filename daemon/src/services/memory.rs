@@ -1,5 +1,5 @@
 //! `memory.*`, `skill.*` and `skills.*`: the durable fact and skill graphs
-//! (`car-memory`), scoped per connection (DECISIONS 20).
+//! (`car-memory`), scoped per connection (docs/protocol-choices.md, "Memory scope").
 //!
 //! A connection authenticated with `memory_namespace` uses that namespace's graph; one bound
 //! to an agent uses the agent's graph; every other connection uses the daemon-wide shared
