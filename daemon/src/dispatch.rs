@@ -47,12 +47,18 @@ pub struct Dispatch {
 }
 
 impl Dispatch {
-    /// Builds the map; panics unless every active declaration has exactly one route (debug
-    /// routes are dropped when `debug` is off).
+    /// Builds the map for the contract's declarations; panics unless every active
+    /// declaration has exactly one route (debug routes are dropped when `debug` is off).
     pub fn new(routes: Routes, debug: bool) -> Self {
+        Self::for_declarations(routes, methods::active(debug).collect())
+    }
+
+    /// Builds the map for `declarations` (the contract's, or a test's superset); panics
+    /// unless the routes cover exactly them.
+    pub fn for_declarations(routes: Routes, declarations: Vec<&'static Declaration>) -> Self {
         let mut routes = routes.into_inner();
-        routes.retain(|_, (decl, _)| debug || !decl.spec.debug);
-        for decl in methods::active(debug) {
+        routes.retain(|name, _| declarations.iter().any(|d| d.name() == *name));
+        for decl in &declarations {
             let (_, handler) = routes
                 .get(decl.name())
                 .unwrap_or_else(|| panic!("method {} has no route", decl.name()));
@@ -63,7 +69,7 @@ impl Dispatch {
                 decl.name()
             );
         }
-        assert_eq!(routes.len(), methods::active(debug).count());
+        assert_eq!(routes.len(), declarations.len());
         Dispatch { routes }
     }
 
@@ -153,5 +159,52 @@ pub async fn run(
             );
             Err(RpcError::handler_deadline(method.name, budget))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use car_proto::methods::fields::NoParams;
+    use car_proto::methods::{op, Declaration};
+
+    use super::*;
+
+    car_proto::method!(
+        /// A declaration that exists only in this test.
+        Throwaway = op("test.throwaway", "a method declared by a test");
+        NoParams => u64
+    );
+
+    static THROWAWAY: Declaration = Declaration::of::<Throwaway>();
+
+    /// Acceptance for "adding a method": one declaration and one route reach dispatch and
+    /// `server.schema` with no other edit.
+    #[test]
+    fn a_new_declaration_reaches_dispatch_and_the_schema() {
+        let mut routes = crate::services::routes();
+        routes.add::<Throwaway, _, _>(|_, _: NoParams| async { Ok(7u64) });
+        let declarations: Vec<&'static Declaration> = methods::active(false)
+            .chain(std::iter::once(&THROWAWAY))
+            .collect();
+        let dispatch = Dispatch::for_declarations(routes, declarations.clone());
+        assert_eq!(dispatch.len(), methods::active(false).count() + 1);
+        assert!(dispatch.routes.contains_key("test.throwaway"));
+        let doc = car_proto::schema::document(declarations.into_iter());
+        let row = doc["methods"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["name"] == "test.throwaway")
+            .expect("the schema lists the new method");
+        assert_eq!(row["role"], "operator");
+        assert!(
+            row["params"].is_object() && row["result"]["type"] == "integer",
+            "{row}"
+        );
+        // Without the declaration, the route is dropped: dispatch serves only what is declared.
+        let mut routes = crate::services::routes();
+        routes.add::<Throwaway, _, _>(|_, _: NoParams| async { Ok(7u64) });
+        let plain = Dispatch::new(routes, false);
+        assert!(!plain.routes.contains_key("test.throwaway"));
     }
 }
