@@ -64,6 +64,17 @@ fn encode<T: serde::Serialize>(method: &str, value: T) -> Result<Value, RpcError
     })
 }
 
+/// Decodes params, refusing an array where the params schema has no array form (serde
+/// would otherwise read a struct positionally).
+fn decode<T: serde::de::DeserializeOwned>(params: Value, arrays: bool) -> Result<T, RpcError> {
+    if params.is_array() && !arrays {
+        return Err(RpcError::invalid_params(
+            "params: must be an object, got an array",
+        ));
+    }
+    decode_params(params)
+}
+
 /// Method name → handler, filled by the services.
 #[derive(Debug, Default)]
 pub struct Routes {
@@ -94,10 +105,11 @@ impl Routes {
         Fut: Future<Output = Result<M::Result, RpcError>> + Send + 'static,
     {
         let handler = Arc::new(handler);
+        let arrays = car_proto::methods::accepts_array::<M::Params>();
         let erased = move |call: Call, params: Value| -> HandlerFuture {
             let handler = handler.clone();
             Box::pin(async move {
-                let params: M::Params = decode_params(params)?;
+                let params: M::Params = decode(params, arrays)?;
                 let result = handler(call, params).await?;
                 encode(M::SPEC.name, result)
             })
@@ -115,8 +127,9 @@ impl Routes {
             + Sync
             + 'static,
     {
+        let arrays = car_proto::methods::accepts_array::<M::Params>();
         let erased = move |session: &Session, state: &ServerState, params: Value| {
-            let params: M::Params = decode_params(params)?;
+            let params: M::Params = decode(params, arrays)?;
             encode(M::SPEC.name, handler(session, state, params)?)
         };
         self.insert::<M>(Handler::Immediate(Arc::new(erased)));

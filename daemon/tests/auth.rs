@@ -67,26 +67,65 @@ async fn wrong_token_then_right_token_then_host_token() {
 async fn malformed_auth_params_name_the_field() {
     let d = Daemon::start();
     let mut ws = Ws::tcp(&d.ws_url).await;
-    for (params, field) in [
-        (json!({"token": "a", "host_token": "b"}), "host_token"),
-        (json!({"host_token": "b", "agent_id": "a"}), "agent_id"),
-        (json!({"token": "a", "bogus": 1}), "bogus"),
-        (json!({"token": 5}), "token"),
-        (json!({}), "token"),
-        (json!({"consumer_id": "c", "token": "t"}), "consumer_id"),
+    for (params, expected) in [
+        (
+            json!({"token": "a", "host_token": "b"}),
+            "invalid params: host_token: cannot be combined with token",
+        ),
+        (
+            json!({"host_token": "b", "agent_id": "a"}),
+            "invalid params: host_token: cannot be combined with agent_id",
+        ),
+        (
+            json!({"token": 5}),
+            "invalid params: token: invalid type: integer `5`, expected a string",
+        ),
+        (json!({}), "invalid params: token: is required (or host_token)"),
+        (
+            json!({"token": null}),
+            "invalid params: token: is required (or host_token)",
+        ),
+        (json!({"token": ""}), "invalid params: token: must not be empty"),
+        (
+            json!({"consumer_id": "c", "token": "t"}),
+            "invalid params: consumer_id: inference-consumer credentials are not served by this daemon",
+        ),
         (
             json!({"token": "a", "memory_namespace": "n".repeat(300)}),
-            "memory_namespace",
+            "invalid params: memory_namespace: is too long (300 bytes encoded, at most 250)",
         ),
-        (json!(["token"]), "params"),
     ] {
         let r = ws.call("session.auth", params.clone()).await;
-        assert_eq!(code(&r), -32602, "{params} → {r}");
-        assert!(message(&r).contains(field), "{params} → {r}");
+        assert_eq!(
+            (code(&r), message(&r).as_str()),
+            (-32602, expected),
+            "{params} → {r}"
+        );
     }
+    // Params that are not a structure are refused by the JSON-RPC layer.
+    let r = ws.call("session.auth", json!("token")).await;
+    assert_eq!(
+        (code(&r), message(&r).as_str()),
+        (
+            -32600,
+            "invalid request: params must be an object or array, got string"
+        )
+    );
+    // An unknown field is ignored: the credential beside it is checked as usual.
+    let r = ws
+        .call("session.auth", json!({"token": "a", "bogus": 1}))
+        .await;
+    assert_eq!(
+        (code(&r), message(&r).as_str()),
+        (-32603, "auth failed: token mismatch")
+    );
     // Bad params never authenticate and never crash the daemon.
     assert_eq!(code(&ws.call("server.schema", json!({})).await), -32001);
-    let mut ok = Ws::authed(&d).await;
+    let mut ok = Ws::tcp(&d.ws_url).await;
+    let r = ok
+        .call("session.auth", json!({"token": d.token(), "bogus": 1}))
+        .await;
+    assert_eq!(r["result"], json!({"ok": true, "auth_enabled": true}));
     assert!(ok.call("server.schema", json!({})).await["result"].is_object());
 }
 

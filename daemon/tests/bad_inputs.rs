@@ -6,10 +6,13 @@ mod common;
 use common::*;
 use serde_json::{json, Value};
 
-async fn refused(ws: &mut Ws, method: &str, params: Value, needle: &str) {
+async fn refused(ws: &mut Ws, method: &str, params: Value, expected: &str) {
     let r = ws.call(method, params.clone()).await;
-    assert_eq!(code(&r), -32602, "{method} {params} → {r}");
-    assert!(message(&r).contains(needle), "{method} {params} → {r}");
+    assert_eq!(
+        (code(&r), message(&r).as_str()),
+        (-32602, expected),
+        "{method} {params} → {r}"
+    );
 }
 
 #[tokio::test]
@@ -17,131 +20,155 @@ async fn wrong_param_types_on_every_method() {
     let d = Daemon::start();
     let mut ws = Ws::authed(&d).await;
     let cases: Vec<(&str, Value, &str)> = vec![
-        ("state.get", json!({}), "key is required"),
-        ("state.get", json!({"key": 1}), "key must be a string"),
         (
             "state.get",
-            json!({"key": "k", "tenant_id": ""}),
-            "tenant_id must not be empty",
+            json!({}),
+            "invalid params: params: missing field `key`",
         ),
-        ("state.set", json!({"key": "k"}), "value is required"),
+        (
+            "state.get",
+            json!({"key": 1}),
+            "invalid params: key: invalid type: integer `1`, expected a string",
+        ),
+        (
+            "state.get",
+            json!({"key": ""}),
+            "invalid params: key: must not be empty",
+        ),
+        (
+            "state.set",
+            json!({"value": 1}),
+            "invalid params: params: missing field `key`",
+        ),
         (
             "state.set",
             json!({"key": "x".repeat(2000), "value": 1}),
-            "key is longer",
+            "invalid params: key: is longer than 1024 bytes",
         ),
-        ("state.set", json!(["k", 1]), "params must be an object"),
-        ("state.exists", json!({"key": null}), "key is required"),
+        (
+            "state.exists",
+            json!({"key": null}),
+            "invalid params: key: invalid type: null, expected a string",
+        ),
         (
             "state.keys",
             json!({"tenant_id": 3}),
-            "tenant_id must be a string",
+            "invalid params: tenant_id: invalid type: integer `3`, expected a string",
         ),
         (
-            "state.snapshot",
-            json!({"tenant": "t"}),
-            "unknown field tenant",
+            "tools.register",
+            json!({}),
+            "invalid params: params: missing field `name`",
         ),
-        ("tools.register", json!({}), "name is required"),
-        ("tools.register", json!({"name": "a b"}), "white space"),
+        (
+            "tools.register",
+            json!({"name": "a b"}),
+            "invalid params: [0].name: must not contain white space, got \"a b\"",
+        ),
         (
             "tools.register",
             json!({"name": "t", "parameters": "schema"}),
-            "parameters must be an object",
+            "invalid params: parameters: invalid type: string \"schema\", expected a map",
         ),
         (
             "tools.register",
             json!([{"name": "ok"}, {"name": 5}]),
-            "params[1].name must be a string",
+            "invalid params: [1].name: invalid type: integer `5`, expected a string",
         ),
-        ("tools.unregister", json!({}), "name is required"),
-        ("tools.list", json!({"x": 1}), "unknown field x"),
-        ("policy.register", json!({"name": "p"}), "rule is required"),
+        (
+            "tools.unregister",
+            json!({}),
+            "invalid params: params: missing field `name`",
+        ),
+        (
+            "policy.register",
+            json!({"name": "p"}),
+            "invalid params: params: missing field `rule`",
+        ),
         (
             "policy.register",
             json!({"name": "p", "rule": "allow_all"}),
-            "rule must be",
+            "invalid params: rule: must be deny_tool, deny_tool_param or require_state, got \"allow_all\"",
         ),
         (
             "policy.register",
             json!({"name": "p", "rule": "deny_tool"}),
-            "target is required",
-        ),
-        (
-            "policy.register",
-            json!({"name": "p", "rule": "deny_tool_param", "target": "t", "key": "k", "pattern": "("}),
-            "pattern is not a valid regular expression",
+            "invalid params: target: is required for rule deny_tool",
         ),
         (
             "policy.register",
             json!({"name": "p", "rule": "deny_tool", "target": "t", "pattern": "x"}),
-            "pattern does not apply",
+            "invalid params: pattern: does not apply to rule deny_tool",
         ),
         (
             "policy.register",
             json!({"name": "p", "rule": "require_state", "key": "k"}),
-            "value is required",
+            "invalid params: value: is required for rule require_state",
         ),
         (
             "policy.unregister",
             json!({"name": []}),
-            "name must be a string",
+            "invalid params: name: invalid type: sequence, expected a string",
         ),
         (
             "session.init",
             json!({"tools": {}}),
-            "tools must be an array",
+            "invalid params: tools: invalid type: map, expected a sequence",
         ),
         (
             "session.init",
             json!({"tools": [{"name": "ok"}], "policies": [{"name": "p", "rule": "nope"}]}),
-            "policies[0].rule must be",
+            "invalid params: policies[0].rule: must be deny_tool, deny_tool_param or require_state, got \"nope\"",
         ),
-        ("verify", json!({}), "proposal is required"),
+        (
+            "verify",
+            json!({}),
+            "invalid params: params: missing field `proposal`",
+        ),
         (
             "verify",
             json!({"proposal": []}),
-            "proposal must be an object",
+            "invalid params: proposal: invalid type: sequence, expected a map",
         ),
         (
             "verify",
             json!({"proposal": {"actions": []}, "initial_state": 1}),
-            "initial_state must be an object",
+            "invalid params: initial_state: invalid type: integer `1`, expected a map",
         ),
         (
             "proposal.submit",
             json!({"proposal": "{}"}),
-            "proposal must be an object",
+            "invalid params: proposal: invalid type: string \"{}\", expected a map",
         ),
         (
             "proposal.submit",
             json!({"proposal": {}}),
-            "proposal.actions is required",
+            "invalid params: proposal.actions is required",
         ),
         (
             "proposal.submit",
             json!({"proposal": {"actions": [{"id": "a", "type": "teleport"}]}}),
-            "proposal.actions[0].type must be",
+            "invalid params: proposal.actions[0].type must be tool_call, state_write or state_delete, got \"teleport\"",
         ),
         (
             "proposal.submit",
             json!({"proposal": {"actions": [{"id": "a", "type": "tool_call"}]}}),
-            "proposal.actions[0].tool is required",
+            "invalid params: proposal.actions[0].tool is required",
         ),
         (
             "proposal.submit",
             json!({"proposal": {"actions": [{"id": "a", "type": "state_write", "key": "k", "value": 1, "timeout_ms": 0}]}}),
-            "timeout_ms must be an integer",
+            "invalid params: proposal.actions[0].timeout_ms must be an integer from 1 to 86400000, got 0",
         ),
         (
             "proposal.submit",
             json!({"proposal": {"actions": [{"id": "a", "type": "state_write", "key": "k", "value": 1, "failure_behavior": "panic"}]}}),
-            "failure_behavior must be",
+            "invalid params: proposal.actions[0].failure_behavior must be abort, skip or retry, got \"panic\"",
         ),
         (
             "proposal.submit",
             json!({"proposal": {"actions": [{"id": "a", "type": "state_write", "key": "k", "value": 1, "dependencies": "b"}]}}),
-            "dependencies must be an array",
+            "invalid params: proposal.actions[0].dependencies must be an array of strings, got string",
         ),
         (
             "proposal.submit",
@@ -149,44 +176,85 @@ async fn wrong_param_types_on_every_method() {
                 {"id": "a", "type": "state_write", "key": "k", "value": 1, "dependencies": ["b"]},
                 {"id": "b", "type": "state_write", "key": "k", "value": 2, "dependencies": ["a"]}
             ]}}),
-            "dependency cycle",
-        ),
-        (
-            "proposal.submit",
-            json!({"proposal": {"actions": [{"id": "a", "type": "tool_call", "tool": "unregistered"}]}}),
-            "unknown tool",
+            "invalid params: proposal is not runnable: action \"a\" is in, or depends on, a dependency cycle among: a, b",
         ),
         (
             "proposal.submit",
             json!({"proposal": {"actions": [{"id": "a", "type": "state_delete", "key": "k"}, {"id": "a", "type": "state_delete", "key": "k"}]}}),
-            "duplicate action id",
+            "invalid params: proposal is not runnable: duplicate action id \"a\" (proposal.actions[1])",
         ),
-        ("events.count", json!({"x": 1}), "unknown field x"),
         (
             "runs.complete",
             json!({"run_id": "r"}),
-            "outcome is required",
+            "invalid params: params: missing field `outcome`",
         ),
         (
             "runs.subscribe",
             json!({"run_id": 7}),
-            "run_id must be a string",
+            "invalid params: run_id: invalid type: integer `7`, expected a string",
         ),
     ];
-    for (method, params, needle) in cases {
-        refused(&mut ws, method, params, needle).await;
+    for (method, params, expected) in cases {
+        refused(&mut ws, method, params, expected).await;
+    }
+    // A regular expression that does not compile is refused naming `pattern` (the rest of
+    // the message is the regex crate's diagnosis).
+    let r = ws
+        .call(
+            "policy.register",
+            json!({"name": "p", "rule": "deny_tool_param", "target": "t", "key": "k", "pattern": "("}),
+        )
+        .await;
+    assert_eq!(code(&r), -32602, "{r}");
+    assert!(
+        message(&r).starts_with("invalid params: pattern: is not a valid regular expression: "),
+        "{r}"
+    );
+    // Params that are not a structure are refused by the JSON-RPC layer.
+    let r = ws.call("state.set", json!("k")).await;
+    assert_eq!(
+        (code(&r), message(&r).as_str()),
+        (
+            -32600,
+            "invalid request: params must be an object or array, got string"
+        )
+    );
+    // Unknown fields are ignored and an empty tenant_id is the unscoped partition: these
+    // read-only calls answer as if the extra field were absent.
+    for (method, params, expected) in [
+        ("state.snapshot", json!({"tenant": "t"}), json!({})),
+        (
+            "state.get",
+            json!({"key": "k", "tenant_id": ""}),
+            Value::Null,
+        ),
+        (
+            "tools.list",
+            json!({"x": 1}),
+            json!({"tools": [], "count": 0}),
+        ),
+        ("events.count", json!({"x": 1}), json!(0)),
+    ] {
+        let r = ws.call(method, params.clone()).await;
+        assert_eq!(r["result"], expected, "{method} {params} → {r}");
     }
     // Nothing was written by any refused call.
     assert_eq!(ws.call("state.keys", json!({})).await["result"], json!([]));
-    assert_eq!(ws.call("tools.list", json!({})).await["result"], json!([]));
-    assert_eq!(ws.call("policy.list", json!({})).await["result"], json!([]));
+    assert_eq!(
+        ws.call("tools.list", json!({})).await["result"],
+        json!({"tools": [], "count": 0})
+    );
+    assert_eq!(
+        ws.call("policy.list", json!({})).await["result"],
+        json!({"policies": [], "scope": "global"})
+    );
     let events = ws
         .call(
             "events.query",
             json!({"kinds": ["state.written", "proposal.submitted"]}),
         )
         .await;
-    assert_eq!(events["result"], json!([]));
+    assert_eq!(events["result"], json!({"count": 0, "events": []}));
 }
 
 #[tokio::test]
@@ -194,9 +262,28 @@ async fn verify_reports_every_problem_and_runs_nothing() {
     let d = Daemon::start();
     let mut ws = Ws::authed(&d).await;
     ws.call("tools.register", json!([{"name": "t"}])).await;
+    // Malformed actions are refused whole, naming the first; every one is listed.
+    let r = ws
+        .call(
+            "verify",
+            json!({"proposal": {"actions": [
+                {"id": "a", "type": "teleport"},
+                {"id": "x", "type": "state_write"}
+            ]}}),
+        )
+        .await;
+    let first = "invalid params: proposal.actions[0].type must be tool_call, state_write or state_delete, got \"teleport\"";
+    assert_eq!(
+        r["error"],
+        json!({"code": -32602, "message": first, "data": {"issues": [
+            {"action_id": "a", "message": first},
+            {"action_id": "x", "message": "invalid params: proposal.actions[1].key is required"}
+        ]}}),
+        "{r}"
+    );
+    // A well-formed proposal with problems gets every one reported as an issue.
     let r = ws
         .call("verify", json!({"proposal": {"actions": [
-            {"id": "a", "type": "teleport"},
             {"id": "b", "type": "tool_call", "tool": "ghost"},
             {"id": "c", "type": "state_write", "key": "k", "value": 1, "dependencies": ["d"]},
             {"id": "d", "type": "state_write", "key": "k", "value": 1, "dependencies": ["c"]},
@@ -204,22 +291,33 @@ async fn verify_reports_every_problem_and_runs_nothing() {
         ]}}))
         .await["result"]
         .clone();
-    assert_eq!(r["valid"], false);
+    assert_eq!(r["valid"], false, "{r}");
+    let issues: Vec<(String, String)> = r["issues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| {
+            (
+                i["action_id"].as_str().unwrap().to_string(),
+                i["category"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
     let messages: Vec<String> = r["issues"]
         .as_array()
         .unwrap()
         .iter()
         .map(|i| i["message"].as_str().unwrap().to_string())
         .collect();
-    for needle in [
-        "type must be",
-        "unknown tool \"ghost\"",
-        "dependency cycle",
-        "missing action \"missing\"",
+    for (id, category, needle) in [
+        ("b", "tool", "unknown tool \"ghost\""),
+        ("c", "structure", "dependency cycle"),
+        ("e", "structure", "missing action \"missing\""),
     ] {
         assert!(
-            messages.iter().any(|m| m.contains(needle)),
-            "{needle} not in {messages:#?}"
+            issues.contains(&(id.to_string(), category.to_string()))
+                && messages.iter().any(|m| m.contains(needle)),
+            "{id} {category} {needle} not in {r}"
         );
     }
     assert_eq!(ws.call("state.keys", json!({})).await["result"], json!([]));
@@ -250,48 +348,117 @@ async fn huge_proposals_are_refused_whole() {
 async fn registrations_are_all_or_nothing() {
     let d = Daemon::start();
     let mut ws = Ws::authed(&d).await;
+    let empty = json!({"tools": [], "count": 0});
     refused(
         &mut ws,
         "tools.register",
         json!([{"name": "a"}, {"name": "b"}, {"name": ""}]),
-        "params[2].name",
+        "invalid params: [2].name: must not be empty",
     )
     .await;
-    assert_eq!(ws.call("tools.list", json!({})).await["result"], json!([]));
+    assert_eq!(ws.call("tools.list", json!({})).await["result"], empty);
     refused(
         &mut ws,
         "session.init",
         json!({"tools": [{"name": "a"}], "policies": [{"name": "p", "rule": "deny_tool"}]}),
-        "policies[0].target",
+        "invalid params: policies[0].target: is required for rule deny_tool",
     )
     .await;
-    assert_eq!(ws.call("tools.list", json!({})).await["result"], json!([]));
+    assert_eq!(ws.call("tools.list", json!({})).await["result"], empty);
     let r = ws.call("session.init", json!({"tools": [{"name": "a", "description": "does a"}], "policies": [{"name": "p", "rule": "require_state", "key": "mode", "value": "live"}]})).await;
-    assert_eq!(r["result"], json!({"tools": 1, "policies": 1}));
+    assert_eq!(
+        r["result"],
+        json!({"session_id": "sess-1", "tools_registered": 1, "policies_registered": 1})
+    );
     assert_eq!(
         ws.call("tools.list", json!({})).await["result"],
-        json!([{"name": "a", "description": "does a"}])
+        json!({"tools": [{
+            "name": "a",
+            "description": "does a",
+            "parameters": {"type": "object"},
+            "idempotent": false,
+            "source": "user_defined",
+        }], "count": 1})
     );
     assert_eq!(
-        ws.call("policy.list", json!({})).await["result"][0]["rule"],
-        "require_state"
+        ws.call("policy.list", json!({})).await["result"],
+        json!({"policies": [{"name": "p", "description": "require state mode = \"live\""}], "scope": "global"})
     );
+    // tools.register answers how many it registered: one object or an array.
     assert_eq!(
-        ws.call("tools.unregister", json!({"name": "a"})).await["result"],
+        ws.call("tools.register", json!({"name": "b", "idempotent": true}))
+            .await["result"],
         1
     );
     assert_eq!(
-        ws.call("tools.unregister", json!({"name": "a"})).await["result"],
-        0
+        ws.call("tools.register", json!([{"name": "c"}, {"name": "d"}]))
+            .await["result"],
+        2
     );
-    // State is per connection and per tenant.
-    ws.call("state.set", json!({"key": "k", "value": {"deep": [1, 2]}}))
-        .await;
-    ws.call(
-        "state.set",
-        json!({"key": "k", "value": "tenant", "tenant_id": "t1"}),
-    )
-    .await;
+    for name in ["b", "c", "d"] {
+        assert_eq!(
+            ws.call("tools.unregister", json!({"name": name})).await["result"],
+            json!({"unregistered": name, "removed": 1})
+        );
+    }
+    assert_eq!(
+        ws.call("tools.unregister", json!({"name": "a"})).await["result"],
+        json!({"unregistered": "a", "removed": 1})
+    );
+    assert_eq!(
+        ws.call("tools.unregister", json!({"name": "a"})).await["result"],
+        json!({"unregistered": "a", "removed": 0})
+    );
+    assert_eq!(
+        ws.call("policy.unregister", json!({"name": "p"})).await["result"],
+        json!({"unregistered": "p", "removed": 1, "scope": "global"})
+    );
+    assert_eq!(
+        ws.call("policy.unregister", json!({"name": "p"})).await["result"],
+        json!({"unregistered": "p", "removed": 0, "scope": "global"})
+    );
+    // A session-scoped policy reports its scope.
+    assert_eq!(
+        ws.call(
+            "policy.register",
+            json!({"name": "q", "rule": "deny_tool", "target": "t", "session_id": "s1"})
+        )
+        .await["result"],
+        json!({"registered": "q", "scope": {"session_id": "s1"}})
+    );
+    assert_eq!(
+        ws.call("policy.list", json!({"session_id": "s1"})).await["result"],
+        json!({"policies": [{"name": "q", "description": "deny tool t (session s1)"}], "scope": {"session_id": "s1"}})
+    );
+    // State is per connection and per tenant; state.set answers "ok".
+    assert_eq!(
+        ws.call("state.set", json!({"key": "k", "value": {"deep": [1, 2]}}))
+            .await["result"],
+        "ok"
+    );
+    assert_eq!(
+        ws.call(
+            "state.set",
+            json!({"key": "k", "value": "tenant", "tenant_id": "t1"}),
+        )
+        .await["result"],
+        "ok"
+    );
+    // An absent value stores null: the key exists and reads null.
+    assert_eq!(
+        ws.call("state.set", json!({"key": "n", "tenant_id": "t3"}))
+            .await["result"],
+        "ok"
+    );
+    assert_eq!(
+        ws.call("state.exists", json!({"key": "n", "tenant_id": "t3"}))
+            .await["result"],
+        true
+    );
+    assert_eq!(
+        ws.call("state.snapshot", json!({"tenant_id": "t3"})).await["result"],
+        json!({"n": null})
+    );
     assert_eq!(
         ws.call("state.get", json!({"key": "k"})).await["result"],
         json!({"deep": [1, 2]})
@@ -319,4 +486,30 @@ async fn registrations_are_all_or_nothing() {
         other.call("state.keys", json!({})).await["result"],
         json!([])
     );
+}
+
+/// Params are an object unless a method's params schema has an array form (`tools.register`
+/// takes one definition or an array): a positional array is refused, not read by position.
+#[tokio::test]
+async fn arrays_are_refused_where_params_are_an_object() {
+    let d = Daemon::start();
+    let mut ws = Ws::authed(&d).await;
+    for (method, params) in [
+        ("state.set", json!(["k", 1])),
+        ("memory.add_fact", json!(["s", "b"])),
+        ("policy.list", json!([])),
+    ] {
+        refused(
+            &mut ws,
+            method,
+            params,
+            "invalid params: params: must be an object, got an array",
+        )
+        .await;
+    }
+    assert_eq!(ws.call("state.keys", json!({})).await["result"], json!([]));
+    let r = ws
+        .call("tools.register", json!([{"name": "a"}, {"name": "b"}]))
+        .await;
+    assert_eq!(r["result"], json!(2), "{r}");
 }

@@ -92,12 +92,17 @@ async fn capabilities_are_negotiated_sorted_and_deduplicated() {
 }
 
 #[tokio::test]
-async fn host_subscribe_needs_the_handshake_and_the_host_role() {
+async fn host_subscribe_needs_the_handshake_and_the_host_role_gate_names_its_reason() {
     let d = Daemon::start();
     let mut host = Ws::host(&d).await;
     let r = host.call("host.subscribe", json!({})).await;
-    assert_eq!(code(&r), -32005);
-    assert!(message(&r).starts_with("protocol handshake required:"));
+    assert_eq!(
+        (code(&r), message(&r).as_str()),
+        (
+            -32005,
+            "protocol handshake required: call server.handshake before host.subscribe"
+        )
+    );
     // A failed handshake does not negotiate; a good one does.
     assert_eq!(
         code(
@@ -116,12 +121,41 @@ async fn host_subscribe_needs_the_handshake_and_the_host_role() {
         host.call("host.subscribe", json!({})).await["result"],
         json!({"subscribed": true})
     );
-    // An operator session may not subscribe to host events.
+    // host.subscribe is an operator method (CAR's label): a negotiated operator session may
+    // subscribe too, but not before its own handshake.
     let mut op = Ws::authed(&d).await;
+    assert_eq!(code(&op.call("host.subscribe", json!({})).await), -32005);
     op.call("server.handshake", handshake_params()).await;
-    let r = op.call("host.subscribe", json!({})).await;
-    assert_eq!(code(&r), -32603);
-    assert!(message(&r).contains("host role"), "{r}");
+    assert_eq!(
+        op.call("host.subscribe", json!({})).await["result"],
+        json!({"subscribed": true})
+    );
+    // A host-labelled method refuses a non-host session with -32603 and data.reason, before
+    // and after the handshake (the host gate does not depend on negotiation).
+    let mut fresh = Ws::authed(&d).await;
+    for ws in [&mut fresh, &mut op] {
+        for method in ["models.remove", "session.clear_halt"] {
+            let r = ws.call(method, json!({"id": "m"})).await;
+            assert_eq!(
+                r["error"],
+                json!({
+                    "code": -32603,
+                    "message": format!("permission denied: {method} needs a host session, this session is operator"),
+                    "data": {"reason": "host_required"},
+                }),
+                "{r}"
+            );
+        }
+    }
+    // The gate order: an unknown method is -32601 whatever the session negotiated, and a
+    // host method is refused by role before its params are read.
+    assert_eq!(code(&fresh.call("host.nope", json!({})).await), -32601);
+    let r = fresh.call("models.remove", json!({"id": 5})).await;
+    assert_eq!(r["error"]["data"]["reason"], "host_required", "{r}");
+    // The capability gate comes after the host gate: an operator without infer.cancel.v1
+    // gets -32008 for infer.cancel, whose role it may call.
+    let r = op.call("infer.cancel", json!({"id": 1})).await;
+    assert_eq!(code(&r), -32008, "{r}");
 }
 
 #[tokio::test]
@@ -151,8 +185,17 @@ fn rows(list: &Value) -> Vec<(String, String)> {
         .collect()
 }
 
+/// The rows `role` should see, from the contract itself.
+fn expected_rows(caller: car_proto::methods::CallerRole) -> Vec<(String, String)> {
+    car_proto::methods::active(false)
+        .filter(|d| caller.sees(d.spec.role))
+        .map(|d| (d.name().to_string(), d.spec.role.as_str().to_string()))
+        .collect()
+}
+
 #[tokio::test]
 async fn capabilities_list_is_filtered_by_role() {
+    use car_proto::methods::CallerRole;
     let d = Daemon::start();
     let operator = Ws::authed(&d)
         .await
@@ -167,14 +210,36 @@ async fn capabilities_list_is_filtered_by_role() {
     assert_eq!(operator["caller_role"], "operator");
     assert_eq!(host["caller_role"], "host");
     let (op_rows, host_rows) = (rows(&operator), rows(&host));
+    assert_eq!(op_rows, expected_rows(CallerRole::Operator));
+    assert_eq!(host_rows, expected_rows(CallerRole::Host));
     assert_eq!(operator["count"].as_u64().unwrap() as usize, op_rows.len());
+    assert_eq!(host["count"].as_u64().unwrap() as usize, host_rows.len());
+    // CAR's labels: an operator session sees only operator rows.
     assert!(
         op_rows.iter().all(|(_, role)| role == "operator"),
         "{op_rows:?}"
     );
+    let row = |m: &str, r: &str| (m.to_string(), r.to_string());
+    assert!(op_rows.contains(&row("host.subscribe", "operator")));
+    assert!(!op_rows
+        .iter()
+        .any(|(m, _)| m == "infer" || m == "models.remove"));
+    // A host session sees host, owner and operator rows, never agent rows.
     assert!(host_rows.iter().all(|(_, role)| role != "agent"));
-    assert!(host_rows.contains(&("host.subscribe".into(), "host".into())));
-    assert!(!op_rows.iter().any(|(m, _)| m == "host.subscribe"));
+    for (m, r) in [
+        ("models.remove", "host"),
+        ("session.clear_halt", "host"),
+        ("proposal.submit", "owner"),
+        ("runs.complete", "owner"),
+        ("runs.list", "owner"),
+        ("host.subscribe", "operator"),
+        ("models.unregister", "operator"),
+    ] {
+        assert!(host_rows.contains(&row(m, r)), "{m} {r} in {host_rows:?}");
+    }
+    for m in ["infer", "memory.add_fact", "runs.start", "session.auth"] {
+        assert!(!host_rows.iter().any(|(n, _)| n == m), "{m}");
+    }
     let mut sorted = host_rows.clone();
     sorted.sort();
     assert_eq!(sorted, host_rows);
@@ -182,6 +247,27 @@ async fn capabilities_list_is_filtered_by_role() {
         !host_rows.iter().any(|(m, _)| m.starts_with("debug.")),
         "debug rows are hidden by default"
     );
+    // An agent session (auth off binds the agent it names) sees agent, owner and operator
+    // rows, never host rows.
+    let d = Daemon::builder().args(["--no-auth"]).start();
+    let mut agent = Ws::tcp(&d.ws_url).await;
+    agent
+        .call("session.auth", json!({"token": "x", "agent_id": "a1"}))
+        .await;
+    let list = agent.call("capabilities.list", json!({})).await["result"].clone();
+    assert_eq!(list["caller_role"], "agent");
+    let agent_rows = rows(&list);
+    assert_eq!(agent_rows, expected_rows(CallerRole::Agent));
+    for (m, r) in [
+        ("infer", "agent"),
+        ("memory.add_fact", "agent"),
+        ("runs.start", "agent"),
+        ("session.auth", "agent"),
+        ("proposal.submit", "owner"),
+    ] {
+        assert!(agent_rows.contains(&row(m, r)), "{m} {r} in {agent_rows:?}");
+    }
+    assert!(agent_rows.iter().all(|(_, role)| role != "host"));
 }
 
 #[tokio::test]

@@ -36,20 +36,37 @@ async fn daemon_with_models(args: &[&str]) -> (Daemon, Ws) {
         4,
         "{r}"
     );
+    // The old flat form and CAR's `{schema: ModelSchema}` with a local source.
     let r = ws
         .call(
             "models.register",
             json!({"id": "smol", "path": model_path("CAR_TEST_GGUF")}),
         )
         .await;
-    assert_eq!(r["result"]["kind"], "gguf", "{r}");
+    assert_eq!(
+        (
+            r["result"]["id"].clone(),
+            r["result"]["registered"].clone(),
+            r["result"]["model"]["kind"].clone()
+        ),
+        (json!("smol"), json!(true), json!("gguf")),
+        "{r}"
+    );
     let r = ws
         .call(
             "models.register",
-            json!({"id": "minilm", "path": model_path("CAR_TEST_EMBED_DIR")}),
+            json!({"schema": {"id": "minilm", "source": {"type": "local", "path": model_path("CAR_TEST_EMBED_DIR")}}}),
         )
         .await;
-    assert_eq!(r["result"]["kind"], "embedding", "{r}");
+    assert_eq!(
+        (
+            r["result"]["id"].clone(),
+            r["result"]["registered"].clone(),
+            r["result"]["model"]["kind"].clone()
+        ),
+        (json!("minilm"), json!(true), json!("embedding")),
+        "{r}"
+    );
     (d, ws)
 }
 
@@ -76,6 +93,57 @@ fn text_of(events: &[Value]) -> String {
         .filter(|e| e["type"] == "text")
         .map(|e| e["data"].as_str().unwrap())
         .collect()
+}
+
+/// Reads frames until call `id`'s first `text` stream event; returns its piece.
+async fn first_piece(ws: &mut Ws, id: u64) -> String {
+    loop {
+        let f = ws.recv_json().await;
+        assert_ne!(f["id"], json!(id), "the call ended before streaming: {f}");
+        if f["method"] == "inference.stream.event"
+            && f["params"]["request_id"] == json!(id)
+            && f["params"]["event"]["type"] == "text"
+        {
+            return f["params"]["event"]["data"].as_str().unwrap().to_string();
+        }
+    }
+}
+
+/// Reads frames until the first `infer.progress` heartbeat of call `id`: the call has
+/// been registered (so `infer.cancel` reaches it) and is waiting for, or holding, an
+/// admission slot.
+async fn first_heartbeat(ws: &mut Ws, id: u64) {
+    loop {
+        let f = ws.recv_json().await;
+        assert_ne!(
+            f["id"],
+            json!(id),
+            "the call ended before its heartbeat: {f}"
+        );
+        if f["method"] == "infer.progress" && f["params"]["id"] == json!(id) {
+            return;
+        }
+    }
+}
+
+/// Sends `infer.cancel` for call `id` and reads until both answers arrived (in either
+/// order); returns the cancel answer, the call's answer and the call's stream events read
+/// meanwhile.
+async fn cancel(ws: &mut Ws, id: u64) -> (Value, Value, Vec<Value>) {
+    let cancel_id = ws.request("infer.cancel", json!({"id": id})).await;
+    let (mut cancelled, mut done, mut events) = (None, None, Vec::new());
+    while cancelled.is_none() || done.is_none() {
+        let f = ws.recv_json().await;
+        if f["id"] == json!(cancel_id) {
+            cancelled = Some(f);
+        } else if f["id"] == json!(id) {
+            done = Some(f);
+        } else if f["method"] == "inference.stream.event" && f["params"]["request_id"] == json!(id)
+        {
+            events.push(f["params"]["event"].clone());
+        }
+    }
+    (cancelled.unwrap(), done.unwrap(), events)
 }
 
 #[tokio::test]
@@ -105,6 +173,20 @@ async fn infer_returns_coherent_text_with_usage_and_identity_and_seeds_repeat() 
     let a = ws.call("infer", sampled.clone()).await["result"]["text"].clone();
     let b = ws.call("infer", sampled).await["result"]["text"].clone();
     assert_eq!(a, b, "same seed, same text");
+    // CAR's knobs live under `params` and win over the same knobs at top level.
+    let r = ws
+        .call("infer", json!({"model": "smol", "prompt": "Count from one to twenty in words.", "params": {"max_tokens": 3, "temperature": 0.0}, "max_tokens": 50}))
+        .await["result"]
+        .clone();
+    assert_eq!(
+        (
+            r["usage"]["completion_tokens"].clone(),
+            r["stop_reason"].clone()
+        ),
+        (json!(3), json!("length")),
+        "{r}"
+    );
+    assert_eq!(r["usage"]["output_tokens"], 3, "{r}");
 }
 
 #[tokio::test]
@@ -174,35 +256,78 @@ async fn heartbeats_keep_a_long_generation_alive_past_the_clients_idle_window() 
 #[tokio::test]
 async fn infer_cancel_stops_a_generation_and_needs_its_capability() {
     let _turn = SERIAL.lock().await;
-    let (d, mut ws) = daemon_with_models(&[]).await;
-    let id = ws.request("infer", json!({"model": "smol", "prompt": "Write a very long essay about rivers.", "max_tokens": 2000, "temperature": 0.0})).await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let cancelled_at = Instant::now();
-    let c = ws.call("infer.cancel", json!({"id": id})).await;
+    let (d, mut ws) = daemon_with_models(&["--infer-progress-ms", "50"]).await;
+    const MAX: u64 = 2000;
+    let essay = json!({"model": "smol", "prompt": "Write a very long essay about rivers.", "max_tokens": MAX, "temperature": 0.0});
+    // A streamed generation, cancelled once its first piece arrived: it stops long before
+    // its natural end, reports `cancelled`, and its text is exactly what was streamed.
+    let id = ws.request("infer_stream", essay.clone()).await;
+    let first = first_piece(&mut ws, id).await;
+    let (c, done, events) = cancel(&mut ws, id).await;
     assert_eq!(c["result"], json!({"cancelled": true}), "{c}");
-    let r = loop {
-        let f = ws.recv_json().await;
-        if f["id"] == json!(id) {
-            break f["result"].clone();
-        }
-    };
-    let took = cancelled_at.elapsed();
-    assert_eq!(r["stop_reason"], "cancelled", "{r}");
-    assert!(took < Duration::from_secs(1), "cancel took {took:?}");
+    let r = &done["result"];
+    assert_eq!(r["stop_reason"], "cancelled", "{done}");
+    let tokens = r["usage"]["completion_tokens"].as_u64().unwrap();
+    assert!((1..MAX).contains(&tokens), "{tokens} tokens: {done}");
     assert_eq!(
-        code(&ws.call("infer.cancel", json!({"id": 424242})).await),
-        -32602
+        format!("{first}{}", text_of(&events)),
+        r["text"].as_str().unwrap(),
+        "the result holds exactly the streamed pieces"
+    );
+    assert_eq!(
+        events.last(),
+        Some(&json!({"type": "stop_reason", "data": "cancelled"})),
+        "{events:?}"
+    );
+    // A plain infer call, cancelled once its first heartbeat shows it is registered.
+    let id = ws.request("infer", essay).await;
+    first_heartbeat(&mut ws, id).await;
+    let (c, done, _) = cancel(&mut ws, id).await;
+    assert_eq!(c["result"], json!({"cancelled": true}), "{c}");
+    let r = &done["result"];
+    assert_eq!(r["stop_reason"], "cancelled", "{done}");
+    assert!(
+        r["usage"]["completion_tokens"].as_u64().unwrap() < MAX,
+        "{done}"
+    );
+    // The call is gone once it answered: cancelling it again names the id.
+    let r = ws.call("infer.cancel", json!({"id": id})).await;
+    assert_eq!(
+        (code(&r), message(&r)),
+        (
+            -32602,
+            format!("invalid params: id: no infer call {id} is running on this connection")
+        )
+    );
+    let r = ws.call("infer.cancel", json!({"id": 424242})).await;
+    assert_eq!(
+        (code(&r), message(&r).as_str()),
+        (
+            -32602,
+            "invalid params: id: no infer call 424242 is running on this connection"
+        )
     );
     // Without negotiating infer.cancel.v1: -32008.
     let mut plain = Ws::authed(&d).await;
     plain.call("server.handshake", handshake_params()).await;
     let r = plain.call("infer.cancel", json!({"id": 1})).await;
-    assert_eq!(code(&r), -32008);
-    assert!(message(&r).contains("infer.cancel.v1"), "{r}");
+    assert_eq!(
+        (code(&r), message(&r).as_str()),
+        (
+            -32008,
+            "protocol capability mismatch: infer.cancel needs infer.cancel.v1, which this session did not negotiate"
+        )
+    );
     let r = plain
         .call("infer.deadline", json!({"id": 1, "deadline_ms": 5}))
         .await;
-    assert_eq!(code(&r), -32008);
+    assert_eq!(
+        (code(&r), message(&r).as_str()),
+        (
+            -32008,
+            "protocol capability mismatch: infer.deadline needs infer.deadline.v1, which this session did not negotiate"
+        )
+    );
 }
 
 #[tokio::test]
@@ -214,8 +339,9 @@ async fn admission_runs_generations_one_at_a_time_and_drops_queued_callers() {
     let mut a = Ws::authed(&d).await;
     let mut b = Ws::authed(&d).await;
     let started = Instant::now();
-    a.request("infer", prompt.clone()).await;
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    let a_id = a.request("infer_stream", prompt.clone()).await;
+    // a streams, so it holds the only slot; only then does b ask.
+    first_piece(&mut a, a_id).await;
     b.request("infer", prompt.clone()).await;
     let wait = |mut ws: Ws| async move {
         loop {
@@ -238,16 +364,19 @@ async fn admission_runs_generations_one_at_a_time_and_drops_queued_callers() {
     let mut running = Ws::authed(&d).await;
     let mut queued = Ws::authed(&d).await;
     let mut third = Ws::authed(&d).await;
-    running.request("infer", json!({"model": "smol", "prompt": "Describe a city.", "max_tokens": 64, "temperature": 0.0})).await;
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    queued.request("infer", json!({"model": "smol", "prompt": "Describe a desert.", "max_tokens": 400, "temperature": 0.0})).await;
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    third
+    let running_id = running.request("infer_stream", json!({"model": "smol", "prompt": "Describe a city.", "max_tokens": 64, "temperature": 0.0})).await;
+    first_piece(&mut running, running_id).await;
+    // A heartbeat comes from a handler already waiting on the admission queue, so each
+    // caller below is queued behind the one before it.
+    let queued_id = queued.request("infer", json!({"model": "smol", "prompt": "Describe a desert.", "max_tokens": 400, "temperature": 0.0})).await;
+    first_heartbeat(&mut queued, queued_id).await;
+    let third_id = third
         .request(
             "infer",
             json!({"model": "smol", "prompt": "Say hi.", "max_tokens": 4, "temperature": 0.0}),
         )
         .await;
+    first_heartbeat(&mut third, third_id).await;
     drop(queued);
     tokio::time::timeout(Duration::from_secs(60), wait(third))
         .await
@@ -272,7 +401,10 @@ async fn embeddings_classify_tokens_and_memory_ranking() {
     );
     assert_eq!(e["model_identity"]["id"], "minilm");
     let c = ws.call("classify", json!({"text": "my invoice total is wrong", "labels": ["billing", "weather", "sports"]})).await["result"].clone();
-    assert_eq!(c["scores"][0]["label"], "billing", "{c}");
+    // CAR's shape: `[{label, score}]`, best first.
+    assert_eq!(c[0]["label"], "billing", "{c}");
+    assert_eq!(c.as_array().unwrap().len(), 3, "{c}");
+    assert!(c[0]["score"].as_f64().unwrap() >= c[1]["score"].as_f64().unwrap());
     let t = ws
         .call("tokenize", json!({"model": "smol", "text": "hello world"}))
         .await["result"]["tokens"]
@@ -329,56 +461,167 @@ async fn bad_models_and_requests_get_precise_errors() {
     absurd[8..16].copy_from_slice(&u64::MAX.to_le_bytes()); // tensor count
     let absurd_path = dir.path().join("absurd.gguf");
     std::fs::write(&absurd_path, &absurd).unwrap();
-    for (params, needle) in [
+    let missing = dir.path().join("missing.gguf");
+    for (params, expected) in [
         (
-            json!({"path": dir.path().join("missing.gguf")}),
-            "not found",
+            json!({"path": missing}),
+            format!("invalid params: model file not found: {}", missing.display()),
         ),
-        (json!({"path": truncated}), "gguf"),
-        (json!({"path": wrong_magic}), "magic"),
-        (json!({"path": absurd_path}), "gguf"),
         (
-            json!({"id": "smol", "path": model_path("CAR_TEST_GGUF")}),
-            "already registered",
+            json!({"path": truncated}),
+            format!(
+                "invalid params: invalid gguf file {}: tensor count 272 cannot fit in the 4072 bytes left",
+                truncated.display()
+            ),
+        ),
+        (
+            json!({"schema": {"source": {"type": "local", "path": wrong_magic}}}),
+            format!(
+                "invalid params: invalid gguf file {}: bad magic \"NOPE\", expected \"GGUF\"",
+                wrong_magic.display()
+            ),
+        ),
+        (
+            json!({"path": absurd_path}),
+            format!(
+                "invalid params: invalid gguf file {}: metadata count 33 cannot fit in the 40 bytes left",
+                absurd_path.display()
+            ),
+        ),
+        (
+            json!({"schema": {"id": "x", "source": {"type": "weird"}}}),
+            "invalid params: schema.source.type: \"weird\" is not served by this daemon (local or remote_api)".to_string(),
+        ),
+        (
+            json!({"id": "x"}),
+            "invalid params: schema.source: needs a local path or a remote_api endpoint"
+                .to_string(),
         ),
     ] {
         let r = ws.call("models.register", params.clone()).await;
-        assert_eq!(code(&r), -32602, "{params} → {r}");
-        assert!(
-            message(&r).to_lowercase().contains(needle),
+        assert_eq!(
+            (code(&r), message(&r)),
+            (-32602, expected),
             "{params} → {r}"
         );
     }
-    for (method, params, needle) in [
-        ("infer", json!({"model": "nope", "prompt": "x"}), "nope"),
-        ("infer", json!({"model": "smol"}), "prompt"),
+    for (method, params, expected) in [
+        (
+            "infer",
+            json!({"model": "nope", "prompt": "x"}),
+            "invalid params: model not found: nope",
+        ),
+        (
+            "infer",
+            json!({"model": "smol"}),
+            "invalid params: invalid prompt: one of prompt or messages is required",
+        ),
         (
             "infer",
             json!({"model": "smol", "prompt": "x", "max_tokens": 0}),
-            "max_tokens",
+            "invalid params: params.max_tokens: must be at least 1",
+        ),
+        (
+            "infer",
+            json!({"model": "smol", "prompt": "x", "params": {"max_tokens": 0}}),
+            "invalid params: params.max_tokens: must be at least 1",
         ),
         (
             "infer",
             json!({"model": "smol", "prompt": "x", "tools": [{"name": "t"}]}),
-            "tools",
+            "invalid params: tools: tool calling is not supported by this daemon's engines yet (send no tools)",
         ),
-        ("infer", json!({"model": "minilm", "prompt": "x"}), "minilm"),
-        ("embed", json!({"texts": []}), "texts"),
-        ("embed", json!({"texts": [1]}), "texts[0]"),
+        (
+            "infer",
+            json!({"model": "smol", "prompt": "x", "images": [{"data": "aGk="}]}),
+            "invalid params: images: this daemon's engines are text-only",
+        ),
+        (
+            "infer",
+            json!({"model": "smol", "messages": [{"role": "user", "content": [{"type": "image", "url": "x"}]}]}),
+            "invalid params: messages[0].content[0]: only text parts are supported by this daemon's engines",
+        ),
+        (
+            "infer",
+            json!({"model": "minilm", "prompt": "x"}),
+            "invalid params: model minilm is of kind embedding and cannot generate text",
+        ),
+        (
+            "embed",
+            json!({"texts": []}),
+            "invalid params: texts: must not be empty",
+        ),
+        (
+            "embed",
+            json!({"texts": [1]}),
+            "invalid params: texts[0]: invalid type: integer `1`, expected a string",
+        ),
         (
             "detokenize",
             json!({"model": "smol", "tokens": [99999999]}),
-            "token",
+            "invalid params: invalid tokens: token 0 is 99999999, outside the vocabulary 0..49152",
         ),
     ] {
         let r = ws.call(method, params.clone()).await;
-        assert_eq!(code(&r), -32602, "{method} {params} → {r}");
-        assert!(message(&r).contains(needle), "{method} {params} → {r}");
+        assert_eq!(
+            (code(&r), message(&r).as_str()),
+            (-32602, expected),
+            "{method} {params} → {r}"
+        );
     }
-    assert!(ws.call("models.remove", json!({"id": "smol"})).await["result"]["id"] == "smol");
+    // Registering an id again replaces it (CAR's rule): the same weights, the same identity.
+    let before = ws.call("models.list", json!({})).await["result"].clone();
+    let r = ws
+        .call(
+            "models.register",
+            json!({"id": "smol", "path": model_path("CAR_TEST_GGUF")}),
+        )
+        .await;
+    assert_eq!(r["result"]["registered"], true, "{r}");
+    let after = ws.call("models.list", json!({})).await["result"].clone();
+    let identity = |list: &Value| {
+        list.as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["id"] == "smol")
+            .map(|m| m["identity"].clone())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(identity(&before), identity(&after));
+    assert_eq!(identity(&after).len(), 1, "{after}");
+    // Empty tools and images are no request for them: the call runs.
+    let r = ws
+        .call("infer", json!({"model": "smol", "prompt": "Say hi.", "max_tokens": 2, "tools": [], "images": []}))
+        .await;
+    assert_eq!(r["result"]["usage"]["completion_tokens"], 2, "{r}");
+    // models.remove is a host method; models.unregister is the operator form.
+    let r = ws.call("models.remove", json!({"id": "smol"})).await;
+    assert_eq!(r["error"]["data"]["reason"], "host_required", "{r}");
+    let r = ws.call("models.unregister", json!({"id": "smol"})).await;
     assert_eq!(
-        code(&ws.call("models.remove", json!({"id": "smol"})).await),
-        -32602
+        (
+            r["result"]["id"].clone(),
+            r["result"]["unregistered"].clone()
+        ),
+        (json!("smol"), json!(true)),
+        "{r}"
+    );
+    let r = ws.call("models.unregister", json!({"id": "smol"})).await;
+    assert_eq!(
+        (code(&r), message(&r).as_str()),
+        (-32602, "invalid params: model not found: smol")
+    );
+    let r = Ws::host(&d)
+        .await
+        .call("models.remove", json!({"id": "minilm"}))
+        .await;
+    assert_eq!(
+        (
+            r["result"]["id"].clone(),
+            r["result"]["unregistered"].clone()
+        ),
+        (json!("minilm"), json!(true)),
+        "{r}"
     );
     assert!(
         Ws::authed(&d).await.call("server.schema", json!({})).await["result"].is_object(),

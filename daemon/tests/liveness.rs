@@ -13,12 +13,14 @@ fn fast_liveness() -> car_test_harness::DaemonBuilder {
     Daemon::builder().args(["--ping-interval", "200ms", "--idle-timeout", "1s"])
 }
 
-/// Reads (so tungstenite answers Pings with Pongs) for `how_long`; panics if the
-/// connection closes meanwhile.
-async fn stay_responsive(ws: &mut Ws, how_long: Duration) -> usize {
+/// Reads (so tungstenite answers Pings with Pongs) until `count` Pings arrived; panics if
+/// the connection closes meanwhile (or nothing arrives within [`WAIT`]).
+async fn answer_pings(ws: &mut Ws, count: usize) {
     let mut pings = 0;
-    let end = tokio::time::Instant::now() + how_long;
-    while let Ok(next) = tokio::time::timeout_at(end, ws.ws.next()).await {
+    while pings < count {
+        let next = tokio::time::timeout(WAIT, ws.ws.next())
+            .await
+            .expect("a Ping arrives in time");
         match next {
             Some(Ok(Message::Ping(_))) => pings += 1,
             Some(Ok(Message::Close(f))) => panic!("closed while answering pings: {f:?}"),
@@ -27,36 +29,59 @@ async fn stay_responsive(ws: &mut Ws, how_long: Duration) -> usize {
             None => panic!("connection ended while answering pings"),
         }
     }
-    pings
+}
+
+/// Keeps answering Pings, counting them, until the future is dropped.
+async fn keep_answering(ws: &mut Ws, pings: &mut usize) {
+    loop {
+        answer_pings(ws, 1).await;
+        *pings += 1;
+    }
 }
 
 #[tokio::test]
 async fn an_idle_peer_is_closed_and_an_answering_peer_is_kept() {
     let d = fast_liveness().start();
-    let mut silent = Ws::authed(&d).await;
+    // The silent peer authenticates, then its writes are dropped: it keeps reading (so its
+    // close is seen at once) but never answers a Ping.
+    let (mut silent, mute) = Ws::tcp_mutable(&d.ws_url).await;
+    let r = silent
+        .call("session.auth", json!({"token": d.token()}))
+        .await;
+    assert_eq!(r["result"]["ok"], true, "{r}");
+    mute.store(true, std::sync::atomic::Ordering::SeqCst);
     let mut answering = Ws::authed(&d).await;
-    let pings = stay_responsive(&mut answering, Duration::from_secs(3)).await;
-    assert!(pings >= 5, "pings arrive every interval, got {pings}");
-    // The silent peer never read, so it never answered a Ping: it was closed. (Its first
-    // read tries to answer the queued Pings on a socket the daemon already closed, so the
-    // stream may end with a write error before the Close frame is surfaced.)
-    let ending = silent.closed_with().await;
-    assert!(matches!(ending, Some(1000) | None), "{ending:?}");
-    assert!(d.stderr().contains("closing idle peer"));
-    // The answering peer still works.
+    // The answering peer answers Pings for as long as it takes the silent one to be closed.
+    let mut pings = 0;
+    let ending = {
+        let answer = keep_answering(&mut answering, &mut pings);
+        tokio::pin!(answer);
+        tokio::select! {
+            ending = silent.closed_with() => ending,
+            _ = &mut answer => unreachable!("keep_answering never returns"),
+        }
+    };
+    assert_eq!(ending, Some(1000), "the idle peer is closed with 1000");
+    assert!(pings >= 1, "pings arrive while the idle window runs");
+    assert!(d.stderr().contains("closing idle peer"), "{}", d.stderr());
+    // The answering peer outlived the idle window and still works.
     assert!(answering.call("server.schema", json!({})).await["result"].is_object());
 }
 
 #[tokio::test]
 async fn a_stalled_daemon_does_not_blame_its_peers() {
+    // The stimulus, not a synchronization: the daemon is frozen for longer than its idle
+    // window (1 s) and than two ping intervals, so on resuming it must tell it was stalled.
+    const FREEZE: Duration = Duration::from_millis(2500);
     let d = fast_liveness().start();
     let mut ws = Ws::authed(&d).await;
-    stay_responsive(&mut ws, Duration::from_millis(500)).await;
-    // Freeze the whole daemon for longer than the idle window.
+    answer_pings(&mut ws, 1).await; // liveness is running
     d.send_signal(libc::SIGSTOP);
-    tokio::time::sleep(Duration::from_millis(2500)).await;
+    tokio::time::sleep(FREEZE).await;
     d.send_signal(libc::SIGCONT);
-    stay_responsive(&mut ws, Duration::from_secs(2)).await;
+    // At most one Ping was in flight when the daemon froze, so three Pings mean it ran at
+    // least two liveness ticks after resuming, and the first of them did not close us.
+    answer_pings(&mut ws, 3).await;
     assert!(ws.call("server.schema", json!({})).await["result"].is_object());
     assert!(d.stderr().contains("was stalled"), "{}", d.stderr());
 }
@@ -96,13 +121,21 @@ async fn the_handler_deadline_comes_from_car_handler_timeout() {
         .start();
     let mut ws = Ws::authed(&d).await;
     let r = ws.call("debug.sleep", json!({"ms": 3000})).await;
-    assert!(
-        message(&r).contains("exceeded its 1s response deadline"),
-        "{r}"
+    assert_eq!(
+        (code(&r), message(&r).as_str()),
+        (
+            -32004,
+            "handler 'debug.sleep' exceeded its 1s response deadline; the operation may have committed, so read its state before retrying"
+        )
     );
     let r = ws.call("debug.sleep", json!({"ms": "soon"})).await;
-    assert_eq!(code(&r), -32602);
-    assert!(message(&r).contains("ms must be"), "{r}");
+    assert_eq!(
+        (code(&r), message(&r).as_str()),
+        (
+            -32602,
+            "invalid params: ms: invalid type: string \"soon\", expected u64"
+        )
+    );
 }
 
 #[tokio::test]

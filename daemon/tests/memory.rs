@@ -307,20 +307,28 @@ async fn build_context_fits_its_budget_and_keeps_every_constraint() {
         json!({"subject": "region", "body": "which region hosts the canary", "kind": "unknown"}),
     )
     .await;
-    for window in [1024, 4096, 32768] {
+    for window in [1024usize, 4096, 32768] {
         let r = ws
             .call(
                 "memory.build_context",
                 json!({"query": "deploy pipeline canary", "model_context_window": window}),
             )
-            .await["result"]
-            .clone();
-        let text = r["context"].as_str().unwrap();
+            .await;
+        // CAR's result is the context string itself.
+        let text = r["result"]
+            .as_str()
+            .unwrap_or_else(|| panic!("a context string: {r}"));
+        // The memory budget is a quarter of the window, in tokens estimated as UTF-8
+        // bytes / 3 rounded up (car-memory's conservative estimate).
         assert!(
-            r["used_tokens"].as_u64().unwrap() <= r["budget_tokens"].as_u64().unwrap(),
-            "{r}"
+            text.len().div_ceil(3) <= window / 4,
+            "{} bytes exceed the budget of window {window}",
+            text.len()
         );
-        assert!(r["budget_tokens"].as_u64().unwrap() <= window, "{r}");
+        assert!(
+            text.starts_with("## Constraints (always follow)\n"),
+            "{text}"
+        );
         for i in 0..5 {
             assert!(
                 text.contains(&format!("never touch production database {i}")),
@@ -332,14 +340,38 @@ async fn build_context_fits_its_budget_and_keeps_every_constraint() {
                 < text.find("blue green").unwrap_or(usize::MAX)
         );
     }
+    // A larger window fits more of the relevant layer.
+    let small = ws
+        .call(
+            "memory.build_context",
+            json!({"query": "deploy pipeline canary", "model_context_window": 1024}),
+        )
+        .await["result"]
+        .clone();
+    let large = ws
+        .call(
+            "memory.build_context",
+            json!({"query": "deploy pipeline canary", "model_context_window": 32768}),
+        )
+        .await["result"]
+        .clone();
+    assert!(
+        large.as_str().unwrap().matches("blue green").count()
+            > small.as_str().unwrap().matches("blue green").count()
+    );
     let r = ws
         .call(
             "memory.build_context",
             json!({"query": "x", "model_context_window": 5}),
         )
         .await;
-    assert_eq!(code(&r), -32602);
-    assert!(message(&r).contains("model_context_window"), "{r}");
+    assert_eq!(
+        (code(&r), message(&r).as_str()),
+        (
+            -32602,
+            "invalid params: model_context_window must be between 256 and 10000000 (got 5)"
+        )
+    );
 }
 
 #[tokio::test]
@@ -371,39 +403,66 @@ async fn skills_are_found_best_first_and_degrade_on_failures() {
         .await["result"],
         2
     );
-    let found = ws.call("skill.find", json!({"persona": "developer", "url": "https://github.com/acme/app/pull/7", "task": "merge this pull request"})).await["result"].clone();
+    let query = json!({"persona": "developer", "url": "https://github.com/acme/app/pull/7", "task": "merge this pull request"});
+    // max_results defaults to 1: the best match only.
+    let found = ws.call("skill.find", query.clone()).await["result"].clone();
+    assert_eq!(found.as_array().unwrap().len(), 1, "{found}");
     assert_eq!(found[0]["name"], "merge_pr", "{found}");
     assert_eq!(found[0]["code"], "run_merge_pr()");
+    let mut wide = query.clone();
+    wide["max_results"] = json!(5);
+    let found = ws.call("skill.find", wide).await["result"].clone();
+    let names: Vec<&str> = found
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["merge_pr", "open_issue"], "{found}");
     assert!(
-        found[0]["match_score"].as_f64().unwrap()
-            > found
-                .get(1)
-                .and_then(|f| f["match_score"].as_f64())
-                .unwrap_or(0.0)
+        found[0]["match_score"].as_f64().unwrap() > found[1]["match_score"].as_f64().unwrap(),
+        "{found}"
     );
-    let last = report_many(&mut ws, "merge_pr", "fail", 6).await;
+    // A skill degrades once fail_count > success_count + 2; any outcome other than
+    // "success" counts as a failure. `skill_name` is CAR's field, `name` an alias.
+    let stats = |fail: u64, success: u64, degraded: bool| json!({"fail_count": fail, "success_count": success, "degraded": degraded});
     assert_eq!(
-        (last["fail_count"].clone(), last["degraded"].clone()),
-        (json!(6), json!(true)),
-        "{last}"
+        report_many(&mut ws, "merge_pr", "fail", 2).await,
+        stats(2, 0, false)
     );
-    let last = report_many(&mut ws, "merge_pr", "success", 10).await;
+    let r = ws
+        .call(
+            "skill.report",
+            json!({"skill_name": "merge_pr", "outcome": "timeout"}),
+        )
+        .await;
+    assert_eq!(r["result"], stats(3, 0, true), "{r}");
     assert_eq!(
-        (last["success_count"].clone(), last["degraded"].clone()),
-        (json!(10), json!(false)),
-        "{last}"
+        report_many(&mut ws, "merge_pr", "success", 1).await,
+        stats(3, 1, false)
+    );
+    assert_eq!(
+        report_many(&mut ws, "merge_pr", "fail", 3).await,
+        stats(6, 1, true)
+    );
+    assert_eq!(
+        report_many(&mut ws, "merge_pr", "success", 10).await,
+        stats(6, 11, false)
     );
     let listed = ws
         .call("skills.list", json!({"domain": "github.com"}))
         .await["result"]
         .clone();
     assert_eq!(listed.as_array().unwrap().len(), 2);
+    let r = ws
+        .call("skill.report", json!({"name": "ghost", "outcome": "fail"}))
+        .await;
     assert_eq!(
-        code(
-            &ws.call("skill.report", json!({"name": "ghost", "outcome": "fail"}))
-                .await
-        ),
-        -32602
+        (code(&r), message(&r).as_str()),
+        (
+            -32602,
+            "invalid params: name names an unknown skill \"ghost\""
+        )
     );
 }
 
@@ -415,56 +474,92 @@ async fn bad_inputs_get_precise_errors_and_corrupt_snapshots_are_moved_aside() {
     std::fs::write(ns_dir.join("broken.json"), "{ not json").unwrap();
     let d = Daemon::builder().home(home.path()).start();
     let mut ws = ns(&d, "x").await;
-    for (method, params, needle) in [
-        ("memory.add_fact", json!({"body": "b"}), "subject"),
+    for (method, params, expected) in [
+        (
+            "memory.add_fact",
+            json!({"body": "b"}),
+            "invalid params: params: missing field `subject`",
+        ),
         (
             "memory.add_fact",
             json!({"subject": "s", "body": 5}),
-            "body must be a string",
+            "invalid params: body: invalid type: integer `5`, expected a string",
         ),
         (
             "memory.add_fact",
             json!({"subject": "s", "body": "b", "kind": "rumour"}),
-            "kind",
+            "invalid params: kind must be one of pattern, constraint, preference, fact, unknown (got \"rumour\")",
         ),
         (
             "memory.add_fact",
             json!({"subject": "s", "body": "b", "confidence": 2}),
-            "confidence",
+            "invalid params: confidence must be between 0 and 1 (got 2)",
         ),
         (
             "memory.add_fact",
             json!({"subject": "s", "body": "b", "tags": "t"}),
-            "tags",
+            "invalid params: tags: invalid type: string \"t\", expected a sequence",
         ),
         (
             "memory.query",
             json!({"query": "q", "k": 0}),
-            "k must be between",
+            "invalid params: k must be between 1 and 1000 (got 0)",
         ),
         (
             "memory.query",
             json!({"query": "q", "k": 1_000_000_000}),
-            "k must be between",
+            "invalid params: k must be between 1 and 1000 (got 1000000000)",
         ),
-        ("memory.query", json!({"k": 3}), "query"),
+        (
+            "memory.query",
+            json!({"k": 3}),
+            "invalid params: params: missing field `query`",
+        ),
         (
             "memory.delete",
-            json!({"fact_id": "nope"}),
-            "unknown fact_id",
+            json!({}),
+            "invalid params: params: missing field `id`",
         ),
-        ("memory.load", json!({"path": "missing.json"}), "path"),
-        ("skill.ingest", json!({"name": "n"}), "code"),
-        ("skill.find", json!({"max_results": 0}), "max_results"),
+        (
+            "memory.load",
+            json!({"path": "missing.json"}),
+            "invalid params: cannot load from path \"missing.json\": No such file or directory (os error 2)",
+        ),
+        (
+            "skill.ingest",
+            json!({"name": "n"}),
+            "invalid params: params: missing field `code`",
+        ),
+        (
+            "skill.find",
+            json!({"max_results": 0}),
+            "invalid params: max_results must be between 1 and 100 (got 0)",
+        ),
         (
             "skill.report",
             json!({"name": "n", "outcome": "meh"}),
-            "outcome",
+            "invalid params: name names an unknown skill \"n\"",
+        ),
+        (
+            "skill.report",
+            json!({"skill_name": "n"}),
+            "invalid params: params: missing field `outcome`",
         ),
     ] {
         let r = ws.call(method, params.clone()).await;
-        assert_eq!(code(&r), -32602, "{method} {params} → {r}");
-        assert!(message(&r).contains(needle), "{method} {params} → {r}");
+        assert_eq!(
+            (code(&r), message(&r).as_str()),
+            (-32602, expected),
+            "{method} {params} → {r}"
+        );
+    }
+    // Deleting an unknown fact is not an error: the report says nothing was deleted.
+    // `fact_id` is accepted for `id`.
+    for params in [json!({"fact_id": "nope"}), json!({"id": "nope"})] {
+        assert_eq!(
+            ws.call("memory.delete", params).await["result"],
+            json!({"id": "nope", "deleted": false, "kind": null, "fact_count": 0})
+        );
     }
     assert_eq!(ws.call("memory.fact_count", json!({})).await["result"], 0);
     // The corrupt snapshot is moved aside with a warning, never silently dropped.
@@ -485,6 +580,19 @@ async fn bad_inputs_get_precise_errors_and_corrupt_snapshots_are_moved_aside() {
     );
     assert!(d.stderr().contains("corrupt"), "a warning is logged");
     add(&mut broken, json!({"subject": "s", "body": "works again"})).await;
+    add(
+        &mut broken,
+        json!({"subject": "r", "body": "a rule", "kind": "constraint", "fact_id": "rule-1"}),
+    )
+    .await;
+    assert_eq!(
+        broken.call("memory.delete", json!({"id": "rule-1"})).await["result"],
+        json!({"id": "rule-1", "deleted": true, "kind": "constraint", "fact_count": 1})
+    );
+    assert_eq!(
+        broken.call("memory.fact_count", json!({})).await["result"],
+        1
+    );
 }
 
 /// Reports `outcome` for skill `name` `times` times; the last `skill.report` result.

@@ -194,6 +194,48 @@ pub fn decode_params<T: DeserializeOwned>(params: Value) -> Result<T, RpcError> 
     })
 }
 
+/// Whether `T`'s JSON Schema admits an array (`true`, `type: "array"`, or an `anyOf` /
+/// `oneOf` branch that does, following `$ref`s).
+pub fn accepts_array<T: JsonSchema>() -> bool {
+    fn admits(schema: &Value, root: &Value, depth: usize) -> bool {
+        if depth > 16 {
+            return false;
+        }
+        match schema {
+            Value::Bool(b) => *b,
+            Value::Object(o) => {
+                if o.is_empty() {
+                    return true;
+                }
+                if let Some(r) = o.get("$ref").and_then(Value::as_str) {
+                    let target = r
+                        .strip_prefix("#/$defs/")
+                        .and_then(|name| root.get("$defs").and_then(|d| d.get(name)));
+                    return target.is_some_and(|t| admits(t, root, depth + 1));
+                }
+                let typed = match o.get("type") {
+                    Some(Value::String(t)) => t == "array",
+                    Some(Value::Array(ts)) => ts.iter().any(|t| t == "array"),
+                    _ => false,
+                };
+                typed
+                    || ["anyOf", "oneOf"].iter().any(|k| {
+                        o.get(*k)
+                            .and_then(Value::as_array)
+                            .is_some_and(|bs| bs.iter().any(|b| admits(b, root, depth + 1)))
+                    })
+                    || (o.get("type").is_none()
+                        && !o.contains_key("anyOf")
+                        && !o.contains_key("oneOf")
+                        && !o.contains_key("properties"))
+            }
+            _ => false,
+        }
+    }
+    let root = schemars::schema_for!(T).to_value();
+    admits(&root, &root, 0)
+}
+
 /// Declares one method: a unit struct implementing [`Method`].
 ///
 /// ```text

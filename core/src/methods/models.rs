@@ -45,13 +45,53 @@ pub struct ModelSchema {
     pub api_key_env: Option<String>,
 }
 
-/// `models.register` params: `{schema}` or the bare schema.
+/// `models.register` params: `{schema}` or the bare schema (its fields at top level; they
+/// are listed here rather than flattened so a bad field's error names its path).
 #[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
 pub struct RegisterParams {
     #[serde(default)]
     pub schema: Option<ModelSchema>,
-    #[serde(flatten)]
-    pub bare: ModelSchema,
+    #[serde(default)]
+    pub id: Option<Name>,
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub provider: Option<String>,
+    #[serde(default)]
+    pub family: Option<String>,
+    #[serde(default)]
+    pub capabilities: Option<Vec<String>>,
+    #[serde(default)]
+    pub source: Option<serde_json::Map<String, Json>>,
+    #[serde(default)]
+    pub context_length: Option<u64>,
+    #[serde(default)]
+    pub path: Option<String>,
+    #[serde(default)]
+    pub base_url: Option<String>,
+    #[serde(default)]
+    pub model: Option<String>,
+    #[serde(default)]
+    pub api_key_env: Option<String>,
+}
+
+impl RegisterParams {
+    /// The schema: `schema` when given, else the top-level fields.
+    pub fn into_schema(self) -> ModelSchema {
+        self.schema.unwrap_or(ModelSchema {
+            id: self.id,
+            name: self.name,
+            provider: self.provider,
+            family: self.family,
+            capabilities: self.capabilities,
+            source: self.source,
+            context_length: self.context_length,
+            path: self.path,
+            base_url: self.base_url,
+            model: self.model,
+            api_key_env: self.api_key_env,
+        })
+    }
 }
 
 /// `models.register` result: CAR's fields plus the registered model's identity.

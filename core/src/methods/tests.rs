@@ -112,3 +112,12 @@ fn decoding_ignores_unknown_fields_treats_null_as_absent_and_names_paths() {
         decode_params(json!({"name": "a"})).unwrap();
     assert_eq!(one.0.len(), 1);
 }
+
+#[test]
+fn only_params_with_an_array_form_accept_arrays() {
+    assert!(accepts_array::<fields::OneOrMany<tools::ToolDefinition>>());
+    assert!(accepts_array::<fields::Json>());
+    assert!(!accepts_array::<state::SetParams>());
+    assert!(!accepts_array::<fields::NoParams>());
+    assert!(!accepts_array::<session::AuthParams>());
+}

@@ -130,7 +130,7 @@ fn request_of(schema: ModelSchema) -> Result<RegisterRequest, RpcError> {
 
 /// `models.register` → `{id, registered: true, path, note, model}`.
 async fn register_model(call: Call, p: RegisterParams) -> Result<RegisterReply, RpcError> {
-    let request = request_of(p.schema.unwrap_or(p.bare))?;
+    let request = request_of(p.into_schema())?;
     let engine = service(&call).engine.clone();
     let entry = blocking({
         let engine = engine.clone();

@@ -25,11 +25,13 @@ pub fn register(routes: &mut Routes) {
         .add::<m::Unregister, _, _>(unregister);
 }
 
-/// Checks definitions (`what` names the field in messages, e.g. `tools`).
+/// Checks definitions (`what` names the field in messages: `tools` inside `session.init`,
+/// `""` when the definitions are the params themselves).
 pub fn descriptors(defs: Vec<ToolDefinition>, what: &str) -> Result<Vec<ToolDescriptor>, RpcError> {
     if defs.len() > MAX_TOOLS {
+        let field = if what.is_empty() { "params" } else { what };
         return Err(RpcError::invalid_params(format!(
-            "{what} has {} tools, at most {MAX_TOOLS}",
+            "{field}: has {} tools, at most {MAX_TOOLS}",
             defs.len()
         )));
     }
@@ -75,7 +77,7 @@ pub fn install(call: &Call, tools: Vec<ToolDescriptor>) -> Result<usize, RpcErro
 }
 
 async fn register_tools(call: Call, defs: OneOrMany<ToolDefinition>) -> Result<u64, RpcError> {
-    let tools = descriptors(defs.0, "params")?;
+    let tools = descriptors(defs.0, "")?;
     let registered = tools.len() as u64;
     install(&call, tools)?;
     Ok(registered)

@@ -3,11 +3,15 @@
 
 #![allow(dead_code)]
 
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
-use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpStream, UnixStream};
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::Message;
@@ -58,6 +62,26 @@ impl Ws {
             .await
             .expect("upgrade over unix socket");
         Ws { ws, next_id: 1 }
+    }
+
+    /// Connects over TCP through a [`Mutable`] stream; setting the returned flag silences
+    /// every later write (the peer keeps reading but never answers, not even Pings).
+    pub async fn tcp_mutable(url: &str) -> (Ws, Arc<AtomicBool>) {
+        let addr = url
+            .strip_prefix("ws://")
+            .and_then(|rest| rest.split('/').next())
+            .expect("a ws:// url");
+        let inner = TcpStream::connect(addr).await.expect("connect");
+        let mute = Arc::new(AtomicBool::new(false));
+        let stream = Mutable {
+            inner,
+            mute: mute.clone(),
+        };
+        let request = url.into_client_request().unwrap();
+        let (ws, _) = tokio_tungstenite::client_async(request, Box::new(stream) as Box<dyn Io>)
+            .await
+            .expect("upgrade");
+        (Ws { ws, next_id: 1 }, mute)
     }
 
     /// Connects over TCP and authenticates with the daemon token.
@@ -167,3 +191,51 @@ pub fn handshake_params() -> Value {
 }
 
 pub type TcpWs = WebSocketStream<MaybeTlsStream<TcpStream>>;
+
+/// A TCP stream whose writes are discarded (reported as written) once `mute` is set.
+pub struct Mutable {
+    inner: TcpStream,
+    mute: Arc<AtomicBool>,
+}
+
+impl Mutable {
+    fn muted(&self) -> bool {
+        self.mute.load(Ordering::SeqCst)
+    }
+}
+
+impl AsyncRead for Mutable {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Mutable {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let this = self.get_mut();
+        if this.muted() {
+            return Poll::Ready(Ok(buf.len()));
+        }
+        Pin::new(&mut this.inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        let this = self.get_mut();
+        if this.muted() {
+            return Poll::Ready(Ok(()));
+        }
+        Pin::new(&mut this.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+    }
+}
