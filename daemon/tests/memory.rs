@@ -369,7 +369,7 @@ async fn build_context_fits_its_budget_and_keeps_every_constraint() {
         (code(&r), message(&r).as_str()),
         (
             -32602,
-            "invalid params: model_context_window must be between 256 and 10000000 (got 5)"
+            "invalid params: model_context_window: must be between 256 and 10000000 (got 5)"
         )
     );
 }
@@ -461,7 +461,7 @@ async fn skills_are_found_best_first_and_degrade_on_failures() {
         (code(&r), message(&r).as_str()),
         (
             -32602,
-            "invalid params: name names an unknown skill \"ghost\""
+            "invalid params: name: names an unknown skill \"ghost\""
         )
     );
 }
@@ -488,12 +488,12 @@ async fn bad_inputs_get_precise_errors_and_corrupt_snapshots_are_moved_aside() {
         (
             "memory.add_fact",
             json!({"subject": "s", "body": "b", "kind": "rumour"}),
-            "invalid params: kind must be one of pattern, constraint, preference, fact, unknown (got \"rumour\")",
+            "invalid params: kind: must be one of pattern, constraint, preference, fact, unknown (got \"rumour\")",
         ),
         (
             "memory.add_fact",
             json!({"subject": "s", "body": "b", "confidence": 2}),
-            "invalid params: confidence must be between 0 and 1 (got 2)",
+            "invalid params: confidence: must be between 0 and 1 (got 2)",
         ),
         (
             "memory.add_fact",
@@ -503,12 +503,12 @@ async fn bad_inputs_get_precise_errors_and_corrupt_snapshots_are_moved_aside() {
         (
             "memory.query",
             json!({"query": "q", "k": 0}),
-            "invalid params: k must be between 1 and 1000 (got 0)",
+            "invalid params: k: must be between 1 and 1000 (got 0)",
         ),
         (
             "memory.query",
             json!({"query": "q", "k": 1_000_000_000}),
-            "invalid params: k must be between 1 and 1000 (got 1000000000)",
+            "invalid params: k: must be between 1 and 1000 (got 1000000000)",
         ),
         (
             "memory.query",
@@ -523,7 +523,7 @@ async fn bad_inputs_get_precise_errors_and_corrupt_snapshots_are_moved_aside() {
         (
             "memory.load",
             json!({"path": "missing.json"}),
-            "invalid params: cannot load from path \"missing.json\": No such file or directory (os error 2)",
+            "invalid params: path: cannot load from \"missing.json\": No such file or directory (os error 2)",
         ),
         (
             "skill.ingest",
@@ -533,12 +533,12 @@ async fn bad_inputs_get_precise_errors_and_corrupt_snapshots_are_moved_aside() {
         (
             "skill.find",
             json!({"max_results": 0}),
-            "invalid params: max_results must be between 1 and 100 (got 0)",
+            "invalid params: max_results: must be between 1 and 100 (got 0)",
         ),
         (
             "skill.report",
             json!({"name": "n", "outcome": "meh"}),
-            "invalid params: name names an unknown skill \"n\"",
+            "invalid params: name: names an unknown skill \"n\"",
         ),
         (
             "skill.report",

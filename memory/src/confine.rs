@@ -172,29 +172,29 @@ mod tests {
     fn escapes_are_refused_with_the_path_named() {
         let dir = tempfile::tempdir().unwrap();
         let cases = [
-            ("../x.json", "path \"../x.json\" must not contain '..'"),
-            ("a/../../x", "path \"a/../../x\" must not contain '..'"),
-            ("a/../b", "path \"a/../b\" must not contain '..'"),
+            ("../x.json", "path: \"../x.json\" must not contain '..'"),
+            ("a/../../x", "path: \"a/../../x\" must not contain '..'"),
+            ("a/../b", "path: \"a/../b\" must not contain '..'"),
             (
                 "/etc/passwd",
-                "path \"/etc/passwd\" is outside the memory directory",
+                "path: \"/etc/passwd\" is outside the memory directory",
             ),
-            ("", "path \"\" must not be empty"),
+            ("", "path: \"\" must not be empty"),
             (
                 ".",
-                "path \".\" must name a file inside the memory directory",
+                "path: \".\" must name a file inside the memory directory",
             ),
             (
                 "shared.json",
-                "path \"shared.json\" is a snapshot file the memory store manages",
+                "path: \"shared.json\" is a snapshot file the memory store manages",
             ),
             (
                 "agents/x.json",
-                "path \"agents/x.json\" is a snapshot file the memory store manages",
+                "path: \"agents/x.json\" is a snapshot file the memory store manages",
             ),
             (
                 "memory-namespaces/%50.json",
-                "path \"memory-namespaces/%50.json\" is a snapshot file the memory store manages",
+                "path: \"memory-namespaces/%50.json\" is a snapshot file the memory store manages",
             ),
         ];
         for (path, message) in cases {
@@ -217,7 +217,7 @@ mod tests {
         let err = resolve(dir.path(), "out/x.json").unwrap_err().to_string();
         assert_eq!(
             err,
-            "path \"out/x.json\" escapes the memory directory through a symlink"
+            "path: \"out/x.json\" escapes the memory directory through a symlink"
         );
         assert!(
             resolve(dir.path(), "file.json").is_err(),

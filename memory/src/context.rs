@@ -357,7 +357,7 @@ mod tests {
         assert_eq!(small.included.relevant, 0);
         let err = g.build_context("x", 256, None).unwrap_err().to_string();
         assert!(
-            err.starts_with("model_context_window 256 is too small for the"),
+            err.starts_with("model_context_window: 256 is too small for the"),
             "{err}"
         );
     }
@@ -367,7 +367,7 @@ mod tests {
         assert_eq!(validate_window(None).unwrap(), 8192);
         assert_eq!(
             validate_window(Some(0)).unwrap_err().to_string(),
-            "model_context_window must be between 256 and 10000000 (got 0)"
+            "model_context_window: must be between 256 and 10000000 (got 0)"
         );
         assert!(validate_window(Some(1_000_000_000)).is_err());
     }

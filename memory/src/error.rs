@@ -34,7 +34,7 @@ impl ValidationError {
 
 impl fmt::Display for ValidationError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} {}", self.field, self.problem)
+        write!(f, "{}: {}", self.field, self.problem)
     }
 }
 
@@ -43,7 +43,7 @@ impl std::error::Error for ValidationError {}
 /// A caller path for `memory.persist` / `memory.load` that is refused because it could
 /// reach outside the memory directory or onto a file the store manages.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("path {path:?} {reason}")]
+#[error("path: {path:?} {reason}")]
 pub struct ConfineError {
     /// The path exactly as the caller sent it.
     pub path: String,
@@ -62,7 +62,7 @@ pub enum MemoryError {
     Path(#[from] ConfineError),
     /// The named skill does not exist; `field` is the parameter that named it
     /// (`name` for `skill.report`, `supersedes` for `skill.ingest`).
-    #[error("{field} names an unknown skill {name:?}")]
+    #[error("{field}: names an unknown skill {name:?}")]
     SkillNotFound {
         /// The parameter that named the skill.
         field: &'static str,
@@ -71,7 +71,7 @@ pub enum MemoryError {
     },
     /// A caller-named file for `memory.persist` / `memory.load` could not be written or
     /// read, or is not a valid snapshot (caller's fault: the path is theirs to choose).
-    #[error("cannot {op} path {path:?}: {reason}")]
+    #[error("path: cannot {op} {path:?}: {reason}")]
     CallerFile {
         /// `persist to` or `load from`.
         op: &'static str,
@@ -83,7 +83,7 @@ pub enum MemoryError {
     /// `model_context_window` is too small to hold every constraint, which `build_context`
     /// must always include (caller's fault: ask with a larger window).
     #[error(
-        "model_context_window {window} is too small for the {needed} tokens every constraint needs"
+        "model_context_window: {window} is too small for the {needed} tokens every constraint needs"
     )]
     WindowTooSmall {
         /// The window the caller sent.
@@ -146,9 +146,9 @@ mod tests {
             },
         ];
         let texts: Vec<String> = cases.iter().map(ToString::to_string).collect();
-        assert_eq!(texts[0], "subject must not be empty");
-        assert_eq!(texts[1], "supersedes names an unknown skill \"old\"");
-        assert_eq!(texts[2], "path \"../x\" must not contain '..'");
+        assert_eq!(texts[0], "subject: must not be empty");
+        assert_eq!(texts[1], "supersedes: names an unknown skill \"old\"");
+        assert_eq!(texts[2], "path: \"../x\" must not contain '..'");
         for (error, text) in cases.iter().zip(&texts) {
             assert!(error.is_invalid_params(), "{text}");
             assert!(!text.ends_with('.'), "{text}");

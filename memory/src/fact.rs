@@ -312,6 +312,7 @@ fn strip_field(e: &ValidationError) -> String {
     e.to_string()
         .strip_prefix(e.field())
         .unwrap_or_default()
+        .trim_start_matches(':')
         .trim_start()
         .to_owned()
 }
@@ -352,28 +353,28 @@ mod tests {
 
     #[test]
     fn bad_inputs_name_their_field() {
-        assert_eq!(err(FactInput::new("", "b")), "subject must not be empty");
-        assert_eq!(err(FactInput::new("s", "  \n")), "body must not be empty");
+        assert_eq!(err(FactInput::new("", "b")), "subject: must not be empty");
+        assert_eq!(err(FactInput::new("s", "  \n")), "body: must not be empty");
         assert_eq!(
             err(FactInput::new("s", "b").confidence(1.5)),
-            "confidence must be between 0 and 1 (got 1.5)"
+            "confidence: must be between 0 and 1 (got 1.5)"
         );
-        assert!(err(FactInput::new("s", "b").confidence(f64::NAN)).starts_with("confidence "));
-        assert!(err(FactInput::new("s", "b").confidence(-0.1)).starts_with("confidence "));
+        assert!(err(FactInput::new("s", "b").confidence(f64::NAN)).starts_with("confidence: "));
+        assert!(err(FactInput::new("s", "b").confidence(-0.1)).starts_with("confidence: "));
         assert_eq!(
             err(FactInput::new("s", "b").fact_id(" ")),
-            "fact_id must not be empty"
+            "fact_id: must not be empty"
         );
         assert_eq!(
             err(FactInput::new("s", "b").tags(["ok", ""])),
-            "tags entries must not be empty"
+            "tags: entries must not be empty"
         );
         assert!(err(FactInput::new("s", "b").tags(vec!["t"; 65]))
-            .starts_with("tags must have at most 64"));
+            .starts_with("tags: must have at most 64"));
         assert!(
-            err(FactInput::new("s".repeat(1025), "b")).starts_with("subject must be at most 1024")
+            err(FactInput::new("s".repeat(1025), "b")).starts_with("subject: must be at most 1024")
         );
-        assert!(err(FactInput::new("s", "b".repeat(16_385))).starts_with("body must be at most"));
+        assert!(err(FactInput::new("s", "b".repeat(16_385))).starts_with("body: must be at most"));
     }
 
     #[test]
@@ -393,7 +394,7 @@ mod tests {
         }
         let e = "Constraint".parse::<FactKind>().unwrap_err();
         assert_eq!(e.field(), "kind");
-        assert!(e.to_string().starts_with("kind must be one of"));
+        assert!(e.to_string().starts_with("kind: must be one of"));
     }
 
     #[test]
@@ -403,7 +404,7 @@ mod tests {
         assert_eq!(validate_k(Some(1000)).unwrap(), 1000);
         assert_eq!(
             validate_k(Some(0)).unwrap_err().to_string(),
-            "k must be between 1 and 1000 (got 0)"
+            "k: must be between 1 and 1000 (got 0)"
         );
         assert!(validate_k(Some(1_000_000_000)).is_err());
         assert!(validate_k(Some(-3)).is_err());
@@ -413,7 +414,7 @@ mod tests {
     fn query_rule() {
         assert_eq!(
             validate_query(" ").unwrap_err().to_string(),
-            "query must not be empty"
+            "query: must not be empty"
         );
         assert!(validate_query("x").is_ok());
     }

@@ -424,7 +424,7 @@ mod tests {
         assert!(hits[0].confidence > hits[1].confidence);
         assert_eq!(
             g.query(" ", 5, None).unwrap_err().to_string(),
-            "query must not be empty"
+            "query: must not be empty"
         );
         assert!(
             g.query("the of", 5, None).unwrap().is_empty(),

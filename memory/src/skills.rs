@@ -180,7 +180,7 @@ impl SkillInput {
         let task_keywords = validate_tags(self.task_keywords).map_err(|e| {
             ValidationError::new(
                 "task_keywords",
-                e.to_string().trim_start_matches("tags ").to_owned(),
+                e.to_string().trim_start_matches("tags: ").to_owned(),
             )
         })?;
         Ok(SkillInput {
@@ -413,7 +413,7 @@ mod tests {
             assert_eq!(parse(fail), Ok(Outcome::Fail), "{fail:?}");
         }
         for empty in ["", " ", "\t\n"] {
-            assert_eq!(parse(empty), Err("outcome must not be empty".to_owned()));
+            assert_eq!(parse(empty), Err("outcome: must not be empty".to_owned()));
         }
         let de = |j: &str| {
             serde_json::from_value::<Outcome>(serde_json::Value::String(j.to_owned()))
@@ -421,7 +421,7 @@ mod tests {
         };
         assert_eq!(de("success"), Ok(Outcome::Success));
         assert_eq!(de("crashed"), Ok(Outcome::Fail));
-        assert_eq!(de(""), Err("outcome must not be empty".to_owned()));
+        assert_eq!(de(""), Err("outcome: must not be empty".to_owned()));
         assert_eq!(serde_json::to_string(&Outcome::Fail).unwrap(), r#""fail""#);
         assert_eq!(
             serde_json::to_string(&Outcome::Success).unwrap(),

@@ -271,11 +271,11 @@ mod tests {
             (r#"not json"#, "expected"),
             (
                 r#"{"version":1,"facts":[{"fact_id":"x","subject":"","body":"b","kind":"fact","confidence":1,"created_ms":1,"updated_ms":1}]}"#,
-                "facts[0]: subject must not be empty",
+                "facts[0]: subject: must not be empty",
             ),
             (
                 r#"{"version":1,"facts":[{"fact_id":"x","subject":"s","body":"b","kind":"fact","confidence":3,"created_ms":1,"updated_ms":1}]}"#,
-                "facts[0]: confidence must be between 0 and 1",
+                "facts[0]: confidence: must be between 0 and 1",
             ),
         ];
         for (text, expected) in cases {

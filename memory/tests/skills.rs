@@ -280,7 +280,7 @@ fn supersedes_hides_the_old_skill() {
     let err = g.ingest_skill(bad.validate().unwrap()).unwrap_err();
     assert_eq!(
         err.to_string(),
-        "supersedes names an unknown skill \"nope\""
+        "supersedes: names an unknown skill \"nope\""
     );
     assert_eq!(g.skill_count(), 5, "a refused ingest changes nothing");
 }
@@ -356,10 +356,10 @@ fn outcomes_flip_degraded_as_documented() {
 
     let err = g.report_outcome("missing", Outcome::Success).unwrap_err();
     assert!(matches!(err, MemoryError::SkillNotFound { .. }));
-    assert_eq!(err.to_string(), "name names an unknown skill \"missing\"");
+    assert_eq!(err.to_string(), "name: names an unknown skill \"missing\"");
     assert_eq!(
         "".parse::<Outcome>().unwrap_err().to_string(),
-        "outcome must not be empty"
+        "outcome: must not be empty"
     );
     assert_eq!("broken".parse::<Outcome>().unwrap(), Outcome::Fail);
     assert_eq!("fail".parse::<Outcome>().unwrap(), Outcome::Fail);
@@ -409,24 +409,24 @@ fn list_by_domain() {
 #[test]
 fn bad_skill_inputs_name_their_field() {
     let cases = [
-        (skill("", "", "", &[], ""), "name must not be empty"),
+        (skill("", "", "", &[], ""), "name: must not be empty"),
         (
             SkillInput {
                 code: " ".into(),
                 ..skill("n", "", "", &[], "")
             },
-            "code must not be empty",
+            "code: must not be empty",
         ),
         (
             skill("n", "", "", &["ok", ""], ""),
-            "task_keywords entries must not be empty",
+            "task_keywords: entries must not be empty",
         ),
         (
             SkillInput {
                 supersedes: Some("n".into()),
                 ..skill("n", "", "", &[], "")
             },
-            "supersedes must differ from name",
+            "supersedes: must differ from name",
         ),
     ];
     for (input, message) in cases {
@@ -442,7 +442,7 @@ fn bad_skill_inputs_name_their_field() {
             .unwrap_err();
         assert_eq!(
             err.to_string(),
-            format!("max_results must be between 1 and 100 (got {bad})")
+            format!("max_results: must be between 1 and 100 (got {bad})")
         );
     }
 }

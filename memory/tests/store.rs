@@ -100,12 +100,15 @@ async fn bad_scope_names_are_refused_naming_the_field() {
     let dir = tempfile::tempdir().unwrap();
     let store = MemoryStore::open(dir.path()).await.unwrap();
     let err = store.fact_count(&ns("")).await.unwrap_err();
-    assert_eq!(err.to_string(), "memory_namespace must not be empty");
+    assert_eq!(err.to_string(), "memory_namespace: must not be empty");
     let err = store
         .fact_count(&Scope::Agent("A".repeat(100)))
         .await
         .unwrap_err();
-    assert!(err.to_string().starts_with("agent_id is too long"), "{err}");
+    assert!(
+        err.to_string().starts_with("agent_id: is too long"),
+        "{err}"
+    );
     assert!(err.is_invalid_params());
 }
 
@@ -278,7 +281,7 @@ async fn traversal_is_refused_and_writes_nothing_outside() {
         assert!(matches!(err, MemoryError::Path(_)), "{path}: {err}");
         assert!(err.is_invalid_params());
         assert!(
-            err.to_string().starts_with(&format!("path {path:?}")),
+            err.to_string().starts_with(&format!("path: {path:?}")),
             "{err}"
         );
         let err = store.load(&Scope::Shared, path).await.unwrap_err();
@@ -293,7 +296,7 @@ async fn traversal_is_refused_and_writes_nothing_outside() {
             .unwrap_err();
         assert_eq!(
             err.to_string(),
-            "path \"link/escaped.json\" escapes the memory directory through a symlink"
+            "path: \"link/escaped.json\" escapes the memory directory through a symlink"
         );
     }
     assert!(!outside.exists());
@@ -319,7 +322,7 @@ async fn loading_a_bad_file_is_a_precise_error_and_changes_nothing() {
         .unwrap_err();
     assert!(
         err.to_string()
-            .starts_with("cannot load from path \"missing.json\": "),
+            .starts_with("path: cannot load from \"missing.json\": "),
         "{err}"
     );
     std::fs::write(
@@ -330,7 +333,7 @@ async fn loading_a_bad_file_is_a_precise_error_and_changes_nothing() {
     let err = store.load(&Scope::Shared, "bad.json").await.unwrap_err();
     assert_eq!(
         err.to_string(),
-        "cannot load from path \"bad.json\": unsupported snapshot version 9 (expected 1)"
+        "path: cannot load from \"bad.json\": unsupported snapshot version 9 (expected 1)"
     );
     assert!(err.is_invalid_params());
     assert_eq!(store.fact_count(&Scope::Shared).await.unwrap(), 1);
@@ -338,7 +341,7 @@ async fn loading_a_bad_file_is_a_precise_error_and_changes_nothing() {
     let err = store.persist(&Scope::Shared, "a-dir").await.unwrap_err();
     assert!(
         err.to_string()
-            .starts_with("cannot persist to path \"a-dir\""),
+            .starts_with("path: cannot persist to \"a-dir\""),
         "{err}"
     );
 }
