@@ -26,7 +26,7 @@ fn declarations_are_unique_and_consistent() {
             let mut seen_optional = false;
             for a in m.args {
                 assert!(
-                    !(seen_optional && !a.optional),
+                    !seen_optional || a.optional,
                     "{}: required {} after an optional argument",
                     m.name,
                     a.name
