@@ -141,7 +141,15 @@ impl InferenceEngine {
     /// uses any more leave the cache.
     pub fn register(&self, request: &RegisterRequest) -> Result<ModelEntry> {
         let (entry, previous) = self.registry.register_replacing(request)?;
-        if let Some(key) = previous.as_ref().and_then(cache_key) {
+        if let Some(previous) = &previous {
+            self.evict_unshared(previous);
+        }
+        Ok(entry)
+    }
+
+    /// Drops `entry`'s weights from the cache unless a registered id still uses them.
+    fn evict_unshared(&self, entry: &ModelEntry) {
+        if let Some(key) = cache_key(entry) {
             let shared = self
                 .registry
                 .list()
@@ -151,7 +159,6 @@ impl InferenceEngine {
                 self.cache.evict(&key);
             }
         }
-        Ok(entry)
     }
 
     /// The registry file (`<models_dir>/registry.json`).
@@ -167,16 +174,7 @@ impl InferenceEngine {
     /// Unregisters a model and drops it from the cache unless another id shares its weights.
     pub fn remove(&self, id: &str) -> Result<ModelEntry> {
         let entry = self.registry.remove(id)?;
-        if let Some(key) = cache_key(&entry) {
-            let shared = self
-                .registry
-                .list()
-                .iter()
-                .any(|e| cache_key(e).as_deref() == Some(key.as_str()));
-            if !shared {
-                self.cache.evict(&key);
-            }
-        }
+        self.evict_unshared(&entry);
         Ok(entry)
     }
 

@@ -55,7 +55,7 @@ impl Default for LlamaConfig {
     }
 }
 
-pub(crate) fn backend() -> Result<&'static LlamaBackend> {
+fn backend() -> Result<&'static LlamaBackend> {
     static BACKEND: OnceLock<std::result::Result<LlamaBackend, String>> = OnceLock::new();
     BACKEND
         .get_or_init(|| {
@@ -73,7 +73,7 @@ pub struct LlamaEngineModel {
     template: Option<LlamaChatTemplate>,
     /// llama-cpp-2 documents that creating contexts from one model in parallel is unsound
     /// (llama.cpp may write to the model while doing so), so creation is serialised.
-    pub(crate) context_lock: Mutex<()>,
+    context_lock: Mutex<()>,
 }
 
 impl std::fmt::Debug for LlamaEngineModel {
@@ -111,6 +111,26 @@ impl LlamaEngineModel {
             template,
             context_lock: Mutex::new(()),
         })
+    }
+
+    /// A fresh context of `n_ctx` tokens with the configured threads. Creation is
+    /// serialised (see `context_lock`).
+    pub(crate) fn context(
+        &self,
+        n_ctx: u32,
+        config: &LlamaConfig,
+    ) -> Result<llama_cpp_2::context::LlamaContext<'_>> {
+        let threads = config.n_threads.max(1) as i32;
+        let params = LlamaContextParams::default()
+            .with_n_ctx(NonZeroU32::new(n_ctx))
+            .with_n_batch(PROMPT_BATCH)
+            .with_n_ubatch(PROMPT_BATCH)
+            .with_n_threads(threads)
+            .with_n_threads_batch(threads);
+        let _guard = self.context_lock.lock().unwrap_or_else(|p| p.into_inner());
+        self.model
+            .new_context(backend()?, params)
+            .map_err(|e| InferenceError::Engine(format!("creating context failed: {e}")))
     }
 
     /// The model's training context length.
@@ -195,19 +215,7 @@ impl LlamaEngineModel {
             ));
         }
         let n_ctx = (n_prompt + max_tokens).min(n_train);
-        let threads = config.n_threads.max(1) as i32;
-        let params = LlamaContextParams::default()
-            .with_n_ctx(NonZeroU32::new(n_ctx))
-            .with_n_batch(PROMPT_BATCH)
-            .with_n_ubatch(PROMPT_BATCH)
-            .with_n_threads(threads)
-            .with_n_threads_batch(threads);
-        let mut ctx = {
-            let _guard = self.context_lock.lock().unwrap_or_else(|p| p.into_inner());
-            self.model
-                .new_context(backend()?, params)
-                .map_err(|e| InferenceError::Engine(format!("creating context failed: {e}")))?
-        };
+        let mut ctx = self.context(n_ctx, config)?;
 
         let mut out = Generated {
             text: String::new(),

@@ -8,15 +8,12 @@
 //! label's score is the mean per-token log-probability (so a long label is not penalised
 //! for its length).
 
-use std::num::NonZeroU32;
-
-use llama_cpp_2::context::params::LlamaContextParams;
 use llama_cpp_2::llama_batch::LlamaBatch;
 
 use crate::classify::{softmax, LabelScore};
 use crate::error::{InferenceError, Result};
 use crate::generate::Message;
-use crate::llama::{backend, LlamaConfig, LlamaEngineModel, PROMPT_BATCH};
+use crate::llama::{LlamaConfig, LlamaEngineModel, PROMPT_BATCH};
 
 /// Most tokens a text and a label may take together.
 const MAX_TOKENS: usize = 4096;
@@ -60,7 +57,6 @@ impl LlamaEngineModel {
             .into_iter()
             .map(|t| t.0)
             .collect();
-        let threads = config.n_threads.max(1) as i32;
         let mut means = Vec::with_capacity(labels.len());
         for label in labels {
             let label_tokens = self.tokenize(label);
@@ -77,18 +73,7 @@ impl LlamaEngineModel {
                     format!("{total} tokens do not fit the classification window"),
                 ));
             }
-            let params = LlamaContextParams::default()
-                .with_n_ctx(NonZeroU32::new(total as u32 + 1))
-                .with_n_batch(PROMPT_BATCH)
-                .with_n_ubatch(PROMPT_BATCH)
-                .with_n_threads(threads)
-                .with_n_threads_batch(threads);
-            let mut ctx = {
-                let _guard = self.context_lock.lock().unwrap_or_else(|p| p.into_inner());
-                self.model
-                    .new_context(backend()?, params)
-                    .map_err(|e| engine(format!("creating context failed: {e}")))?
-            };
+            let mut ctx = self.context(total as u32 + 1, config)?;
             // Everything but the prompt's last token without logits; then the last prompt
             // token and the label with logits: logits at j predict token j + 1.
             let (head, last) = prompt_tokens.split_at(prompt_tokens.len() - 1);

@@ -333,3 +333,24 @@ fn concurrent_generations_on_one_model_are_independent() {
     assert_eq!(texts, vec![sequential.clone(), sequential]);
     assert_eq!(engine.loaded_models(), vec![GGUF_ID.to_owned()]);
 }
+
+/// A generative model classifies too: each label is scored as the model's answer, the
+/// scores sum to 1, best first, the same on every call, and the label the model itself
+/// would answer wins.
+#[test]
+fn a_generative_model_classifies_by_label_likelihood() {
+    let _serial = common::serial();
+    let (_home, engine) = engine();
+    let labels = vec!["Tokyo".to_string(), "Paris".to_string()];
+    let text = "The city that is the capital of France";
+    let first = engine.classify(Some(GGUF_ID), text, &labels).unwrap();
+    let again = engine.classify(Some(GGUF_ID), text, &labels).unwrap();
+    assert_eq!(first.scores, again.scores);
+    let names: Vec<&str> = first.scores.iter().map(|s| s.label.as_str()).collect();
+    assert_eq!(names, ["Paris", "Tokyo"], "{:?}", first.scores);
+    let sum: f32 = first.scores.iter().map(|s| s.score).sum();
+    assert!((sum - 1.0).abs() < 1e-4, "{sum}");
+    assert!(first.scores[0].score >= first.scores[1].score);
+    let err = engine.classify(Some(GGUF_ID), "   ", &labels).unwrap_err();
+    assert_eq!(err.kind(), car_inference::ErrorKind::InvalidParams);
+}
