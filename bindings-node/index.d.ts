@@ -1,9 +1,11 @@
-// Type declarations for `car-runtime` (hand-written; `generated.d.ts` holds the generated
-// wrappers). Structured results are JSON strings: parse them with `JSON.parse`.
+// Type declarations for `car-runtime` (hand-written for the hand-written members;
+// `generated.d.ts` holds the generated typed members and JSON-string wrappers). Structured
+// results are JSON strings: parse them with `JSON.parse`.
 
 import type { GeneratedMethods } from './generated'
 
-export { GENERATED_METHODS } from './generated'
+export { GENERATED_METHODS, TYPED_MEMBERS } from './generated'
+export type { ArgKind, ReturnKind, TypedMemberSpec } from './generated'
 
 /** The package version (same as `clientVersion()`). */
 export declare const version: string
@@ -14,11 +16,13 @@ export declare function protocolVersion(): number
 export declare function clientVersion(): string
 
 /** Which failure a `CarError` is. */
-export type CarErrorKind = 'rpc' | 'transport' | 'closed' | 'handshake' | 'timeout' | 'refused'
+export type CarErrorKind = 'rpc' | 'transport' | 'closed' | 'handshake' | 'timeout' | 'refused' | 'unexpected_result'
 
 /** Base class of every error raised for a failed daemon interaction. */
 export declare class CarError extends Error {
   readonly kind: CarErrorKind
+  /** For `unexpected_result`: the method whose result a typed member could not project. */
+  readonly method?: string
   constructor(message: string, kind: CarErrorKind)
 }
 
@@ -27,7 +31,7 @@ export declare class DaemonRpcError extends CarError {
   readonly kind: 'rpc'
   /** The JSON-RPC error code (e.g. -32601 unknown method, -32602 bad params). */
   readonly code: number
-  /** The error's `data`, or `null`. */
+  /** The error's `data` exactly as the daemon sent it (refusals carry `data.reason`), or `null`. */
   readonly data: unknown
   constructor(code: number, message: string, data?: unknown)
 }
@@ -48,6 +52,12 @@ export declare class DaemonTimeoutError extends CarError {
   readonly afterMs: number
   readonly code?: undefined
   constructor(message: string, method: string, afterMs: number)
+}
+
+/** An argument cannot be sent (nothing was sent): JSON text that is not JSON, or a wrong type. */
+export declare class InvalidArgumentError extends TypeError {
+  readonly kind: 'invalid_argument'
+  constructor(message: string)
 }
 
 /** Throw (or reject with) it from a tool handler: the failure is terminal (`error.data.terminal = true`). */
@@ -94,23 +104,10 @@ export interface CallOptions {
   timeoutMs?: number
 }
 
-/**
- * Names `CarRuntime` defines by hand; a generated wrapper with the same name is not
- * installed (see `installGenerated`), so its generated signature is dropped here too.
- */
-export type HandWrittenMember =
-  | 'daemonCall' | 'daemonCallHostManagement' | 'registerDaemonHandler' | 'unregisterDaemonHandler'
-  | 'registerDaemonNotificationHandler' | 'unregisterDaemonNotificationHandler' | 'disconnect' | 'close'
-  | 'serverSchema' | 'capabilities' | 'stateSet' | 'stateGet' | 'stateExists' | 'stateKeys' | 'stateSnapshot'
-  | 'addFact' | 'factCount' | 'queryFacts' | 'buildContext' | 'consolidate' | 'persistMemory' | 'loadMemory'
-  | 'ingestSkill' | 'findSkill' | 'reportOutcome' | 'listSkills' | 'registerTool' | 'registerToolSchema'
-  | 'listTools' | 'unregisterTool' | 'registerPolicy' | 'unregisterPolicy' | 'listPolicies' | 'verifyProposal'
-  | 'submitProposal' | 'executeProposal' | 'eventCount' | 'eventQuery' | 'runsStart' | 'runsComplete' | 'infer'
-  | 'inferTracked' | 'inferStream' | 'embed' | 'classify' | 'listModels' | 'tokenize' | 'detokenize'
+/** CAR's typed members and the JSON-string wrappers, generated from the daemon's method contract. */
+export interface CarRuntime extends GeneratedMethods {}
 
-export interface CarRuntime extends Omit<GeneratedMethods, HandWrittenMember> {}
-
-/** A client of the local `car-server` daemon. Connects lazily; reconnects after a drop. */
+/** A client of the local `car-server` daemon. Connects lazily; reconnects after a drop or `close()`. */
 export declare class CarRuntime {
   constructor(options?: CarRuntimeOptions)
 
@@ -121,101 +118,19 @@ export declare class CarRuntime {
   unregisterDaemonHandler(method: string): void
   registerDaemonNotificationHandler(method: string, handler: DaemonNotificationHandler): void
   unregisterDaemonNotificationHandler(method: string): void
-  disconnect(): void
+  /** Connects if needed; a number that changes whenever a new daemon session is established. */
+  connectionEpoch(): Promise<number>
+  /** Drops the connection (pending calls reject as closed); a later call reconnects. Handlers stay. */
   close(): void
+  /** The same as `close()`. */
+  disconnect(): void
   [Symbol.asyncDispose](): Promise<void>
-  readonly isClosed: boolean
   readonly isConnected: boolean
 
-  // Discovery
-  serverSchema(): Promise<string>
-  capabilities(): Promise<string>
-
-  // State
-  stateSet(key: string, valueJson: string, tenant?: string | null): Promise<void>
-  /** The value JSON, `"null"` when absent. */
-  stateGet(key: string, tenant?: string | null): Promise<string>
-  stateExists(key: string, tenant?: string | null): Promise<boolean>
-  stateKeys(tenant?: string | null): Promise<string[]>
-  stateSnapshot(tenant?: string | null): Promise<string>
-
-  // Memory
-  /** Resolves to the new fact count. */
-  addFact(
-    subject: string,
-    body: string,
-    kind?: string | null,
-    confidence?: number | null,
-    factId?: string | null,
-    tags?: string[] | null,
-    source?: string | null,
-  ): Promise<number>
-  factCount(): Promise<number>
-  /** `[{fact_id, subject, body, kind, confidence, tags, source}]` */
-  queryFacts(query: string, k?: number | null): Promise<string>
-  buildContext(query: string, modelContextWindow?: number | null): Promise<string>
-  consolidate(): Promise<string>
-  persistMemory(path: string): Promise<number>
-  loadMemory(path: string): Promise<number>
-
-  // Skills
-  ingestSkill(
-    name: string,
-    code: string,
-    platform: string,
-    persona: string,
-    urlPattern: string,
-    taskKeywords: string[],
-    description: string,
-    supersedes?: string | null,
-  ): Promise<number>
-  /** A JSON array of `{name, code, match_score, …}` best first, or `"null"`. */
-  findSkill(persona?: string | null, url?: string | null, task?: string | null, maxResults?: number | null): Promise<string>
-  /** `{success_count, fail_count, degraded}` */
-  reportOutcome(name: string, outcome: 'success' | 'fail'): Promise<string>
-  listSkills(domain?: string | null): Promise<string>
-
-  // Tools and policies
-  registerTool(name: string): Promise<void>
-  registerToolSchema(schemaJson: string): Promise<void>
-  listTools(): Promise<string>
-  unregisterTool(name: string): Promise<number>
-  registerPolicy(
-    name: string,
-    rule: 'deny_tool' | 'deny_tool_param' | 'require_state',
-    target?: string | null,
-    key?: string | null,
-    pattern?: string | null,
-    valueJson?: string | null,
-    sessionId?: string | null,
-  ): Promise<void>
-  unregisterPolicy(name: string): Promise<number>
-  listPolicies(): Promise<string>
-
-  // Proposals
-  /** `{valid, issues, execution_levels, conflicts}` */
-  verifyProposal(proposalJson: string): Promise<string>
+  // Members that take callbacks
   /** Runs a proposal with the process-wide tool handler; rejects at once when none is registered. */
   submitProposal(proposalJson: string, sessionId?: string | null): Promise<string>
   executeProposal(proposalJson: string, toolFn: ToolFunction, sessionId?: string | null): Promise<string>
-
-  // Events and runs
-  eventCount(): Promise<number>
-  eventQuery(queryJson?: string): Promise<string>
-  runsStart(paramsJson: string): Promise<string>
-  runsComplete(paramsJson: string): Promise<string>
-
-  // Inference
-  infer(prompt: string, model?: string | null, maxTokens?: number | null): Promise<string>
-  /** `{text, tool_calls, usage, model_used, model_identity, latency_ms, time_to_first_token_ms, stop_reason}` */
-  inferTracked(
-    prompt: string,
-    model?: string | null,
-    maxTokens?: number | null,
-    context?: string | null,
-    toolsJson?: string | null,
-    messagesJson?: string | null,
-  ): Promise<string>
   /**
    * Streams a generation. `onEvent` gets each event as JSON, in order: `{type:"text",data}`,
    * `{type:"usage",prompt_tokens,completion_tokens}`, `{type:"stop_reason",data}`, then the
@@ -231,11 +146,6 @@ export declare class CarRuntime {
     model?: string | null,
     maxTokens?: number | null,
   ): Promise<string>
-  embed(texts: string[], model?: string | null): Promise<string>
-  classify(text: string, labels: string[], model?: string | null): Promise<string>
-  listModels(): Promise<string>
-  tokenize(model: string, text: string): Promise<string>
-  detokenize(model: string, tokensJson: string): Promise<string>
 }
 
 /** `rt.executeProposal(proposalJson, toolFn, sessionId)` as a function. */

@@ -1,20 +1,22 @@
 'use strict'
-// The error classes of `car-runtime` and the translation of the native layer's tagged
-// errors into them. One taxonomy (DESIGN.md): the daemon said no → `DaemonRpcError` with
-// `.code`, `.message`, `.data`; the connection broke, was closed or failed its handshake →
-// `DaemonConnectionError` (no `.code`); the client stopped waiting → `DaemonTimeoutError`
-// (no `.code`); a bad argument → `TypeError`. A JSON-RPC code is only ever attached when
-// the daemon sent one.
-
-/** Prefix of the structured messages the native addon rejects with (src/errors.rs). */
-const ERROR_TAG = 'car-error:'
+// The error classes of `car-runtime`, and the factory the native addon calls to build them.
+//
+// One taxonomy (DESIGN.md): the daemon said no → `DaemonRpcError` with `.code`, `.message`
+// and `.data` exactly as the daemon sent them (role refusals carry `data.reason`); the
+// connection broke, was closed or failed its handshake → `DaemonConnectionError` (no
+// `.code`); the client stopped waiting → `DaemonTimeoutError` (no `.code`); an argument
+// that cannot be sent → `InvalidArgumentError` (a `TypeError`); a client-side refusal or
+// a result a typed member cannot project → `CarError` with `kind` `refused` /
+// `unexpected_result`. The native addon hands every client failure to `fromErrorObject`
+// as a structured object (src/errors.rs) and rejects with the instance it returns, so no
+// message text is ever parsed. A JSON-RPC code is only attached when the daemon sent one.
 
 /** Base class of every error this package raises for a failed daemon interaction. */
 class CarError extends Error {
   constructor(message, kind) {
     super(message)
     this.name = new.target.name
-    /** `rpc`, `transport`, `closed`, `handshake`, `timeout` or `refused`. */
+    /** `rpc`, `transport`, `closed`, `handshake`, `timeout`, `refused` or `unexpected_result`. */
     this.kind = kind
   }
 }
@@ -45,6 +47,15 @@ class DaemonTimeoutError extends CarError {
   }
 }
 
+/** An argument cannot be sent (nothing was sent): JSON text that is not JSON, a wrong type. */
+class InvalidArgumentError extends TypeError {
+  constructor(message) {
+    super(message)
+    this.name = 'InvalidArgumentError'
+    this.kind = 'invalid_argument'
+  }
+}
+
 /**
  * Throw it (or reject with it) from a tool handler to mark the failure terminal: the reply
  * carries `error.data.terminal = true`, the daemon stops retrying, rolls the proposal's
@@ -58,29 +69,27 @@ class TerminalToolError extends Error {
   }
 }
 
-/** Maps an error from the native addon to the public classes; other errors pass through. */
-function translateError(err) {
-  if (!err || typeof err.message !== 'string' || !err.message.startsWith(ERROR_TAG)) return err
-  let body
-  try {
-    body = JSON.parse(err.message.slice(ERROR_TAG.length))
-  } catch {
-    return err
-  }
-  switch (body.kind) {
+/** The error for one client error object `{kind, message, code?, data?, refusal?, method?, afterMs?}`. */
+function fromErrorObject(e) {
+  switch (e.kind) {
     case 'rpc':
-      return new DaemonRpcError(body.code, body.message, body.data)
+      return new DaemonRpcError(e.code, e.message, e.data)
     case 'transport':
     case 'closed':
-      return new DaemonConnectionError(body.message, body.kind)
+      return new DaemonConnectionError(e.message, e.kind)
     case 'handshake':
-      return new DaemonConnectionError(body.message, 'handshake', body.data && body.data.rpc)
+      return new DaemonConnectionError(e.message, 'handshake', e.refusal === undefined ? null : e.refusal)
     case 'timeout':
-      return new DaemonTimeoutError(body.message, body.method, body.after_ms)
+      return new DaemonTimeoutError(e.message, e.method, e.afterMs)
     case 'invalid_argument':
-      return new TypeError(body.message)
+      return new InvalidArgumentError(e.message)
+    case 'unexpected_result': {
+      const err = new CarError(e.message, 'unexpected_result')
+      err.method = e.method
+      return err
+    }
     default:
-      return new CarError(body.message, body.kind)
+      return new CarError(e.message, e.kind)
   }
 }
 
@@ -89,6 +98,7 @@ module.exports = {
   DaemonConnectionError,
   DaemonRpcError,
   DaemonTimeoutError,
+  InvalidArgumentError,
   TerminalToolError,
-  translateError,
+  fromErrorObject,
 }

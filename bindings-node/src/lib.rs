@@ -1,13 +1,14 @@
 //! The native half of the Node package `car-runtime`: a napi-rs translation layer around
 //! `car-daemon-client`.
 //!
-//! This crate owns only translation: JS strings to `serde_json::Value` and back, client
-//! errors to tagged JS errors (see [`errors`]), and JS functions to reverse-call and
-//! notification handlers (see [`callbacks`]). Every protocol rule (discovery, handshake,
-//! timeouts, reconnect, reverse-call routing) lives in the client crate; the idiomatic
-//! surface (`CarRuntime`, typed members, error classes, `TerminalToolError`) lives in
-//! `index.js`. Async methods return Promises resolved from napi's tokio runtime, which is
-//! also the runtime every client task runs on.
+//! This crate owns only translation: JS values to `serde_json::Value` and back, client
+//! errors to instances of the package's error classes (see [`errors`]), and JS functions
+//! to reverse-call and notification handlers (see [`callbacks`]). Every protocol rule
+//! (discovery, handshake, timeouts, reconnect, reverse-call routing, typed members' params
+//! and result projection) lives in the client crate; the idiomatic surface (`CarRuntime`,
+//! error classes, `TerminalToolError`) lives in `index.js` and `lib/`, the generated
+//! members in `generated.js`. Calls return Promises settled from napi's tokio runtime,
+//! which is also the runtime every client task runs on.
 //!
 //! `#[napi]` expands to `unsafe` FFI glue (value conversions, registration constructors), so
 //! the modules holding `#[napi]` items allow `unsafe_code`; no hand-written code here is
@@ -34,12 +35,12 @@ pub mod exports {
         car_proto::CAR_VERSION.to_string()
     }
 
-    /// The daemon methods of the compiled-in method table (debug-only rows excluded), so
-    /// tests can check that the generated wrappers cover every one.
+    /// The daemon methods of the compiled-in contract (debug-only ones excluded), so tests
+    /// can check that the generated members cover every one.
     #[napi]
     pub fn method_table() -> Vec<String> {
         car_proto::methods::active(false)
-            .map(|m| m.name.to_string())
+            .map(|d| d.spec.name.to_string())
             .collect()
     }
 }

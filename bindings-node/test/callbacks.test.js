@@ -115,11 +115,16 @@ test('notification handlers run in arrival order; a throwing one does not stop l
   assert.equal(seen.includes(999), false)
 })
 
-test('close() releases handlers and is final', async () => {
+test('handlers survive close(): the next call reconnects and they still answer', async () => {
   const other = new car.CarRuntime()
   other.registerDaemonHandler('app.x', () => '1')
-  other.registerDaemonNotificationHandler('app.y', () => {})
+  const notes = []
+  other.registerDaemonNotificationHandler('app.y', (p) => notes.push(JSON.parse(p).n))
   assert.equal(JSON.parse(await other.daemonCall('debug.call_client', JSON.stringify({ method: 'app.x' }))).result, 1)
   other.close()
-  await assert.rejects(other.daemonCall('debug.echo', '{}'), (e) => e instanceof car.DaemonConnectionError && e.kind === 'closed')
+  assert.equal(JSON.parse(await other.daemonCall('debug.call_client', JSON.stringify({ method: 'app.x' }))).result, 1)
+  await other.daemonCall('debug.notify_client', JSON.stringify({ method: 'app.y', params: { n: 5 } }))
+  for (let i = 0; i < 250 && notes.length === 0; i++) await sleep(20)
+  assert.deepEqual(notes, [5])
+  other.close()
 })

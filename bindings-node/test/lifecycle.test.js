@@ -1,6 +1,8 @@
 'use strict'
-// Lifetimes: a daemon killed mid-call, a restart on the same CAR_HOME, close() during a call,
-// and processes that exit by themselves once their work is done.
+// Lifetimes: a daemon killed mid-call, a restart on the same CAR_HOME, close() during a call
+// (and the reconnect after it), and processes that exit by themselves once their work is
+// done. No assertion times anything: each failure must be the right error class, and the
+// calls that must fail last ten minutes, so only the event under test can end them.
 
 const assert = require('node:assert/strict')
 const { spawn } = require('node:child_process')
@@ -20,23 +22,17 @@ after(async () => {
   await daemon.dispose()
 })
 
-test('daemon killed mid-call → the Promise rejects within a second; after restart the same runtime works', async () => {
+test('daemon killed mid-call → the Promise rejects as a transport error; after restart the same runtime works', async () => {
   const rt = new car.CarRuntime()
   assert.equal(await rt.stateGet('x'), 'null')
-  const pending = rt.daemonCall('debug.sleep', JSON.stringify({ ms: 20000 }))
-  const outcome = pending.then(
-    () => ({ ok: true }),
-    (err) => ({ err, at: performance.now() }),
-  )
+  const epoch = await rt.connectionEpoch()
+  const pending = rt.daemonCall('debug.sleep', JSON.stringify({ ms: 600000 })).catch((err) => err)
   await sleep(200)
-  const killedAt = performance.now()
   await daemon.kill()
-  const { err, at } = await outcome
+  const err = await pending
   assert.ok(err instanceof car.DaemonConnectionError, String(err))
   assert.equal(err.code, undefined)
   assert.equal(err.kind, 'transport')
-  const elapsed = at - killedAt
-  assert.ok(elapsed < 1000, `rejected ${elapsed.toFixed(0)} ms after the kill`)
 
   // While the daemon is down, calls fail as transport errors (no invented code).
   const down = await rt.stateGet('x').catch((e) => e)
@@ -46,19 +42,20 @@ test('daemon killed mid-call → the Promise rejects within a second; after rest
   await daemon.start() // same CAR_HOME: same socket path, a new token
   await rt.stateSet('after', '"restart"')
   assert.equal(await rt.stateGet('after'), '"restart"')
+  assert.ok((await rt.connectionEpoch()) > epoch, 'a new daemon session')
   rt.close()
 })
 
-test('close() during a call rejects it promptly as closed', async () => {
+test('close() during a call rejects it as closed; the next call reconnects', async () => {
   const rt = new car.CarRuntime()
-  const pending = rt.daemonCall('debug.sleep', JSON.stringify({ ms: 20000 })).catch((e) => e)
+  const pending = rt.daemonCall('debug.sleep', JSON.stringify({ ms: 600000 })).catch((e) => e)
   await sleep(100)
-  const t0 = performance.now()
   rt.close()
   const err = await pending
-  assert.ok(performance.now() - t0 < 1000)
   assert.ok(err instanceof car.DaemonConnectionError, String(err))
   assert.equal(err.kind, 'closed')
+  assert.deepEqual(JSON.parse(await rt.daemonCall('debug.echo', '{"back":true}')), { back: true })
+  rt.close()
 })
 
 function runScript(mode) {
@@ -72,7 +69,8 @@ function runScript(mode) {
     let stderr = ''
     child.stdout.on('data', (d) => (stdout += d))
     child.stderr.on('data', (d) => (stderr += d))
-    const killer = setTimeout(() => child.kill('SIGKILL'), 15000)
+    // Only a guard against a hung script (which fails the test by its signal).
+    const killer = setTimeout(() => child.kill('SIGKILL'), 60000)
     child.on('error', reject)
     child.on('exit', (code, signal) => {
       clearTimeout(killer)
@@ -82,11 +80,10 @@ function runScript(mode) {
 }
 
 for (const mode of ['close', 'no-close', 'handlers-only']) {
-  test(`a script that ${mode === 'close' ? 'closes its runtime' : mode === 'no-close' ? 'never closes its runtime' : 'only registers handlers'} exits by itself within 5 s`, async () => {
+  test(`a script that ${mode === 'close' ? 'closes its runtime' : mode === 'no-close' ? 'never closes its runtime' : 'only registers handlers'} exits by itself`, async () => {
     const r = await runScript(mode)
     assert.equal(r.signal, null, `the script had to be killed after ${r.ms.toFixed(0)} ms: ${r.stderr}`)
     assert.equal(r.code, 0, r.stderr)
-    assert.ok(r.ms < 5000, `exited after ${r.ms.toFixed(0)} ms`)
     if (mode === 'handlers-only') {
       assert.equal(r.stdout, 'registered\n')
     } else {

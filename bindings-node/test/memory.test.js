@@ -53,19 +53,25 @@ test('facts: add, count, query, build context, consolidate', async () => {
 test('persist and load round-trip; paths outside CAR_HOME/memory are refused', async () => {
   const count = await rt.factCount()
   assert.equal(await rt.persistMemory('node-backup.json'), count)
-  await rt.addFact('extra', 'added after the backup')
+  await rt.addFact('extra', 'added after the backup', 'fact')
   assert.equal(await rt.factCount(), count + 1)
   assert.equal(await rt.loadMemory('node-backup.json'), count)
   assert.equal(await rt.factCount(), count)
   const err = await rt.persistMemory('../../escape.json').catch((e) => e)
   assert.ok(err instanceof car.DaemonRpcError, String(err))
   assert.equal(err.code, -32602)
+  // memory.delete {id} → {id, deleted, kind, fact_count} (the JSON-string wrapper).
+  await rt.addFact('temp', 'deleted again', 'fact', undefined, 'temp-id')
+  const deleted = JSON.parse(await rt.memoryDelete(JSON.stringify({ id: 'temp-id' })))
+  assert.deepEqual(deleted, { id: 'temp-id', deleted: true, kind: 'fact', fact_count: count })
+  const again = JSON.parse(await rt.memoryDelete(JSON.stringify({ id: 'temp-id' })))
+  assert.deepEqual(again, { id: 'temp-id', deleted: false, kind: null, fact_count: count })
 })
 
 test('namespaces isolate facts; setMemoryNamespace sets the default for new runtimes', async () => {
   const other = new car.CarRuntime({ memoryNamespace: 'node-tests-other' })
   assert.equal(await other.factCount(), 0)
-  await other.addFact('only-here', 'visible in the other namespace only')
+  await other.addFact('only-here', 'visible in the other namespace only', 'fact')
   assert.equal(await other.factCount(), 1)
   other.close()
 
@@ -79,7 +85,7 @@ test('namespaces isolate facts; setMemoryNamespace sets the default for new runt
 })
 
 test('skills: ingest, find, report, list', async () => {
-  assert.equal(await rt.findSkill('shopper', 'https://shop.example/cart', 'checkout the cart'), 'null')
+  assert.deepEqual(JSON.parse(await rt.findSkill('shopper', 'https://shop.example/cart', 'checkout the cart')), [])
   const n = await rt.ingestSkill(
     'checkout',
     'click("#checkout")',
@@ -99,7 +105,11 @@ test('skills: ingest, find, report, list', async () => {
   assert.deepEqual({ s: report.success_count, f: report.fail_count, d: report.degraded }, { s: 1, f: 0, d: false })
   const skills = JSON.parse(await rt.listSkills())
   assert.deepEqual(skills.map((s) => s.name).sort(), ['checkout', 'search'])
-  const bad = await rt.reportOutcome('checkout', 'meh').catch((e) => e)
-  assert.equal(bad.code, -32602)
-  await assert.rejects(rt.ingestSkill('x', 'c', 'web', 'p', 'u', 'not-an-array', 'd'), /taskKeywords must be an array of strings/)
+  // Any outcome but success is a failure (CAR's rule).
+  const failed = JSON.parse(await rt.reportOutcome('checkout', 'meh'))
+  assert.equal(failed.fail_count, 1)
+  await assert.rejects(
+    rt.ingestSkill('x', 'c', 'web', 'p', 'u', 'not-an-array', 'd'),
+    (e) => e instanceof car.InvalidArgumentError && /^ingestSkill: taskKeywords must be a list of strings, got a string$/.test(e.message),
+  )
 })

@@ -95,7 +95,8 @@ test('executeProposal runs a multi-action proposal with policies; a TerminalTool
   assert.match(resultOf(after, 'x').error, /halted/)
   assert.equal(called, false)
   const halts = JSON.parse(await rt.eventQuery(JSON.stringify({ kinds: ['session.halted'] })))
-  assert.equal(halts.length, 1)
+  assert.equal(halts.count, 1)
+  assert.equal(halts.events[0].kind, 'session.halted')
 
   // The halt is per connection: a reconnect starts unhalted.
   rt.disconnect()
@@ -212,8 +213,8 @@ test('tools.cancel reaches the process-wide cancel handler with the request id',
 
 test('bad proposal arguments are precise errors', async () => {
   const rt = new car.CarRuntime()
-  await assert.rejects(rt.executeProposal('{', () => '1'), /proposalJson is not valid JSON/)
-  await assert.rejects(rt.executeProposal('[]', () => '1'), /proposalJson must be a JSON object/)
+  await assert.rejects(rt.executeProposal('{', () => '1'), (e) => e instanceof car.InvalidArgumentError && /^proposalJson is not valid JSON/.test(e.message))
+  await assert.rejects(rt.executeProposal('[]', () => '1'), (e) => e instanceof car.InvalidArgumentError && /proposalJson must be a JSON object/.test(e.message))
   await assert.rejects(rt.executeProposal('{}', 'nope'), /toolFn must be a function, got string/)
   await assert.rejects(car.executeProposal({}, '{}', () => '1'), /rt must be a CarRuntime/)
   const err = await rt.executeProposal(JSON.stringify({ actions: [{ id: 'a', type: 'warp' }] }), () => '1').catch((e) => e)

@@ -6,22 +6,28 @@
 //! handlers registered so far. The parent's client is leaked in the child, never dropped.
 //! Every handler it installs only enqueues a job on the callback hub (see `hub`): no
 //! Python code runs on a tokio thread and no Rust lock is held while Python runs.
+//!
+//! Typed members (generated in `_generated.py`) arrive at [`NativeClient::call_member`]:
+//! their Python values become JSON values (`values`) and `car_daemon_client::typed`
+//! builds the params and projects the result, as for every other binding.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use car_daemon_client::{
-    BlockingClient, CallOptions, ClientConfig, HandlerError, ToolCall, ToolCancel,
+    typed, BlockingClient, CallOptions, ClientConfig, Error, HandlerError, Naming, ToolCall,
+    ToolCancel,
 };
 use pyo3::exceptions::{PyException, PyValueError};
 use pyo3::prelude::*;
 use serde_json::Value;
 use tokio::runtime::Handle;
 
-use crate::errors::guard_panics;
+use crate::errors::{guard_panics, to_py};
 use crate::hub::{Hub, Kind, Target};
 use crate::process::{self, lock};
+use crate::values;
 use crate::wait::{wait, wait_streaming};
 
 type Callbacks = HashMap<String, Arc<Py<PyAny>>>;
@@ -34,7 +40,6 @@ struct State {
     hub: Arc<Hub>,
     requests: Callbacks,
     notifications: Callbacks,
-    closed: bool,
 }
 
 /// The daemon client behind `car_runtime.CarRuntime`.
@@ -44,9 +49,14 @@ pub(crate) struct NativeClient {
     state: Mutex<State>,
 }
 
-fn parse_json(field: &str, text: &str) -> PyResult<Value> {
-    serde_json::from_str(text)
-        .map_err(|e| PyValueError::new_err(format!("{field} is not valid JSON: {e}")))
+/// Caller's JSON text, or the client-side `InvalidArgumentError` naming the argument.
+fn parse_json(py: Python<'_>, field: &str, text: &str) -> PyResult<Value> {
+    serde_json::from_str(text).map_err(|e| {
+        to_py(
+            py,
+            Error::InvalidArgument(format!("{field} is not valid JSON: {e}")),
+        )
+    })
 }
 
 fn request_handler(
@@ -113,9 +123,6 @@ impl NativeClient {
             let (handle, hub) = process::current(py)?;
             let client = BlockingClient::with_handle(self.config.clone(), handle.clone());
             install(&client, &hub, &st.requests, &st.notifications);
-            if st.closed {
-                client.close();
-            }
             // The parent's client: its tasks and locks belong to the parent process.
             std::mem::forget(std::mem::replace(&mut st.client, Arc::new(client)));
             st.pid = pid;
@@ -171,7 +178,6 @@ impl NativeClient {
                     hub,
                     requests,
                     notifications,
-                    closed: false,
                 }),
             })
         })
@@ -187,7 +193,7 @@ impl NativeClient {
         timeout_s: Option<f64>,
     ) -> PyResult<String> {
         guard_panics(|| {
-            let params = parse_json("params_json", params_json)?;
+            let params = parse_json(py, "params_json", params_json)?;
             let options = Self::options(timeout_s)?;
             let (client, handle, _) = self.current(py)?;
             let value = wait(py, &handle, async move {
@@ -218,7 +224,7 @@ impl NativeClient {
         timeout_s: Option<f64>,
     ) -> PyResult<String> {
         guard_panics(|| {
-            let params = parse_json("params_json", params_json)?;
+            let params = parse_json(py, "params_json", params_json)?;
             let options = Self::options(timeout_s)?;
             let (client, handle, _) = self.current(py)?;
             let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
@@ -262,12 +268,47 @@ impl NativeClient {
         params_json: &str,
     ) -> PyResult<String> {
         guard_panics(|| {
-            let params = parse_json("params_json", params_json)?;
+            let params = parse_json(py, "params_json", params_json)?;
             let (client, handle, _) = self.current(py)?;
             let value = wait(py, &handle, async move {
                 client.client().call_host_management(&method, params).await
             })?;
             Ok(value.to_string())
+        })
+    }
+
+    /// Calls the typed member `member` of `method` with `args` (Python values in
+    /// declaration order, `None` for an absent optional argument); returns the projected
+    /// result (`None`, `str`, `int`, `bool` or `list[str]`).
+    fn call_member(
+        &self,
+        py: Python<'_>,
+        method: String,
+        member: String,
+        args: &Bound<'_, PyAny>,
+    ) -> PyResult<Py<PyAny>> {
+        guard_panics(|| {
+            let (_, found) = typed::lookup(&method, &member).map_err(|e| to_py(py, e))?;
+            let args = values::args(found, args).map_err(|e| to_py(py, e))?;
+            let (client, handle, _) = self.current(py)?;
+            let projected = wait(py, &handle, async move {
+                client
+                    .client()
+                    .call_member(&method, &member, &args, Naming::Snake)
+                    .await
+            })?;
+            values::result(py, projected)
+        })
+    }
+
+    /// The current connection's epoch, connecting first when there is none (see
+    /// `CarRuntime.connection_epoch`).
+    fn connection_epoch(&self, py: Python<'_>) -> PyResult<u64> {
+        guard_panics(|| {
+            let (client, handle, _) = self.current(py)?;
+            wait(py, &handle, async move {
+                client.client().connection_epoch().await
+            })
         })
     }
 
@@ -281,7 +322,7 @@ impl NativeClient {
         session_id: Option<String>,
     ) -> PyResult<String> {
         guard_panics(|| {
-            let proposal = parse_json("proposal_json", proposal_json)?;
+            let proposal = parse_json(py, "proposal_json", proposal_json)?;
             let (client, handle, hub) = self.current(py)?;
             let f = Arc::new(tool_fn);
             let run_tool = move |call: ToolCall| {
@@ -356,7 +397,8 @@ impl NativeClient {
         })
     }
 
-    /// Drops the connections; the next call reconnects.
+    /// Drops the connections (pending calls fail with `ClientClosedError`); the next call
+    /// reconnects. Handlers stay registered.
     fn disconnect(&self, py: Python<'_>) -> PyResult<()> {
         guard_panics(|| {
             self.current(py)?.0.disconnect();
@@ -364,19 +406,10 @@ impl NativeClient {
         })
     }
 
-    /// Closes the client for good (idempotent); pending calls fail with `ClientClosedError`.
-    fn close(&self, py: Python<'_>) -> PyResult<()> {
-        guard_panics(|| {
-            let (client, _, _) = self.current(py)?;
-            lock(&self.state).closed = true;
-            client.close();
-            Ok(())
-        })
-    }
-
+    /// Whether a connection is open now.
     #[getter]
-    fn closed(&self) -> bool {
-        lock(&self.state).closed
+    fn connected(&self, py: Python<'_>) -> PyResult<bool> {
+        guard_panics(|| Ok(self.current(py)?.0.client().is_connected()))
     }
 }
 

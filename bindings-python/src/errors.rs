@@ -1,12 +1,14 @@
 //! Error translation at the Python boundary, both ways.
 //!
-//! Outbound: a client [`Error`] becomes an instance of the exception classes defined in
-//! `car_runtime/_errors.py` (built there by small factory functions, so the classes and
-//! their attributes live in one Python file): `Rpc` → `DaemonRpcError(code, message,
-//! data)`, `Transport` → `DaemonConnectionError` (a `ConnectionError`), `Closed` →
-//! `ClientClosedError`, `Handshake` → `HandshakeError`, `Timeout` → `DaemonTimeoutError`
-//! (a `TimeoutError`), `Refused` → `RefusedError` (a `ValueError`). No JSON-RPC code is
-//! invented for a client-side failure. A Rust panic becomes `InternalError` (an ordinary
+//! Outbound: a client [`Error`]'s structured report becomes an instance of the exception
+//! classes defined in `car_runtime/_errors.py` (built there by one factory, so the classes
+//! and their attributes live in one Python file): `Rpc` → `DaemonRpcError(code, message,
+//! data)` with the daemon's data untouched, `Transport` → `DaemonConnectionError` (a
+//! `ConnectionError`), `Closed` → `ClientClosedError`, `Handshake` → `HandshakeError`,
+//! `Timeout` → `DaemonTimeoutError` (a `TimeoutError`), `Refused` → `RefusedError` (a
+//! `ValueError`), `InvalidArgument` → `InvalidArgumentError` (a `ValueError` and a
+//! `TypeError`), `UnexpectedResult` → `UnexpectedResultError`. No JSON-RPC code is invented
+//! for a client-side failure. A Rust panic becomes `InternalError` (an ordinary
 //! `Exception`), never pyo3's `BaseException`-derived `PanicException`.
 //!
 //! Inbound: an exception raised by a Python callback becomes a [`HandlerError`]:
@@ -43,30 +45,31 @@ fn json_text(v: &Option<Value>) -> Option<String> {
     v.as_ref().map(Value::to_string)
 }
 
-/// The Python exception for a client error.
+/// The Python exception for a client error: its [`ErrorReport`](car_daemon_client::ErrorReport),
+/// field by field, handed to `car_runtime._errors._from_report`, which picks the class.
 pub(crate) fn to_py(py: Python<'_>, err: Error) -> PyErr {
-    let text = err.to_string();
-    match err {
-        Error::Rpc {
-            code,
-            message,
-            data,
-        } => build(py, "_rpc_error", (code, message, json_text(&data))),
-        Error::Transport(_) => build(py, "_connection_error", (text,)),
-        Error::Closed => build(py, "_closed_error", (text,)),
-        Error::Handshake { rpc, .. } => {
-            let (code, data) = match rpc {
-                Some(r) => (Some(r.code), json_text(&r.data)),
-                None => (None, None),
-            };
-            build(py, "_handshake_error", (text, code, data))
-        }
-        Error::Timeout { method, after } => {
-            let after_ms = u64::try_from(after.as_millis()).unwrap_or(u64::MAX);
-            build(py, "_timeout_error", (text, method, after_ms))
-        }
-        Error::Refused(_) => build(py, "_refused_error", (text,)),
-    }
+    let r = err.report();
+    let (refusal_code, refusal_data) = match &r.refusal {
+        Some(rpc) => (Some(rpc.code), json_text(&rpc.data)),
+        None => (None, None),
+    };
+    let after_ms = r
+        .after
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+    build(
+        py,
+        "_from_report",
+        (
+            r.kind.as_str(),
+            r.message,
+            r.code,
+            json_text(&r.data),
+            refusal_code,
+            refusal_data,
+            r.method,
+            after_ms,
+        ),
+    )
 }
 
 /// `InternalError` with `message`.

@@ -12,12 +12,14 @@
 //! - `process`: the per-process tokio runtime and hub, keyed by pid;
 //! - `wait`: blocking with the GIL released and Ctrl-C honoured, and handing a streaming
 //!   call's events to Python on the waiting thread;
-//! - `errors`: `Error` ↔ exception translation and panic containment.
+//! - `errors`: `Error` ↔ exception translation and panic containment;
+//! - `values`: Python values in and out of typed member calls.
 
 mod client;
 mod errors;
 mod hub;
 mod process;
+mod values;
 mod wait;
 
 use pyo3::prelude::*;

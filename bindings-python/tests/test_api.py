@@ -1,6 +1,7 @@
-"""Acceptance 1 and 7: every bindings-api.md Python member exists with its documented
-signature; the stub matches the native module; generated wrappers cover the daemon's whole
-method table with snake_case names."""
+"""The public surface: the hand-written members have their documented signatures, the
+generated typed members agree with the daemon's live contract (`server.schema` members) by
+construction, the JSON-string wrappers cover every other method with snake_case names, and
+the stub matches the native module."""
 
 from __future__ import annotations
 
@@ -17,77 +18,34 @@ from car_runtime._generated import GeneratedMethods
 
 PKG = Path(car_runtime.__file__).parent
 
-# bindings-api.md, Python section: member → parameter names (self excluded).
-RUNTIME_MEMBERS: Dict[str, List[str]] = {
+# The hand-written members (bindings-api.md, Python section): member → parameter names
+# (self excluded). Everything else is generated from the contract and checked against the
+# daemon's own `server.schema` below.
+HAND_WRITTEN: Dict[str, List[str]] = {
     "daemon_call": ["method", "params_json", "timeout"],
     "daemon_call_host_management": ["method", "params_json"],
     "register_daemon_handler": ["method", "fn"],
+    "unregister_daemon_handler": ["method"],
     "register_daemon_notification_handler": ["method", "fn"],
+    "unregister_daemon_notification_handler": ["method"],
+    "connection_epoch": [],
     "close": [],
     "disconnect": [],
-    "server_schema": ["params_json"],
-    "capabilities": [],
-    "state_set": ["key", "value_json", "tenant"],
-    "state_get": ["key", "tenant"],
-    "state_exists": ["key", "tenant"],
-    "state_keys": ["tenant"],
-    "state_snapshot": ["tenant"],
-    "add_fact": ["subject", "body", "kind", "confidence", "fact_id", "tags", "source"],
-    "fact_count": [],
-    "query_facts": ["query", "k"],
-    "build_context": ["query", "model_context_window"],
-    "consolidate": [],
-    "persist_memory": ["path"],
-    "load_memory": ["path"],
-    "ingest_skill": [
-        "name", "code", "platform", "persona", "url_pattern", "task_keywords",
-        "description", "supersedes",
-    ],
-    "find_skill": ["persona", "url", "task", "max_results"],
-    "report_outcome": ["name", "outcome"],
-    "list_skills": ["domain"],
-    "register_tool": ["name"],
-    "register_tool_schema": ["schema_json"],
-    "list_tools": [],
-    "unregister_tool": ["name"],
-    "register_policy": ["name", "rule", "target", "key", "pattern", "value_json", "session_id"],
-    "unregister_policy": ["name"],
-    "list_policies": [],
-    "verify_proposal": ["proposal_json"],
     "submit_proposal": ["proposal_json", "session_id"],
     "execute_proposal": ["proposal_json", "tool_fn", "session_id"],
-    "event_count": [],
-    "event_query": ["query_json"],
-    "runs_start": ["params_json"],
-    "runs_complete": ["params_json"],
-    "infer": ["prompt", "model", "max_tokens"],
-    "infer_tracked": ["prompt", "model", "max_tokens", "context", "tools_json", "messages_json"],
     "infer_stream": ["prompt", "on_event", "model", "max_tokens"],
-    "embed": ["texts", "model"],
-    "classify": ["text", "labels", "model"],
-    "list_models": [],
-    "tokenize": ["model", "text"],
-    "detokenize": ["model", "tokens_json"],
+}
+HAND_WRITTEN_RETURNS = {
+    "connection_epoch": "int", "close": "None", "disconnect": "None",
+    "register_daemon_handler": "None", "register_daemon_notification_handler": "None",
+    "unregister_daemon_handler": "None", "unregister_daemon_notification_handler": "None",
 }
 
-# Documented optional parameters (default None).
-OPTIONAL_ANYWHERE = {
-    "tenant", "confidence", "fact_id", "tags", "source", "k", "model_context_window",
-    "supersedes", "max_results", "domain", "target", "pattern",
-    "session_id", "max_tokens", "context", "tools_json", "messages_json", "timeout",
-}
-OPTIONAL = {
-    ("register_policy", "key"), ("register_policy", "value_json"), ("infer", "model"), ("infer_tracked", "model"),
-    ("infer_stream", "model"), ("embed", "model"), ("classify", "model"),
-}
-RETURNS = {
-    "state_exists": "bool", "state_keys": "List[str]", "fact_count": "int", "add_fact": "int",
-    "persist_memory": "int", "load_memory": "int", "ingest_skill": "int",
-    "unregister_tool": "int", "unregister_policy": "int", "event_count": "int",
-    "state_set": "None", "register_tool": "None", "register_policy": "None",
-    "close": "None", "disconnect": "None", "register_daemon_handler": "None",
-    "register_daemon_notification_handler": "None", "register_tool_schema": "None",
-}
+# The annotation a contract kind renders to.
+ARG_TYPES = {"str": "str", "int": "int", "float": "float", "bool": "bool",
+             "str_list": "List[str]", "json": "str"}
+RETURN_TYPES = {"unit": "None", "json": "str", "text": "str", "int": "int", "bool": "bool",
+                "str_list": "List[str]"}
 
 MODULE_FUNCTIONS = {
     "client_version": [], "protocol_version": [],
@@ -101,22 +59,51 @@ def params(fn: object) -> List[str]:
     return [p for p in inspect.signature(fn).parameters if p != "self"]  # type: ignore[arg-type]
 
 
-def test_every_runtime_member_has_the_documented_signature() -> None:
-    for name, expected in RUNTIME_MEMBERS.items():
+def test_hand_written_members_have_the_documented_signature() -> None:
+    for name, expected in HAND_WRITTEN.items():
         member = getattr(CarRuntime, name)
+        assert name in vars(CarRuntime), f"{name} is not hand-written"
         assert params(member) == expected, name
         sig = inspect.signature(member)
         for p in sig.parameters.values():
-            if (name, p.name) in OPTIONAL or (p.name in OPTIONAL_ANYWHERE):
+            if p.name in ("session_id", "model", "max_tokens", "timeout"):
                 assert p.default is None, (name, p.name)
-            elif p.name != "params_json" and p.name != "query_json":
+            elif p.name == "params_json":
+                assert p.default == "{}", name
+            elif p.name != "self":
                 assert p.default is inspect.Parameter.empty, (name, p.name)
-        ret = sig.return_annotation
-        assert ret == RETURNS.get(name, "str"), (name, ret)
+        assert sig.return_annotation == HAND_WRITTEN_RETURNS.get(name, "str"), name
     init = inspect.signature(CarRuntime.__init__).parameters
     assert list(init)[1:] == ["url", "token", "memory_namespace"]
     assert init["token"].kind is inspect.Parameter.KEYWORD_ONLY
     assert init["memory_namespace"].kind is inspect.Parameter.KEYWORD_ONLY
+
+
+def test_typed_members_agree_with_the_daemons_contract(rt: CarRuntime) -> None:
+    """Acceptance 2: every `members` entry of the live `server.schema` is a method of
+    `CarRuntime` with CAR's name, its arguments in order with the declared annotations
+    (`Optional[...] = None` when optional), and the declared return annotation."""
+    rows = json.loads(rt.server_schema())["schema"]["methods"]
+    checked = 0
+    for row in rows:
+        for m in row.get("members", []):
+            assert not row.get("debug"), row["name"]
+            fn = getattr(CarRuntime, m["name"])
+            assert m["name"] not in vars(CarRuntime), f"{m['name']} is hand-written"
+            assert car_runtime.TYPED_MEMBERS[m["name"]] == row["name"]
+            sig = inspect.signature(fn)
+            got = [(p.name, p.annotation, p.default) for p in sig.parameters.values()][1:]
+            want = []
+            for a in m["args"]:
+                t = ARG_TYPES[a["kind"]]
+                if a["optional"]:
+                    want.append((a["name"], f"Optional[{t}]", None))
+                else:
+                    want.append((a["name"], t, inspect.Parameter.empty))
+            assert got == want, m["name"]
+            assert sig.return_annotation == RETURN_TYPES[m["returns"]["kind"]], m["name"]
+            checked += 1
+    assert checked == len(car_runtime.TYPED_MEMBERS) > 30
 
 
 def test_module_level_api() -> None:
@@ -131,6 +118,10 @@ def test_module_level_api() -> None:
     assert issubclass(car_runtime.HandshakeError, ConnectionError)
     assert issubclass(car_runtime.DaemonTimeoutError, TimeoutError)
     assert issubclass(car_runtime.InternalError, Exception)
+    assert issubclass(car_runtime.InvalidArgumentError, car_runtime.RefusedError)
+    assert issubclass(car_runtime.InvalidArgumentError, TypeError)
+    assert issubclass(car_runtime.InvalidArgumentError, ValueError)
+    assert issubclass(car_runtime.UnexpectedResultError, TypeError)
     assert not issubclass(car_runtime.InternalError, RuntimeError)
     assert issubclass(car_runtime.TerminalToolError, Exception)
     e = car_runtime.DaemonRpcError(-32602, "invalid params: key is required", {"f": 1})
@@ -158,7 +149,7 @@ def test_native_stub_matches_the_module() -> None:
         stub = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name)
         assert [a.arg for a in stub.args.args] == list(inspect.signature(fn).parameters), name
     native = {n: list(inspect.signature(getattr(_native.NativeClient, n)).parameters)[1:]
-              for n in stub_classes["NativeClient"] if n not in ("__init__", "closed")}
+              for n in stub_classes["NativeClient"] if n not in ("__init__", "connected")}
     for name, args in native.items():
         stub = next(m for m in next(n for n in tree.body if isinstance(n, ast.ClassDef)
                                     and n.name == "NativeClient").body
@@ -177,29 +168,33 @@ def snake(method: str) -> str:
     return "_".join(out)
 
 
-def test_generated_wrappers_cover_the_daemons_method_table(rt: CarRuntime) -> None:
+def test_every_served_method_has_a_member(rt: CarRuntime) -> None:
     rows = json.loads(rt.server_schema())["schema"]["methods"]
     table = {m["name"] for m in rows if not m.get("debug")}
     assert len(table) > 30
-    # The wrappers cover exactly the method table's non-debug rows (the daemon's table is
-    # the one `core` declares, so a stale _generated.py fails here).
-    assert set(GENERATED_METHODS.values()) == table
     served = {m["method"] for m in json.loads(rt.capabilities())["methods"]}
     assert served - {m["name"] for m in rows} == set()
-    for wrapper, method in GENERATED_METHODS.items():
-        assert wrapper == snake(method), method
+    # Each method has its JSON-string wrapper unless a typed (or hand-written) member has
+    # that name; the wrappers are exactly the others.
+    taken = set(car_runtime.TYPED_MEMBERS) | set(HAND_WRITTEN)
+    wrappers = {snake(m): m for m in table if snake(m) not in taken}
+    assert GENERATED_METHODS == wrappers
+    for wrapper in GENERATED_METHODS:
         assert callable(getattr(CarRuntime, wrapper))
         assert hasattr(GeneratedMethods, wrapper)
+        assert params(getattr(CarRuntime, wrapper)) == ["params_json"]
     assert snake("session.bindSandbox") == "session_bind_sandbox"
     assert snake("a2ui/subscribe") == "a2ui_subscribe"
+    assert {"runs_start", "embed", "infer", "state_get"} <= set(car_runtime.TYPED_MEMBERS)
 
 
 def test_generated_wrappers_call_their_method(rt: CarRuntime) -> None:
-    hand_written = {n for n in GENERATED_METHODS if n in vars(CarRuntime)}
-    # Only documented hand-written members may shadow a generated wrapper.
-    assert hand_written <= set(RUNTIME_MEMBERS), hand_written
-    assert json.loads(rt.events_count()) >= 0
-    assert json.loads(rt.tools_list()) == []
+    assert json.loads(rt.events_stats()) is not None
+    assert json.loads(rt.tools_list()) == {"tools": [], "count": 0}
     assert json.loads(rt.capabilities_list())["caller_role"] == "operator"
-    assert json.loads(GeneratedMethods.state_keys(rt, "{}")) == []
-    assert json.loads(rt.runs_start(json.dumps({"intent": "api test"})))["run_id"]
+    assert json.loads(rt.policy_list()) == {"policies": [], "scope": "global"}
+    rt.memory_add_fact(json.dumps({"subject": "s", "body": "b", "fact_id": "f1"}))
+    deleted = json.loads(rt.memory_delete(json.dumps({"id": "f1"})))
+    assert deleted == {"id": "f1", "deleted": True, "kind": "pattern", "fact_count": 0}
+    # A host method's wrapper goes over the host-management connection.
+    assert json.loads(rt.session_clear_halt()) == {"cleared": False}

@@ -59,7 +59,7 @@ def start_with_model(home: Path, **env: str) -> Tuple[Daemon, str]:
     except BaseException:
         d.stop()
         raise
-    assert entry["kind"] == "gguf", entry
+    assert entry["registered"] is True and entry["model"]["kind"] == "gguf", entry
     return d, str(entry["id"])
 
 

@@ -69,48 +69,48 @@ def test_daemon_death_fails_a_pending_call_and_restart_recovers(
     rt: CarRuntime, daemon: Daemon
 ) -> None:
     rt.state_set("k", "1")
+    epoch = rt.connection_epoch()
     failure: List[BaseException] = []
-    elapsed: List[float] = []
     started = threading.Event()
 
     def blocked() -> None:
         started.set()
         try:
-            rt.daemon_call("debug.sleep", '{"ms": 30000}')
+            rt.daemon_call("debug.sleep", '{"ms": 600000}')
         except BaseException as e:  # noqa: BLE001 - inspected below
             failure.append(e)
-        elapsed.append(time.monotonic())
 
     t = threading.Thread(target=blocked)
     t.start()
     started.wait()
     time.sleep(0.3)
-    killed_at = time.monotonic()
     daemon.kill()
-    t.join(5)
+    # The sleep would last ten minutes: only the dead connection can end it. The join's
+    # bound only keeps a broken build from hanging the suite.
+    t.join(60)
+    assert not t.is_alive(), "the pending call outlived the daemon"
     assert failure and isinstance(failure[0], ConnectionError), failure
     assert isinstance(failure[0], DaemonConnectionError)
     assert not isinstance(failure[0], ClientClosedError)
-    assert elapsed[0] - killed_at < 1.0
     with pytest.raises(ConnectionError):
         rt.state_keys()
     daemon.start()  # same CAR_HOME: same socket path, new token
     assert rt.state_keys() == []
+    assert rt.connection_epoch() > epoch
     rt.state_set("k", "2")
     assert rt.state_get("k") == "2"
 
 
 CTRL_C_SCRIPT = """
-import sys, time
+import sys
 from car_runtime import CarRuntime
 rt = CarRuntime()
 rt.state_keys()
 print("calling", flush=True)
-t = time.monotonic()
 try:
-    rt.daemon_call("debug.sleep", '{"ms": 30000}')
+    rt.daemon_call("debug.sleep", '{"ms": 600000}')
 except KeyboardInterrupt:
-    print(f"interrupted {time.monotonic() - t:.2f}", flush=True)
+    print("interrupted", flush=True)
     rt.state_set("after", "1")
     print("still works", rt.state_get("after"), flush=True)
     sys.exit(0)
@@ -130,10 +130,11 @@ def test_ctrl_c_interrupts_a_blocking_call(daemon: Daemon) -> None:
     assert proc.stdout.readline().strip() == "calling"
     time.sleep(0.5)
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=15)
+    # The sleep lasts ten minutes, so only the interrupt can end the call in time; the
+    # bound only keeps a broken build from hanging the suite.
+    out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, (out, err)
-    seconds = float(out.split("interrupted ")[1].split()[0])
-    assert seconds < 5
+    assert "interrupted" in out
     assert "still works 1" in out
 
 

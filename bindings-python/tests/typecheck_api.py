@@ -1,10 +1,11 @@
 """Exercises the public API for `mypy --strict` (run by test.sh, never imported by
-pytest): a wrong signature or return type in the package or its stub fails the check."""
+pytest): a wrong signature or return type in the package, its generated members or its
+stubs fails the check."""
 
 from __future__ import annotations
 
 import json
-from typing import List, Optional
+from typing import Dict, List, Optional
 
 import car_runtime
 from car_runtime import (
@@ -13,7 +14,9 @@ from car_runtime import (
     DaemonConnectionError,
     DaemonRpcError,
     DaemonTimeoutError,
+    InvalidArgumentError,
     TerminalToolError,
+    UnexpectedResultError,
 )
 
 
@@ -42,6 +45,7 @@ def exercise(rt: CarRuntime) -> None:
     host: str = rt.daemon_call_host_management("session.clear_halt", "{}")
     rt.register_daemon_handler("host.ask", lambda p: p)
     rt.register_daemon_notification_handler("host.note", lambda p: None)
+    epoch: int = rt.connection_epoch()
     schema: str = rt.server_schema()
     caps: str = rt.capabilities()
 
@@ -58,6 +62,7 @@ def exercise(rt: CarRuntime) -> None:
     merged: str = rt.consolidate()
     saved: int = rt.persist_memory("m.json")
     loaded: int = rt.load_memory("m.json")
+    deleted: str = rt.memory_delete('{"id": "id"}')
 
     skills: int = rt.ingest_skill("n", "c", "web", "p", "u", ["k"], "d", supersedes=None)
     found: str = rt.find_skill("p", "u", "t", max_results=2)
@@ -81,19 +86,24 @@ def exercise(rt: CarRuntime) -> None:
     events: int = rt.event_count()
     queried: str = rt.event_query('{"limit": 1}')
     run: str = rt.runs_start('{"intent": "x"}')
-    completed: str = rt.runs_complete("{}")
+    completed: str = rt.runs_complete('{"run_id": "r", "outcome": {"status": "success"}}')
 
     text: str = rt.infer("hi", model=None, max_tokens=8)
-    tracked: str = rt.infer_tracked("hi", None, 8, "ctx", "[]", "[]")
+    tracked: str = rt.infer_tracked("hi", None, 8, "ctx", "[]", "[]", tool_choice="auto",
+                                    parallel_tool_calls=False)
+    requested: str = rt.infer_tracked_with_request('{"prompt": "hi"}')
     streamed: str = rt.infer_stream("hi", lambda event_json: None, max_tokens=8)
     vectors: str = rt.embed(["a"], model=None)
     labels: str = rt.classify("t", ["a", "b"])
     models: str = rt.list_models()
+    registered: str = rt.register_model('{"id": "m", "path": "/m.gguf"}')
     tokens: str = rt.tokenize("m", "t")
     detok: str = rt.detokenize("m", "[1]")
 
     generated: str = rt.memory_add_fact('{"subject": "s", "body": "b"}')
-    mapping: str = car_runtime.GENERATED_METHODS["memory_add_fact"]
+    cleared: str = rt.session_clear_halt()
+    mapping: str = car_runtime.GENERATED_METHODS["memory_delete"]
+    typed: Dict[str, str] = car_runtime.TYPED_MEMBERS
     rt.disconnect()
     rt.close()
 
@@ -114,3 +124,10 @@ def errors() -> None:
     except DaemonConnectionError as e:
         as_connection: ConnectionError = e
         print(as_connection)
+    except InvalidArgumentError as e:
+        as_type: TypeError = e
+        as_value: ValueError = e
+        print(as_type, as_value)
+    except UnexpectedResultError as e:
+        method: str = e.method
+        print(method)

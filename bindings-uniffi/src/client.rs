@@ -3,13 +3,15 @@
 //! This module owns the translation of each bridge call: JSON text in, the shared
 //! client's blocking facade on the process runtime, JSON text or a [`CarError`] out.
 //! Discovery, auth, handshake, reconnect and timeouts are the shared client's; handler
-//! rules are `handlers`'. The typed wrappers (`generated`) all go through
-//! [`CarDaemonClient::daemon_call`].
+//! rules are `handlers`'. The generated JSON-string wrappers (`generated`) go through
+//! [`CarDaemonClient::daemon_call`], the generated typed members through the `member_*`
+//! helpers here, which run `car_daemon_client::typed` (params built and the result
+//! projected there, exactly as for Python and Node).
 
 use std::sync::Arc;
 
 use car_daemon_client::discovery::parse_ws_url;
-use car_daemon_client::{BlockingClient, ClientConfig};
+use car_daemon_client::{BlockingClient, ClientConfig, Naming, Projected};
 use serde_json::Value;
 
 use crate::error::CarError;
@@ -28,15 +30,13 @@ impl CarDaemonClient {
     /// A client for the daemon at `url` (`ws://host:port`), else `CAR_DAEMON_URL`, else the
     /// local default (preferring the daemon's Unix socket when it exists). The token comes
     /// from `CAR_AUTH_TOKEN` or the token file under `CAR_HOME`, read at each connect.
-    /// Nothing is opened until the first call; a malformed `url` is refused here.
+    /// Nothing is opened until the first call; a malformed `url` is `Refused` here.
     #[uniffi::constructor(default(url = None))]
     pub fn new(url: Option<String>) -> Result<Arc<Self>, CarError> {
         let mut config = ClientConfig::from_env();
         config.client_version = format!("car-runtime-uniffi/{}", car_proto::CAR_VERSION);
         if let Some(url) = url {
-            parse_ws_url(&url).map_err(|e| CarError::Transport {
-                detail: format!("url: {e}"),
-            })?;
+            parse_ws_url(&url)?;
             config = config.url(url);
         }
         Self::with_config(config)
@@ -78,10 +78,18 @@ impl CarDaemonClient {
         handlers::register_notification(self.inner.client(), &method, handler);
     }
 
-    /// Closes the connections for good: pending calls fail with `Closed`, and so does
-    /// every later call. Idempotent.
+    /// Drops the connections (CAR's rule): pending calls fail with `Closed`, and the next
+    /// call connects again. Registered handlers stay; per-connection daemon state (tools,
+    /// policies, state) does not, which `connection_epoch` shows. Idempotent.
     pub fn close(&self) {
-        self.inner.close();
+        self.inner.disconnect();
+    }
+
+    /// The current connection's epoch, connecting first when there is none: it changes
+    /// whenever a new daemon session is established (after `close`, or after a reconnect
+    /// following a daemon restart).
+    pub fn connection_epoch(&self) -> Result<u64, CarError> {
+        Ok(self.inner.connection_epoch()?)
     }
 }
 
@@ -95,6 +103,90 @@ impl CarDaemonClient {
     }
 }
 
+/// The typed members' one path (see the module docs); each helper returns its kind.
+impl CarDaemonClient {
+    fn member(
+        &self,
+        method: &str,
+        member: &str,
+        args: Vec<Option<Value>>,
+    ) -> Result<Projected, CarError> {
+        Ok(self
+            .inner
+            .call_member(method, member, &args, Naming::Camel)?)
+    }
+
+    pub(crate) fn member_unit(
+        &self,
+        method: &str,
+        member: &str,
+        args: Vec<Option<Value>>,
+    ) -> Result<(), CarError> {
+        match self.member(method, member, args)? {
+            Projected::Unit => Ok(()),
+            other => Err(wrong_kind(method, &other)),
+        }
+    }
+
+    pub(crate) fn member_string(
+        &self,
+        method: &str,
+        member: &str,
+        args: Vec<Option<Value>>,
+    ) -> Result<String, CarError> {
+        match self.member(method, member, args)? {
+            Projected::Json(text) | Projected::Text(text) => Ok(text),
+            other => Err(wrong_kind(method, &other)),
+        }
+    }
+
+    pub(crate) fn member_int(
+        &self,
+        method: &str,
+        member: &str,
+        args: Vec<Option<Value>>,
+    ) -> Result<i64, CarError> {
+        match self.member(method, member, args)? {
+            Projected::Int(n) => Ok(n),
+            other => Err(wrong_kind(method, &other)),
+        }
+    }
+
+    pub(crate) fn member_bool(
+        &self,
+        method: &str,
+        member: &str,
+        args: Vec<Option<Value>>,
+    ) -> Result<bool, CarError> {
+        match self.member(method, member, args)? {
+            Projected::Bool(b) => Ok(b),
+            other => Err(wrong_kind(method, &other)),
+        }
+    }
+
+    pub(crate) fn member_str_list(
+        &self,
+        method: &str,
+        member: &str,
+        args: Vec<Option<Value>>,
+    ) -> Result<Vec<String>, CarError> {
+        match self.member(method, member, args)? {
+            Projected::StrList(items) => Ok(items),
+            other => Err(wrong_kind(method, &other)),
+        }
+    }
+}
+
+/// A projection of another kind than the generated member returns (a codegen defect).
+fn wrong_kind(method: &str, got: &Projected) -> CarError {
+    CarError::UnexpectedResult {
+        method: method.to_string(),
+        detail: format!("a result the generated member cannot return: {got:?}"),
+    }
+}
+
 fn parse_params(params_json: &str) -> Result<Value, CarError> {
-    serde_json::from_str(params_json).map_err(|e| CarError::invalid_params_json(&e))
+    serde_json::from_str(params_json).map_err(|e| CarError::InvalidArgument {
+        detail: format!("params_json is not valid JSON: {e}"),
+    })
 }

@@ -4,11 +4,12 @@
 //! This module owns two translations and nothing else:
 //!
 //! - client → foreign: `car_daemon_client::Error` variants map one to one (DESIGN.md
-//!   "Errors, one taxonomy"); the client's usage refusals (a bad URL, a missing host token,
-//!   a method that is not host-management) become `Transport`, since no connection could
-//!   be used for the call, and a `params_json` that is not JSON becomes `DaemonRpc` with
-//!   `-32602`, the code the daemon gives every unusable parameter, with
-//!   `data.source = "client"` so the two stay distinguishable;
+//!   "Errors, one taxonomy"), keeping every detail: the daemon's code and `data` (passed
+//!   through untouched as JSON, `data.reason` included), a timeout's method and wait, a
+//!   handshake refusal's code and data, the client's own refusals (`Refused`), a caller's
+//!   argument that cannot be sent (`InvalidArgument`: JSON text that is not JSON, a typed
+//!   member's argument of the wrong type), and a result a typed member cannot project
+//!   (`UnexpectedResult`). No JSON-RPC code is invented for a client-side failure;
 //! - foreign → daemon: a handler's declared `CarError` becomes a [`HandlerError`]
 //!   (`Handler { terminal: true }` sets `error.data.terminal`), and an undeclared foreign
 //!   exception arrives as [`uniffi::UnexpectedUniFFICallbackError`] and becomes
@@ -18,14 +19,14 @@
 //! `message`, and a variant field of that name breaks UniFFI's generated Kotlin.
 
 use car_daemon_client::{Error, HandlerError};
-use car_proto::errors::INVALID_PARAMS;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 /// Everything a call (or a handler) can fail with.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, uniffi::Error)]
 pub enum CarError {
     /// The daemon answered with a JSON-RPC error. `data_json` is its `error.data` as JSON
-    /// (`"null"` when absent).
+    /// (`"null"` when absent); refusals carry `data.reason` (`permission_denied`,
+    /// `not_owner`, `host_required`).
     #[error("{detail} (code {code})")]
     DaemonRpc {
         code: i64,
@@ -36,15 +37,32 @@ pub enum CarError {
     /// The next call reconnects.
     #[error("transport error: {detail}")]
     Transport { detail: String },
-    /// The client stopped waiting for the answer; a late answer is dropped.
-    #[error("call timed out")]
-    Timeout,
-    /// The client was closed; every later call fails the same way.
+    /// The client stopped waiting for `method` after `after_ms` milliseconds; a late answer
+    /// is dropped.
+    #[error("{method} timed out after {after_ms}ms")]
+    Timeout { method: String, after_ms: u64 },
+    /// The connection was closed (`close`) while the call was pending.
     #[error("client closed")]
     Closed,
-    /// `session.auth` or `server.handshake` failed, so the connection was not used.
+    /// `session.auth` or `server.handshake` failed, so the connection was not used. `code`
+    /// and `data_json` are the daemon's refusal when it answered with one.
     #[error("handshake failed: {detail}")]
-    Handshake { detail: String },
+    Handshake {
+        detail: String,
+        code: Option<i64>,
+        data_json: Option<String>,
+    },
+    /// The client refused the call before sending anything: a `wss` or malformed URL, a
+    /// method that is not host-management on the host connection, a missing host token.
+    #[error("refused: {detail}")]
+    Refused { detail: String },
+    /// An argument cannot be sent (nothing was sent): `params_json` that is not JSON, or
+    /// a typed member's argument of the wrong type. `detail` names the argument.
+    #[error("{detail}")]
+    InvalidArgument { detail: String },
+    /// The daemon answered `method`, but not with what the typed member returns.
+    #[error("{method} returned {detail}")]
+    UnexpectedResult { method: String, detail: String },
     /// A handler's failure (thrown by foreign code): the daemon receives a JSON-RPC error
     /// with code -32000 and `detail` as its message; `terminal` marks it as not retryable
     /// (`error.data.terminal = true`).
@@ -65,15 +83,21 @@ impl From<Error> for CarError {
                 data_json: data.unwrap_or(Value::Null).to_string(),
             },
             Error::Transport(detail) => CarError::Transport { detail },
-            Error::Refused(reason) => CarError::Transport {
-                detail: format!("refused: {reason}"),
+            Error::Refused(detail) => CarError::Refused { detail },
+            Error::Timeout { method, after } => CarError::Timeout {
+                method,
+                after_ms: u64::try_from(after.as_millis()).unwrap_or(u64::MAX),
             },
-            Error::Timeout { method, after } => {
-                tracing::debug!(%method, ?after, "call timed out");
-                CarError::Timeout
-            }
             Error::Closed => CarError::Closed,
-            Error::Handshake { reason, .. } => CarError::Handshake { detail: reason },
+            Error::Handshake { reason, rpc } => CarError::Handshake {
+                detail: reason,
+                code: rpc.as_ref().map(|r| r.code),
+                data_json: rpc.and_then(|r| r.data).map(|d| d.to_string()),
+            },
+            Error::InvalidArgument(detail) => CarError::InvalidArgument { detail },
+            Error::UnexpectedResult { method, detail } => {
+                CarError::UnexpectedResult { method, detail }
+            }
         }
     }
 }
@@ -92,15 +116,6 @@ impl From<uniffi::UnexpectedUniFFICallbackError> for CarError {
 }
 
 impl CarError {
-    /// The error for a `params_json` argument that is not JSON.
-    pub(crate) fn invalid_params_json(err: &serde_json::Error) -> Self {
-        CarError::DaemonRpc {
-            code: INVALID_PARAMS,
-            detail: format!("params_json is not valid JSON: {err}"),
-            data_json: json!({ "source": "client" }).to_string(),
-        }
-    }
-
     /// What the daemon receives when a handler fails with this error.
     pub(crate) fn into_handler_error(self) -> HandlerError {
         match self {
@@ -136,10 +151,12 @@ impl CarError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use car_proto::errors::RpcError;
+    use serde_json::json;
     use std::time::Duration;
 
     #[test]
-    fn client_errors_map_one_to_one() {
+    fn client_errors_map_one_to_one_and_keep_every_detail() {
         let rpc = Error::Rpc {
             code: -32601,
             message: "method not found: x".into(),
@@ -154,12 +171,12 @@ mod tests {
             }
         );
         let rpc = Error::Rpc {
-            code: -32602,
-            message: "bad".into(),
-            data: Some(json!({"field": "key"})),
+            code: -32601,
+            message: "agent_method_not_allowed".into(),
+            data: Some(json!({"reason": "host_required"})),
         };
         assert!(matches!(CarError::from(rpc),
-            CarError::DaemonRpc { data_json, .. } if data_json == r#"{"field":"key"}"#));
+            CarError::DaemonRpc { data_json, .. } if data_json == r#"{"reason":"host_required"}"#));
         assert_eq!(
             CarError::from(Error::Transport("eof".into())),
             CarError::Transport {
@@ -168,25 +185,49 @@ mod tests {
         );
         assert_eq!(
             CarError::from(Error::Refused("x is not a host-management method".into())),
-            CarError::Transport {
-                detail: "refused: x is not a host-management method".into()
+            CarError::Refused {
+                detail: "x is not a host-management method".into()
             }
         );
         let timeout = Error::Timeout {
-            method: "m".into(),
+            method: "debug.sleep".into(),
             after: Duration::from_millis(5),
         };
-        assert_eq!(CarError::from(timeout), CarError::Timeout);
+        let timeout = CarError::from(timeout);
+        assert_eq!(
+            timeout,
+            CarError::Timeout {
+                method: "debug.sleep".into(),
+                after_ms: 5
+            }
+        );
+        assert_eq!(timeout.to_string(), "debug.sleep timed out after 5ms");
         assert_eq!(CarError::from(Error::Closed), CarError::Closed);
         let hs = Error::Handshake {
-            reason: "server.handshake refused".into(),
-            rpc: None,
+            reason: "session.auth refused".into(),
+            rpc: Some(RpcError::new(-32603, "auth failed").with_data(json!({"a": 1}))),
         };
         assert_eq!(
             CarError::from(hs),
             CarError::Handshake {
-                detail: "server.handshake refused".into()
+                detail: "session.auth refused".into(),
+                code: Some(-32603),
+                data_json: Some(r#"{"a":1}"#.into()),
             }
+        );
+        assert_eq!(
+            CarError::from(Error::InvalidArgument("addFact: kind is required".into())),
+            CarError::InvalidArgument {
+                detail: "addFact: kind is required".into()
+            }
+        );
+        let bad = CarError::from(Error::UnexpectedResult {
+            method: "memory.add_fact".into(),
+            detail: "a non-integer: null".into(),
+        });
+        assert_eq!(
+            bad.to_string(),
+            "memory.add_fact returned a non-integer: null"
         );
     }
 
@@ -247,24 +288,5 @@ mod tests {
                 terminal: false
             }
         );
-    }
-
-    #[test]
-    fn bad_params_json_names_the_argument() {
-        let err = serde_json::from_str::<Value>("{nope").unwrap_err();
-        let CarError::DaemonRpc {
-            code,
-            detail,
-            data_json,
-        } = CarError::invalid_params_json(&err)
-        else {
-            panic!("not DaemonRpc");
-        };
-        assert_eq!(code, -32602);
-        assert!(
-            detail.starts_with("params_json is not valid JSON: "),
-            "{detail}"
-        );
-        assert_eq!(data_json, r#"{"source":"client"}"#);
     }
 }

@@ -1,7 +1,9 @@
 //! The exported bridge against a real `car-server`, driven from Rust through the same
-//! callback traits foreign code implements: results, error variants, reverse calls with
+//! callback traits foreign code implements: results, generated typed members and
+//! wrappers, error variants (role refusals keep `data.reason`), reverse calls with
 //! declared and undeclared failures, `tools.execute` call_json, notifications, the
-//! host-management refusal, bad arguments and `close`.
+//! host-management refusal, bad arguments, and `close` (which drops the connection; the
+//! next call reconnects under a new `connection_epoch`).
 
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
@@ -62,15 +64,17 @@ fn calls_results_and_daemon_errors() {
     let c = client_for(&d);
     assert_eq!(
         call(&c, "state.set", json!({"key": "k", "value": {"n": 1}})).unwrap(),
-        json!({"ok": true})
+        json!("ok")
     );
     assert_eq!(
         call(&c, "state.get", json!({"key": "k"})).unwrap(),
         json!({"n": 1})
     );
-    // A generated wrapper goes through the same bridge.
-    let keys = c.state_keys("{}".into()).unwrap();
-    assert_eq!(serde_json::from_str::<Value>(&keys).unwrap(), json!(["k"]));
+    // A generated typed member goes through the shared client's typed path.
+    assert_eq!(c.state_keys(None).unwrap(), vec!["k".to_string()]);
+    // A generated JSON-string wrapper through the same bridge.
+    let events = c.events_stats("{}".into()).unwrap();
+    assert!(serde_json::from_str::<Value>(&events).is_ok(), "{events}");
 
     let err = call(&c, "no.such.method", json!({})).unwrap_err();
     assert!(
@@ -85,6 +89,52 @@ fn calls_results_and_daemon_errors() {
 }
 
 #[test]
+fn typed_members_build_params_and_project_results() {
+    let d = daemon();
+    let c = client_for(&d);
+    assert_eq!(c.fact_count().unwrap(), 0);
+    let tags = Some(vec!["uniffi".to_string()]);
+    assert_eq!(
+        c.add_fact(
+            "kotlin".into(),
+            "typed members".into(),
+            "fact".into(),
+            Some(0.5),
+            None,
+            tags,
+            None
+        )
+        .unwrap(),
+        1
+    );
+    let hits: Value =
+        serde_json::from_str(&c.query_facts("typed members".into(), Some(3)).unwrap()).unwrap();
+    assert_eq!(hits[0]["subject"], json!("kotlin"), "{hits}");
+    assert_eq!(hits[0]["tags"], json!(["uniffi"]), "{hits}");
+    let context = c.build_context("typed".into(), None).unwrap();
+    assert!(context.contains("typed members"), "{context}");
+    c.state_set("k".into(), r#"{"n":1}"#.into(), None).unwrap();
+    assert!(c.state_exists("k".into(), None).unwrap());
+    assert_eq!(c.state_get("k".into(), None).unwrap(), r#"{"n":1}"#);
+    c.register_tool("lookup".into()).unwrap();
+    let tools: Value = serde_json::from_str(&c.list_tools().unwrap()).unwrap();
+    assert_eq!(tools[0]["name"], json!("lookup"), "{tools}");
+    assert_eq!(c.unregister_tool("lookup".into()).unwrap(), 1);
+    assert_eq!(c.unregister_tool("lookup".into()).unwrap(), 0);
+    let start = r#"{"intent":"uniffi","agent_id":"kotlin-agent"}"#;
+    let run: Value = serde_json::from_str(&c.runs_start(start.into()).unwrap()).unwrap();
+    assert_eq!(run["agent_id"], json!("kotlin-agent"), "{run}");
+    let outcome =
+        json!({"run_id": run["run_id"], "outcome": {"status": "success", "summary": "ok"}});
+    let done: Value = serde_json::from_str(&c.runs_complete(outcome.to_string()).unwrap()).unwrap();
+    assert_eq!(
+        (&done["run_id"], &done["ok"], &done["outcome"]),
+        (&run["run_id"], &json!(true), &json!("success")),
+        "{done}"
+    );
+}
+
+#[test]
 fn bad_arguments_are_refused_precisely() {
     let d = daemon();
     let c = client_for(&d);
@@ -92,32 +142,57 @@ fn bad_arguments_are_refused_precisely() {
         .daemon_call("state.get".into(), "{key".into())
         .unwrap_err();
     assert!(
-        matches!(&err, CarError::DaemonRpc { code: -32602, detail, data_json }
-            if detail.starts_with("params_json is not valid JSON") && data_json == r#"{"source":"client"}"#),
+        matches!(&err, CarError::InvalidArgument { detail } if detail.starts_with("params_json is not valid JSON")),
+        "{err:?}"
+    );
+    let err = c
+        .state_set("k".into(), "not json".into(), None)
+        .unwrap_err();
+    assert!(
+        matches!(&err, CarError::InvalidArgument { detail } if detail.starts_with("stateSet: valueJson is not valid JSON")),
         "{err:?}"
     );
     let err = c
         .daemon_call_host_management("state.get".into(), "{}".into())
         .unwrap_err();
     assert!(
-        matches!(&err, CarError::Transport { detail } if detail.contains("state.get is not a host-management method")),
+        matches!(&err, CarError::Refused { detail } if detail.contains("state.get is not a host-management method")),
         "{err:?}"
     );
     let err = CarDaemonClient::new(Some("http://127.0.0.1:1".into())).unwrap_err();
     assert!(
-        matches!(&err, CarError::Transport { detail } if detail.starts_with("url: ")),
+        matches!(&err, CarError::Refused { detail } if detail.contains("ws://")),
+        "{err:?}"
+    );
+    let err = c
+        .daemon_call("debug.sleep".into(), r#"{"ms": "long"}"#.into())
+        .unwrap_err();
+    assert!(
+        matches!(&err, CarError::DaemonRpc { code: -32602, .. }),
         "{err:?}"
     );
 }
 
 #[test]
-fn host_management_uses_the_host_token() {
+fn host_management_uses_the_host_token_and_refusals_keep_their_reason() {
     let d = daemon();
     let c = client_for(&d);
     let reply = c
-        .daemon_call_host_management("host.subscribe".into(), "{}".into())
+        .daemon_call_host_management("session.clear_halt".into(), "{}".into())
         .unwrap();
     assert!(serde_json::from_str::<Value>(&reply).is_ok(), "{reply}");
+    // The generated wrapper of a host method routes over the host connection itself.
+    let reply = c.session_clear_halt("{}".into()).unwrap();
+    assert!(serde_json::from_str::<Value>(&reply).is_ok(), "{reply}");
+    // The same method over the operator connection: the daemon's refusal, data untouched.
+    let err = c
+        .daemon_call("session.clear_halt".into(), "{}".into())
+        .unwrap_err();
+    let CarError::DaemonRpc { data_json, .. } = &err else {
+        panic!("{err:?}");
+    };
+    let data: Value = serde_json::from_str(data_json).unwrap();
+    assert_eq!(data["reason"], json!("host_required"), "{err:?}");
 }
 
 #[test]
@@ -305,10 +380,20 @@ fn notifications_arrive_in_order() {
 }
 
 #[test]
-fn close_fails_pending_and_later_calls() {
+fn close_fails_pending_calls_and_the_next_call_reconnects() {
     let d = daemon();
     let c = client_for(&d);
-    call(&c, "debug.echo", json!({})).unwrap();
+    let first = c.connection_epoch().unwrap();
+    assert_eq!(
+        c.connection_epoch().unwrap(),
+        first,
+        "same connection, same epoch"
+    );
+    c.register_daemon_handler(
+        "t.alive".into(),
+        Arc::new(FnHandler(|_| Ok("\"still here\"".into()))),
+    );
+    call(&c, "state.set", json!({"key": "k", "value": 1})).unwrap();
     let pending = {
         let c = c.clone();
         std::thread::spawn(move || call(&c, "debug.sleep", json!({"ms": 600_000})))
@@ -316,6 +401,17 @@ fn close_fails_pending_and_later_calls() {
     std::thread::sleep(Duration::from_millis(200));
     c.close();
     assert_eq!(pending.join().unwrap(), Err(CarError::Closed));
-    assert_eq!(call(&c, "debug.echo", json!({})), Err(CarError::Closed));
     c.close();
+    // A later call reconnects: a new session, so a new epoch and fresh per-connection state,
+    // and the handler registered before close still answers.
+    assert_eq!(
+        call(&c, "state.get", json!({"key": "k"})).unwrap(),
+        Value::Null
+    );
+    let second = c.connection_epoch().unwrap();
+    assert!(second > first, "{first} then {second}");
+    assert_eq!(
+        call(&c, "debug.call_client", json!({"method": "t.alive"})).unwrap(),
+        json!({"result": "still here"})
+    );
 }

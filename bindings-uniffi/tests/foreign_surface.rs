@@ -2,6 +2,10 @@
 //! sees, so nothing exported can be missed):
 //!
 //! - `API.md` lists every exported item, under the name Kotlin and Swift use;
+//! - the generated members agree with the method contract by construction: every typed
+//!   member of every served declaration is a method with CAR's name, its arguments in
+//!   order with the declared types (`Option<T>` defaulting to `None` when optional) and
+//!   the declared return type, and every other method has its JSON-string wrapper;
 //! - the pinned `uniffi-bindgen` generates Kotlin and Swift sources from the built library,
 //!   and both mention every exported item (the Kotlin test compiles and runs the Kotlin;
 //!   Swift cannot be compiled here, so this is its check).
@@ -10,7 +14,10 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use uniffi_meta::{EnumShape, Metadata};
+use car_proto::methods::{self, ArgKind, ReturnKind};
+use uniffi_meta::{
+    DefaultValueMetadata, EnumShape, LiteralMetadata, Metadata, MethodMetadata, Type,
+};
 
 const CRATE: &str = "car_runtime_uniffi";
 
@@ -71,10 +78,17 @@ fn cdylib() -> PathBuf {
         .clone()
 }
 
-fn exported_items() -> BTreeSet<Item> {
+fn metadata() -> Vec<Metadata> {
     let bytes = std::fs::read(cdylib()).expect("read the cdylib");
-    let metadata = uniffi_bindgen::macro_metadata::extract_from_bytes(&bytes)
-        .expect("uniffi metadata in the cdylib");
+    uniffi_bindgen::macro_metadata::extract_from_bytes(&bytes)
+        .expect("uniffi metadata in the cdylib")
+        .into_iter()
+        .filter(|m| m.module_path().split("::").next() == Some(CRATE))
+        .collect()
+}
+
+fn exported_items() -> BTreeSet<Item> {
+    let metadata = metadata();
     let mut items = BTreeSet::new();
     let mut add = |kind, rust: String, foreign: String| {
         items.insert(Item {
@@ -84,9 +98,6 @@ fn exported_items() -> BTreeSet<Item> {
         });
     };
     for meta in metadata {
-        if meta.module_path().split("::").next() != Some(CRATE) {
-            continue;
-        }
         match meta {
             Metadata::Func(f) => add("function", f.name.clone(), lower_camel(&f.name)),
             Metadata::Object(o) => {
@@ -148,6 +159,10 @@ fn the_surface_is_what_bindings_api_promises() {
         "CarDaemonClient.register_daemon_handler",
         "CarDaemonClient.register_daemon_notification_handler",
         "CarDaemonClient.close",
+        "CarDaemonClient.connection_epoch",
+        "CarDaemonClient.add_fact",
+        "CarDaemonClient.infer_tracked_with_request",
+        "CarDaemonClient.memory_delete",
         "DaemonHandler",
         "DaemonHandler.handle",
         "DaemonNotificationHandler",
@@ -157,9 +172,16 @@ fn the_surface_is_what_bindings_api_promises() {
         "CarError.DaemonRpc.detail",
         "CarError.DaemonRpc.data_json",
         "CarError.Transport.detail",
-        "CarError.Timeout",
+        "CarError.Timeout.method",
+        "CarError.Timeout.after_ms",
         "CarError.Closed",
         "CarError.Handshake.detail",
+        "CarError.Handshake.code",
+        "CarError.Handshake.data_json",
+        "CarError.Refused.detail",
+        "CarError.InvalidArgument.detail",
+        "CarError.UnexpectedResult.method",
+        "CarError.UnexpectedResult.detail",
         "CarError.Handler.detail",
         "CarError.Handler.terminal",
         "protocol_version",
@@ -176,10 +198,111 @@ fn the_surface_is_what_bindings_api_promises() {
     );
 }
 
+fn arg_type(kind: ArgKind) -> Type {
+    match kind {
+        ArgKind::Str | ArgKind::Json => Type::String,
+        ArgKind::Int => Type::Int64,
+        ArgKind::Float => Type::Float64,
+        ArgKind::Bool => Type::Boolean,
+        ArgKind::StrList => Type::Sequence {
+            inner_type: Box::new(Type::String),
+        },
+    }
+}
+
+fn return_type(kind: ReturnKind) -> Option<Type> {
+    match kind {
+        ReturnKind::Unit => None,
+        ReturnKind::Json | ReturnKind::Text => Some(Type::String),
+        ReturnKind::Int => Some(Type::Int64),
+        ReturnKind::Bool => Some(Type::Boolean),
+        ReturnKind::StrList => Some(Type::Sequence {
+            inner_type: Box::new(Type::String),
+        }),
+    }
+}
+
+fn snake_name(method: &str) -> String {
+    method.replace(['.', '/'], "_")
+}
+
+#[test]
+fn generated_members_agree_with_the_contract() {
+    let client_methods: Vec<MethodMetadata> = metadata()
+        .into_iter()
+        .filter_map(|m| match m {
+            Metadata::Method(m) if m.self_name == "CarDaemonClient" => Some(m),
+            _ => None,
+        })
+        .collect();
+    let find = |name: &str| client_methods.iter().find(|m| m.name == name);
+    let mut typed = 0;
+    for decl in methods::active(false) {
+        for member in decl.members {
+            typed += 1;
+            let m = find(member.name)
+                .unwrap_or_else(|| panic!("{} ({}) is not exported", member.name, decl.spec.name));
+            let names: Vec<&str> = m.inputs.iter().map(|p| p.name.as_str()).collect();
+            let declared: Vec<&str> = member.args.iter().map(|a| a.name).collect();
+            assert_eq!(names, declared, "{} arguments", member.name);
+            for (param, arg) in m.inputs.iter().zip(member.args) {
+                let want = if arg.optional {
+                    Type::Optional {
+                        inner_type: Box::new(arg_type(arg.kind)),
+                    }
+                } else {
+                    arg_type(arg.kind)
+                };
+                assert_eq!(param.ty, want, "{}.{}", member.name, arg.name);
+                let none = Some(DefaultValueMetadata::Literal(LiteralMetadata::None));
+                let default = if arg.optional { none } else { None };
+                assert_eq!(
+                    param.default, default,
+                    "{}.{} default",
+                    member.name, arg.name
+                );
+            }
+            assert_eq!(
+                m.return_type,
+                return_type(member.returns.kind),
+                "{} returns",
+                member.name
+            );
+            assert!(
+                matches!(&m.throws, Some(Type::Enum { name, .. }) if name == "CarError"),
+                "{} throws {:?}",
+                member.name,
+                m.throws
+            );
+        }
+    }
+    assert!(typed > 30, "only {typed} typed members");
+    for decl in methods::active(false) {
+        let wrapper = snake_name(decl.spec.name);
+        if decl.members.iter().any(|m| m.name == wrapper) {
+            continue;
+        }
+        let m = find(&wrapper).unwrap_or_else(|| panic!("no wrapper {wrapper}"));
+        let inputs: Vec<(&str, &Type)> =
+            m.inputs.iter().map(|p| (p.name.as_str(), &p.ty)).collect();
+        assert_eq!(inputs, [("params_json", &Type::String)], "{wrapper}");
+        assert_eq!(m.return_type, Some(Type::String), "{wrapper}");
+    }
+    for debug in methods::all().filter(|d| d.spec.debug) {
+        assert!(
+            find(&snake_name(debug.spec.name)).is_none(),
+            "{} is exported",
+            debug.spec.name
+        );
+    }
+}
+
 #[test]
 fn api_docs_list_every_exported_item() {
-    let docs_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("API.md");
-    let docs = std::fs::read_to_string(&docs_path).expect("read API.md");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut docs = std::fs::read_to_string(dir.join("API.md")).expect("read API.md");
+    // The generated members are listed by the codegen, next to the code it writes.
+    docs.push_str(&std::fs::read_to_string(dir.join("MEMBERS.md")).expect("read MEMBERS.md"));
     let lines: Vec<String> = exported_items()
         .into_iter()
         .filter(|i| !docs.contains(&format!("`{}`", i.rust)))
@@ -187,7 +310,7 @@ fn api_docs_list_every_exported_item() {
         .collect();
     assert!(
         lines.is_empty(),
-        "API.md does not list these exported items; add rows (with a description) for:\n{}",
+        "API.md (or the generated MEMBERS.md: run `cargo run -p xtask -- codegen`) does not list these exported items; add rows (with a description) for:\n{}",
         lines.join("\n")
     );
 }

@@ -12,6 +12,7 @@ use tokio::runtime::{Handle, Runtime};
 
 use crate::client::{CallOptions, Client, ClientConfig, Session};
 use crate::error::Error;
+use crate::typed::{Naming, Projected};
 
 /// A [`Client`] whose calls block the calling thread.
 #[derive(Debug)]
@@ -67,6 +68,22 @@ impl BlockingClient {
 
     pub fn call_host_management(&self, method: &str, params: Value) -> Result<Value, Error> {
         self.block_on(self.client.call_host_management(method, params))
+    }
+
+    /// [`Client::call_member`], blocking.
+    pub fn call_member(
+        &self,
+        method: &str,
+        member: &str,
+        args: &[Option<Value>],
+        naming: Naming,
+    ) -> Result<Projected, Error> {
+        self.block_on(self.client.call_member(method, member, args, naming))
+    }
+
+    /// [`Client::connection_epoch`], blocking.
+    pub fn connection_epoch(&self) -> Result<u64, Error> {
+        self.block_on(self.client.connection_epoch())
     }
 
     /// [`Client::call_streaming`], blocking; `on_event` runs on the calling thread.

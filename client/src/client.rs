@@ -9,10 +9,16 @@
 //! requiring [`CLIENT_REQUIRED`] and requesting [`CLIENT_OPTIONAL`]; any refusal, malformed
 //! success, missing capability or timeout fails closed with [`Error::Handshake`] and the
 //! socket is dropped unused. Handlers live in a registry shared by every connection, so
-//! they survive reconnects. It must not touch the socket directly (that is `connection`).
+//! they survive reconnects. Each operator connection that opens gets the next
+//! [`Client::connection_epoch`], so callers can tell a new daemon session (whose
+//! per-connection state starts afresh) from the old one. [`Client::disconnect`] drops the
+//! connections and the next call reconnects — what every binding's `close()` does (CAR's
+//! rule) — while [`Client::close`] ends the client for good. Typed members
+//! ([`Client::call_member`]) run `typed` around an ordinary call. It must not touch the
+//! socket directly (that is `connection`).
 
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use car_proto::capabilities::{CLIENT_OPTIONAL, CLIENT_REQUIRED};
@@ -26,6 +32,7 @@ use crate::discovery::{self, Endpoint, EnvSnapshot, Overrides, RealFs, Secret};
 use crate::error::Error;
 use crate::handlers::{self, HandlerRegistry, HandlerResult, ToolCall, ToolCancel};
 use crate::timeouts::{self, TimeoutPolicy, Wait};
+use crate::typed::{self, Naming, Projected};
 
 /// How to find, authenticate to and wait for the daemon.
 #[derive(Debug, Clone)]
@@ -137,6 +144,9 @@ enum Credential {
 struct Live {
     conn: Connection,
     session: Session,
+    /// Which operator connection this is (see [`Client::connection_epoch`]); 0 for the
+    /// host-management connection.
+    epoch: u64,
 }
 
 /// One lazily opened connection and the lock that serialises opening it.
@@ -164,6 +174,8 @@ struct Inner {
     operator: Slot,
     host: Slot,
     closed: AtomicBool,
+    /// Operator connections opened so far (connect, auth and handshake all succeeded).
+    epochs: AtomicU64,
 }
 
 /// The shared daemon client. Cheap to clone; the last clone's drop stops every task.
@@ -193,6 +205,7 @@ impl Client {
                 operator: Slot::default(),
                 host: Slot::default(),
                 closed: AtomicBool::new(false),
+                epochs: AtomicU64::new(0),
             }),
         }
     }
@@ -261,7 +274,7 @@ impl Client {
     /// before the host token is read or sent.
     pub async fn call_host_management(&self, method: &str, params: Value) -> Result<Value, Error> {
         match methods::lookup(method) {
-            Some(spec) if matches!(spec.role, Role::Host | Role::Owner) => {}
+            Some(spec) if matches!(spec.spec.role, Role::Host | Role::Owner) => {}
             _ => {
                 return Err(Error::Refused(format!(
                     "{method} is not a host-management method"
@@ -271,6 +284,36 @@ impl Client {
         let live = self.live(Credential::HostToken).await?;
         let wait = self.wait_for(method, &params, CallOptions::default());
         live.conn.call(method, params, wait).await
+    }
+
+    /// Calls the typed member `member` (CAR's Python name) of `method` with `args` in
+    /// declaration order (`None` for an absent optional argument): the params are built and
+    /// the result projected by [`typed`], and `host` methods go over the host-management
+    /// connection. `naming` spells argument names in error messages the caller's way.
+    pub async fn call_member(
+        &self,
+        method: &str,
+        member: &str,
+        args: &[Option<Value>],
+        naming: Naming,
+    ) -> Result<Projected, Error> {
+        let (decl, found) = typed::lookup(method, member)?;
+        let params = typed::build_params(found, args, naming)?;
+        let result = if decl.spec.role == Role::Host {
+            self.call_host_management(method, params).await?
+        } else {
+            self.call(method, params).await?
+        };
+        typed::project(method, found, result)
+    }
+
+    /// The current operator connection's epoch, connecting first when there is none: 1 for
+    /// the first connection this client opened, and one more for each connection opened
+    /// after it (after [`Client::disconnect`], or after a reconnect following the
+    /// daemon's restart). A change tells the caller that per-connection daemon state
+    /// (tools, policies, state, halts) was lost.
+    pub async fn connection_epoch(&self) -> Result<u64, Error> {
+        Ok(self.live(Credential::Token).await?.epoch)
     }
 
     /// Connects now (if not connected) and returns what was negotiated.
@@ -384,60 +427,9 @@ impl Client {
         self.inner.registry.set_notification(method, None);
     }
 
-    /// Runs a proposal whose tool calls are served by `tool_fn` (not by the registered
-    /// tool handler): the proposal's tools are registered on the connection, the proposal
-    /// is submitted under a fresh execution `session_id` (or the one given), and every
-    /// `tools.execute` carrying that id goes to `tool_fn`. Concurrent runs with different
-    /// tool functions do not see each other's calls. Returns the `proposal.submit` result.
-    pub async fn execute_proposal<F>(
-        &self,
-        proposal: Value,
-        session_id: Option<String>,
-        tool_fn: F,
-    ) -> Result<Value, Error>
-    where
-        F: Fn(ToolCall) -> HandlerResult + Send + Sync + 'static,
-    {
-        static NEXT_RUN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
-        let session_id = session_id.unwrap_or_else(|| {
-            format!(
-                "exec-{}-{}",
-                std::process::id(),
-                NEXT_RUN.fetch_add(1, Ordering::Relaxed)
-            )
-        });
-        let mut tools: Vec<&str> = proposal
-            .get("actions")
-            .and_then(Value::as_array)
-            .map(|actions| {
-                actions
-                    .iter()
-                    .filter(|a| a.get("type").and_then(Value::as_str) == Some("tool_call"))
-                    .filter_map(|a| a.get("tool").and_then(Value::as_str))
-                    .collect()
-            })
-            .unwrap_or_default();
-        tools.sort_unstable();
-        tools.dedup();
-        if !tools.is_empty() {
-            let descriptors: Vec<Value> = tools.iter().map(|t| json!({ "name": t })).collect();
-            self.call("tools.register", Value::Array(descriptors))
-                .await?;
-        }
-        let registry = self.inner.registry.clone();
-        registry.set_scoped_tool(&session_id, Some(Arc::new(tool_fn)));
-        struct Unscope(Arc<HandlerRegistry>, String);
-        impl Drop for Unscope {
-            fn drop(&mut self) {
-                self.0.set_scoped_tool(&self.1, None);
-            }
-        }
-        let _unscope = Unscope(registry, session_id.clone());
-        self.call(
-            "proposal.submit",
-            json!({ "proposal": proposal, "session_id": session_id }),
-        )
-        .await
+    /// The handler registry every connection of this client dispatches to.
+    pub(crate) fn registry(&self) -> &Arc<HandlerRegistry> {
+        &self.inner.registry
     }
 
     fn wait_for(&self, method: &str, params: &Value, options: CallOptions) -> Wait {
@@ -466,7 +458,11 @@ impl Client {
         if let Some(live) = slot.get() {
             return Ok(live);
         }
-        let live = Arc::new(self.open(credential).await?);
+        let mut opened = self.open(credential).await?;
+        if credential == Credential::Token {
+            opened.epoch = self.inner.epochs.fetch_add(1, Ordering::SeqCst) + 1;
+        }
+        let live = Arc::new(opened);
         slot.set(Some(live.clone()));
         // close() may have run while we were opening; it must win.
         if self.is_closed() {
@@ -543,6 +539,7 @@ impl Client {
                 auth,
                 handshake,
             },
+            epoch: 0,
         })
     }
 }

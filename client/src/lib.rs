@@ -12,7 +12,12 @@
 //! - handler registration for reverse calls (`tools.execute`, `tools.cancel`, anything
 //!   else) and notifications;
 //! - [`timeouts`]: the per-method wait rules of DECISIONS 15;
-//! - [`Error`]: `Rpc` / `Transport` / `Timeout` / `Closed` / `Handshake`;
+//! - [`typed`]: the contract's typed members (build params from arguments, project the
+//!   result), which every binding's generated members call through
+//!   [`Client::call_member`];
+//! - [`Error`]: `Rpc` / `Transport` / `Timeout` / `Closed` / `Handshake` / `Refused` /
+//!   `InvalidArgument` / `UnexpectedResult`, and [`ErrorReport`], the one structured
+//!   projection every binding maps;
 //! - [`BlockingClient`]: the same API for threads without a runtime.
 
 mod blocking;
@@ -21,12 +26,15 @@ mod connection;
 pub mod discovery;
 mod error;
 mod handlers;
+mod proposals;
 pub mod timeouts;
+pub mod typed;
 
 pub use blocking::BlockingClient;
 pub use car_proto::handshake::HandshakeReply;
 pub use client::{CallOptions, Client, ClientConfig, Session};
 pub use discovery::{Endpoint, EnvSnapshot};
-pub use error::{Error, HandlerError, HANDLER_ERROR_CODE};
+pub use error::{Error, ErrorKind, ErrorReport, HandlerError, HANDLER_ERROR_CODE};
 pub use handlers::{BoxFuture, HandlerResult, ToolCall, ToolCancel};
 pub use timeouts::{TimeoutPolicy, Wait};
+pub use typed::{Naming, Projected};

@@ -17,18 +17,21 @@
 //! daemon's heartbeat interval or long generations time out. A value that is not a positive
 //! integer is ignored with a warning naming the variable, and the default applies.
 //!
-//! The deadline class comes from the method table in `car-proto`; a method the table does
-//! not list yet falls back to its name for the two classes DECISIONS 15 names.
+//! The deadline class comes from the method contract in `car-proto`, and the figures and
+//! the proposal rule from `car_proto::deadline`, the same ones the daemon applies; a
+//! method the contract does not declare falls back to its name for the two classes
+//! DECISIONS 15 names.
 
 use std::time::Duration;
 
+use car_proto::deadline;
 use car_proto::methods::{self, DeadlineClass};
 use serde_json::Value;
 
 /// The daemon's default per-action tool budget when an action declares none.
-pub const DEFAULT_ACTION_BUDGET: Duration = Duration::from_secs(300);
+pub const DEFAULT_ACTION_BUDGET: Duration = deadline::DEFAULT_ACTION_BUDGET;
 /// The daemon's transport grace on top of a proposal's summed action budgets.
-pub const PROPOSAL_DAEMON_GRACE: Duration = Duration::from_secs(15);
+pub const PROPOSAL_DAEMON_GRACE: Duration = deadline::PROPOSAL_GRACE;
 
 /// The knobs, with the reference's defaults.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,8 +52,8 @@ impl Default for TimeoutPolicy {
     fn default() -> Self {
         Self {
             infer_idle: Duration::from_secs(60),
-            handler_deadline: Duration::from_secs(30 * 60),
-            grace: Duration::from_secs(30),
+            handler_deadline: deadline::HANDLER_DEADLINE,
+            grace: deadline::CLIENT_GRACE,
             handshake: Duration::from_secs(10),
             connect: Duration::from_secs(10),
         }
@@ -97,7 +100,7 @@ pub enum Wait {
 /// The deadline class of `method`.
 pub fn class_of(method: &str) -> DeadlineClass {
     match methods::lookup(method) {
-        Some(spec) => spec.deadline,
+        Some(spec) => spec.spec.deadline,
         None => match method {
             "infer" | "infer_stream" => DeadlineClass::Inference,
             "proposal.submit" => DeadlineClass::Proposal,
@@ -125,41 +128,9 @@ pub fn wait_for(method: &str, params: &Value, policy: &TimeoutPolicy) -> Wait {
 ///
 /// The proposal is read from `params.proposal` (an object, or a JSON string as the
 /// bindings' `proposal_json` carries it) or from `params` itself; params with no parseable
-/// proposal keep `default`.
+/// proposal keep `default`. The rule is the daemon's own ([`car_proto::deadline`]).
 pub fn proposal_deadline(params: &Value, default: Duration) -> Duration {
-    let parsed;
-    let proposal = match params.get("proposal") {
-        Some(Value::String(text)) => match serde_json::from_str::<Value>(text) {
-            Ok(v) => {
-                parsed = v;
-                &parsed
-            }
-            Err(_) => return default,
-        },
-        Some(v) => v,
-        None => params,
-    };
-    let Some(actions) = proposal.get("actions").and_then(Value::as_array) else {
-        return default;
-    };
-    let total = actions.iter().fold(Duration::ZERO, |sum, action| {
-        let budget = action
-            .get("timeout_ms")
-            .and_then(Value::as_u64)
-            .map(Duration::from_millis)
-            .unwrap_or(DEFAULT_ACTION_BUDGET);
-        let retries = action
-            .get("max_retries")
-            .and_then(Value::as_u64)
-            .unwrap_or(0);
-        let attempts = if action.get("failure_behavior").and_then(Value::as_str) == Some("retry") {
-            retries.saturating_add(1)
-        } else {
-            1
-        };
-        sum.saturating_add(budget.saturating_mul(u32::try_from(attempts).unwrap_or(u32::MAX)))
-    });
-    default.max(total.saturating_add(PROPOSAL_DAEMON_GRACE))
+    deadline::proposal_deadline(params, DEFAULT_ACTION_BUDGET, default)
 }
 
 #[cfg(test)]

@@ -47,7 +47,10 @@ async fn runs_use_their_own_tool_functions() {
         .iter()
         .map(|t| t["name"].as_str().unwrap())
         .collect();
-    assert_eq!((names, tools["count"].as_u64()), (vec!["echo", "upper"], Some(2)));
+    assert_eq!(
+        (names, tools["count"].as_u64()),
+        (vec!["echo", "upper"], Some(2))
+    );
     // A terminal error from the run's function halts the session like any other.
     let r = client
         .execute_proposal(

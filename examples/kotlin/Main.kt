@@ -1,5 +1,6 @@
-// A minimal Kotlin program using the car-runtime UniFFI library: store and read state,
-// then run a one-action proposal whose tool is served by this program.
+// A minimal Kotlin program using the car-runtime UniFFI library: store and read state
+// through the typed members generated from the daemon's contract, then run a one-action
+// proposal whose tool is served by this program.
 //
 // Build and run (see bindings-uniffi/test.sh, which does exactly this against a daemon):
 //   uniffi-bindgen generate --library libcar_runtime_uniffi.so --language kotlin --out-dir gen
@@ -18,8 +19,10 @@ fun main() {
     CarDaemonClient().use { car ->
         println("protocol ${protocolVersion()}")
 
-        car.daemonCall("state.set", """{"key":"city","value":"Lisbon"}""")
-        println("state.get city -> ${car.daemonCall("state.get", """{"key":"city"}""")}")
+        println("connection epoch ${car.connectionEpoch()}")
+        car.stateSet("city", "\"Lisbon\"")
+        println("stateGet city -> ${car.stateGet("city")}, keys ${car.stateKeys()}")
+        println("facts after addFact: ${car.addFact("kotlin", "the example adds a fact", "fact", tags = listOf("example"))}")
 
         // The daemon calls this back for every tool action of the proposal.
         car.registerDaemonHandler("tools.execute", object : DaemonHandler {
@@ -30,7 +33,7 @@ fun main() {
                 return """{"text":"HELLO FROM KOTLIN"}"""
             }
         })
-        car.daemonCall("tools.register", """{"name":"shout"}""")
+        car.registerTool("shout")
         val result = car.daemonCall(
             "proposal.submit",
             """{"proposal":{"actions":[{"id":"greet","type":"tool_call","tool":"shout","parameters":{}}]}}""",

@@ -1,20 +1,27 @@
-//! `cargo run -p xtask -- codegen [--check]`: writes (or checks) the binding wrappers
-//! generated from the method table in `car-proto`.
+//! `cargo run -p xtask -- codegen [--check]`: writes (or checks) the binding members
+//! generated from the method contract in `car-proto` (`core/src/methods/`).
 //!
-//! One wrapper per method of the table a default daemon serves (the `--debug-methods`
-//! rows are left out), each a call of the generic bridge with a JSON params string:
+//! For every declaration a default daemon serves (the `--debug-methods` ones are left out):
 //!
-//! - Python `bindings-python/python/car_runtime/_generated.py`: a `GeneratedMethods` mixin,
-//!   `def memory_add_fact(self, params_json: str = "{}") -> str`; `CarRuntime` inherits it,
-//!   so a hand-written method of the same name wins;
-//! - Node `bindings-node/generated.js` + `generated.d.ts`: `installGenerated(proto)` adds
-//!   `memoryAddFact(paramsJson = "{}")` where the prototype has no such member yet;
-//! - UniFFI `bindings-uniffi/src/generated.rs`: a `#[uniffi::export] impl CarDaemonClient`
-//!   block of `memory_add_fact(params_json: String) -> Result<String, CarError>`.
+//! - each of its typed [`Member`](car_proto::methods::Member)s, with CAR's name and
+//!   signature: Python `add_fact(self, subject: str, …) -> int`, Node
+//!   `addFact(subject, …): Promise<number>`, UniFFI `add_fact(&self, subject: String, …) ->
+//!   Result<i64, CarError>`; each calls the binding's native `call_member`, so params are
+//!   built and results projected once, in `car_daemon_client::typed`;
+//! - a CAR-compatible JSON-string wrapper, `memory_add_fact(params_json="{}") -> str`, unless
+//!   a typed member (or, in Python and Node, a hand-written member such as `infer_stream`)
+//!   has its name; `host` methods go through `daemon_call_host_management`.
+//!
+//! Files: Python `bindings-python/python/car_runtime/_generated.py` + `_generated.pyi` (a
+//! `GeneratedMethods` mixin `CarRuntime` inherits), Node `bindings-node/generated.js` +
+//! `generated.d.ts` (`installGenerated(proto)` and the `GENERATED_METHODS` /
+//! `TYPED_MEMBERS` tables), UniFFI `bindings-uniffi/src/generated.rs` (a
+//! `#[uniffi::export] impl CarDaemonClient` block).
 //!
 //! Name rule (bindings-api.md): split the method on `.` and `/`, snake_case each segment,
-//! join with `_`; Node uses the lowerCamelCase of that. `--check` exits 1 naming every stale
-//! file, so CI fails when the table changed and the generated files were not rewritten.
+//! join with `_`; Node, Kotlin and Swift use the lowerCamelCase of that. `--check` exits 1
+//! naming every stale file, so CI fails when the contract changed and the generated files
+//! were not rewritten.
 
 #![allow(clippy::print_stdout)]
 

@@ -8,6 +8,8 @@ import {
   DaemonRpcError,
   DaemonTimeoutError,
   GENERATED_METHODS,
+  InvalidArgumentError,
+  TYPED_MEMBERS,
   TerminalToolError,
   clientVersion,
   executeProposal,
@@ -25,6 +27,8 @@ async function everything(): Promise<void> {
   const v: number = protocolVersion()
   const c: string = clientVersion() + version
   const names: Record<string, string> = GENERATED_METHODS
+  const typed: car.TypedMemberSpec | undefined = TYPED_MEMBERS['addFact']
+  const kind: car.ArgKind | undefined = typed?.args[0]?.kind
   setMemoryNamespace('ns')
   const ns: string | null = getMemoryNamespace()
   setMemoryNamespace(null)
@@ -43,13 +47,14 @@ async function everything(): Promise<void> {
     void paramsJson
   })
   rt.unregisterDaemonNotificationHandler('app.z')
-  const flags: boolean = rt.isClosed || rt.isConnected
+  const flags: boolean = rt.isConnected
+  const epoch: number = await rt.connectionEpoch()
   rt.disconnect()
 
   // Discovery and state
   const schema: string = await rt.serverSchema()
   const caps: string = await rt.capabilities()
-  await rt.stateSet('k', '1', 'tenant')
+  const nothing: void = await rt.stateSet('k', '1', 'tenant')
   const got: string = await rt.stateGet('k', null)
   const exists: boolean = await rt.stateExists('k')
   const keys: string[] = await rt.stateKeys()
@@ -61,6 +66,7 @@ async function everything(): Promise<void> {
   const rows: string = await rt.queryFacts('q', 3)
   const ctx: string = await rt.buildContext('q', 4096)
   const cons: string = await rt.consolidate()
+  const deleted: string = await rt.memoryDelete('{"id":"x"}')
   const persisted: number = await rt.persistMemory('p.json')
   const loaded: number = await rt.loadMemory('p.json')
 
@@ -94,11 +100,13 @@ async function everything(): Promise<void> {
   const events: number = await rt.eventCount()
   const query: string = await rt.eventQuery('{"limit":1}')
   const run: string = await rt.runsStart('{"intent":"x"}')
-  const done: string = await rt.runsComplete('{"run_id":"r","outcome":"success"}')
+  const done: string = await rt.runsComplete('{"run_id":"r","outcome":{"status":"success"}}')
 
   // Inference
   const text: string = await rt.infer('hi', 'model', 16)
-  const tracked: string = await rt.inferTracked('hi', null, 16, 'ctx', '[]', '[]')
+  const tracked: string = await rt.inferTracked('hi', null, 16, 'ctx', '[]', '[]', 'auto', false)
+  const requested: string = await rt.inferTrackedWithRequest('{"prompt":"hi"}')
+  const registered: string = await rt.registerModel('{"id":"m","path":"/m.gguf"}')
   const streamed: string = await rt.inferStream('hi', (eventJson: string) => void eventJson, 'm', 8)
   const streamedAsync: string = await rt.inferStream('hi', async (eventJson: string) => {
     await Promise.resolve(eventJson)
@@ -113,6 +121,7 @@ async function everything(): Promise<void> {
   const gen: string = await rt.memoryAddFact('{"subject":"s","body":"b"}')
   const gen2: string = await rt.capabilitiesList()
   const gen3: string = await rt.runsGetTrace('{"run_id":"r"}')
+  const gen4: string = await rt.sessionClearHalt()
 
   // Process-wide handlers
   registerToolHandler(async (callJson: string) => callJson)
@@ -139,6 +148,9 @@ async function everything(): Promise<void> {
     } else if (err instanceof CarError) {
       const kind: car.CarErrorKind = err.kind
       void kind
+    } else if (err instanceof InvalidArgumentError) {
+      const asType: TypeError = err
+      void asType
     }
   }
 
@@ -147,9 +159,9 @@ async function everything(): Promise<void> {
     await disposable.stateKeys()
   }
   rt.close()
-  void [v, c, names, ns, out, flags, schema, caps, got, exists, keys, snap, count, n, rows, ctx, cons, persisted, loaded]
+  void [v, c, names, typed, kind, ns, out, flags, epoch, schema, caps, nothing, got, exists, keys, snap, count, n, rows, ctx, cons, deleted, persisted, loaded]
   void [skills, found, report, listed, tools, removed, unp, policies, verified, submitted, executed, executed2]
-  void [events, query, run, done, text, tracked, streamed, streamedAsync, embedded, classified, models, tokens, detok, gen, gen2, gen3]
+  void [events, query, run, done, text, tracked, requested, registered, streamed, streamedAsync, embedded, classified, models, tokens, detok, gen, gen2, gen3, gen4]
 }
 
 void everything

@@ -6,8 +6,10 @@
         rt.state_set("greeting", '"hello"')
         print(rt.state_get("greeting"))
 
-Structured results are JSON strings; see `CarRuntime` for the members and `_errors` for
-what each exception means.
+Structured results are JSON strings; see `CarRuntime` for the members (CAR's typed
+members and JSON-string wrappers are generated from the daemon's method contract:
+`TYPED_MEMBERS` and `GENERATED_METHODS` map their names to daemon methods) and `_errors`
+for what each exception means.
 """
 
 from __future__ import annotations
@@ -21,10 +23,12 @@ from ._errors import (
     DaemonTimeoutError,
     HandshakeError,
     InternalError,
+    InvalidArgumentError,
     RefusedError,
     TerminalToolError,
+    UnexpectedResultError,
 )
-from ._generated import GENERATED_METHODS
+from ._generated import GENERATED_METHODS, TYPED_MEMBERS
 from ._runtime import (
     CarRuntime,
     get_memory_namespace,
@@ -58,8 +62,11 @@ __all__ = [
     "DaemonTimeoutError",
     "HandshakeError",
     "InternalError",
+    "InvalidArgumentError",
     "RefusedError",
+    "TYPED_MEMBERS",
     "TerminalToolError",
+    "UnexpectedResultError",
     "__version__",
     "client_version",
     "get_memory_namespace",

@@ -6,12 +6,17 @@
   broke; `HandshakeError` and `ClientClosedError` are kinds of it.
 - `DaemonTimeoutError` (a `TimeoutError`): the client stopped waiting.
 - `RefusedError` (a `ValueError`): the client refused the call before sending it.
+- `InvalidArgumentError` (a `RefusedError` and a `TypeError`): an argument cannot be sent
+  (JSON text that is not JSON, a typed member's argument of the wrong type).
+- `UnexpectedResultError` (a `TypeError`): the daemon's answer is not what the typed
+  member returns (`memory.add_fact returned a non-integer: null`).
 - `InternalError`: a bug in the native module (a Rust panic), raised as an ordinary
   `Exception`.
 - `TerminalToolError`: raised by a tool callback to tell the daemon a retry cannot help.
 
-No client-side failure carries an invented JSON-RPC code. The `_…` factories are what
-the native module calls to build these.
+No client-side failure carries an invented JSON-RPC code. `_from_report` is what the
+native module calls to build these, from the shared client's one structured error
+report; the daemon's `data` (with `data.reason` on refusals) is passed through as decoded.
 """
 
 from __future__ import annotations
@@ -80,6 +85,21 @@ class RefusedError(CarRuntimeError, ValueError):
     """The client refused the call before sending anything (a usage error)."""
 
 
+class InvalidArgumentError(RefusedError, TypeError):
+    """An argument cannot be sent: JSON text that is not JSON, or a typed member's
+    argument of the wrong type. Nothing was sent."""
+
+
+class UnexpectedResultError(CarRuntimeError, TypeError):
+    """The daemon answered, but not with what the typed member returns."""
+
+    method: str
+
+    def __init__(self, message: str, method: str) -> None:
+        super().__init__(message)
+        self.method = method
+
+
 class InternalError(CarRuntimeError):
     """A defect inside the native module (a Rust panic), caught at the boundary."""
 
@@ -96,28 +116,32 @@ def _decode(data_json: Optional[str]) -> Any:
     return None if data_json is None else json.loads(data_json)
 
 
-def _rpc_error(code: int, message: str, data_json: Optional[str]) -> DaemonRpcError:
-    return DaemonRpcError(code, message, _decode(data_json))
-
-
-def _connection_error(message: str) -> DaemonConnectionError:
+def _from_report(
+    kind: str,
+    message: str,
+    code: Optional[int],
+    data_json: Optional[str],
+    refusal_code: Optional[int],
+    refusal_data_json: Optional[str],
+    method: Optional[str],
+    after_ms: Optional[int],
+) -> CarRuntimeError:
+    """The exception for one client error report (`car_daemon_client::ErrorReport`)."""
+    if kind == "rpc" and code is not None:
+        return DaemonRpcError(code, message, _decode(data_json))
+    if kind == "closed":
+        return ClientClosedError(message)
+    if kind == "handshake":
+        return HandshakeError(message, refusal_code, _decode(refusal_data_json))
+    if kind == "timeout":
+        return DaemonTimeoutError(message, method or "", after_ms or 0)
+    if kind == "invalid_argument":
+        return InvalidArgumentError(message)
+    if kind == "refused":
+        return RefusedError(message)
+    if kind == "unexpected_result":
+        return UnexpectedResultError(message, method or "")
     return DaemonConnectionError(message)
-
-
-def _closed_error(message: str) -> ClientClosedError:
-    return ClientClosedError(message)
-
-
-def _handshake_error(message: str, code: Optional[int], data_json: Optional[str]) -> HandshakeError:
-    return HandshakeError(message, code, _decode(data_json))
-
-
-def _timeout_error(message: str, method: str, after_ms: int) -> DaemonTimeoutError:
-    return DaemonTimeoutError(message, method, after_ms)
-
-
-def _refused_error(message: str) -> RefusedError:
-    return RefusedError(message)
 
 
 def _internal_error(message: str) -> InternalError:

@@ -1,11 +1,17 @@
 """`CarRuntime`: the daemon client a Python program holds, and the process-wide handlers.
 
-Every member is a thin call through the native client: structured results come back as
-JSON strings (decode them with `json.loads`), counts as `int`, flags as `bool`. Calls
-block the calling thread with the GIL released, may be made from any number of threads
-at once, and may be made from inside a callback. Callbacks run on the worker threads of
-`_callbacks`, never on the native module's own threads; `infer_stream`'s `on_event` runs
-on the thread that called `infer_stream`.
+Only what cannot be generated is written here: the bridge (`daemon_call`, handlers,
+`connection_epoch`, `close`), the members that take callbacks (`submit_proposal`,
+`execute_proposal`, `infer_stream`) and the context manager. Every typed member
+(`add_fact`, …) and JSON-string wrapper (`memory_add_fact`, …) is generated from the
+daemon's method contract into `_generated.py` and runs through the native client's
+`call_member`, which builds the params and projects the result in the shared Rust client.
+
+Structured results come back as JSON strings (decode them with `json.loads`), counts as
+`int`, flags as `bool`. Calls block the calling thread with the GIL released, may be made
+from any number of threads at once, and may be made from inside a callback. Callbacks run
+on the worker threads of `_callbacks`, never on the native module's own threads;
+`infer_stream`'s `on_event` runs on the thread that called `infer_stream`.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ from typing import Any, Callable, Dict, List, Optional, Type
 
 from . import _callbacks, _native
 from ._callbacks import ToolFn, adapt_tool_fn
-from ._errors import RefusedError
+from ._errors import InvalidArgumentError, RefusedError
 from ._generated import GeneratedMethods
 
 _namespace_lock = threading.Lock()
@@ -71,29 +77,19 @@ def unregister_tool_cancel_handler() -> None:
     _native.set_tool_cancel_handler(None)
 
 
-def _load(field: str, text: str) -> Any:
-    if not isinstance(text, str):
-        raise TypeError(f"{field} must be a JSON string, got {type(text).__name__}")
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{field} is not valid JSON: {e}") from None
-
-
-def _int(method: str, text: str) -> int:
-    value = json.loads(text)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{method} returned {text}, expected an integer")
-    return value
-
-
 class CarRuntime(GeneratedMethods):
     """A client of the local `car-server` daemon.
 
     `url` defaults to `CAR_DAEMON_URL`, else the daemon's local socket or
     `ws://127.0.0.1:9100`; `token` to `CAR_AUTH_TOKEN`, else the daemon's token file;
     `memory_namespace` to `set_memory_namespace()`, else `CAR_MEMORY_NAMESPACE`. The
-    connection opens on the first call and reopens on the next call after it dropped.
+    connection opens on the first call and reopens on the next call after it dropped or
+    was closed.
+
+    The typed members (`add_fact`, `list_tools`, …) and the JSON-string wrappers
+    (`memory_add_fact(params_json)`, …) are generated from the daemon's method contract
+    into `GeneratedMethods`; what is written here is the bridge and the members that take
+    callbacks.
     """
 
     def __init__(
@@ -108,7 +104,7 @@ class CarRuntime(GeneratedMethods):
         self._native = _native.NativeClient(url, token, ns)
 
     def __repr__(self) -> str:
-        state = "closed" if self._native.closed else "open"
+        state = "connected" if self._native.connected else "not connected"
         return f"<CarRuntime {state}>"
 
     # -- bridge -------------------------------------------------------------------
@@ -124,6 +120,11 @@ class CarRuntime(GeneratedMethods):
         """Calls a host-management method with the host token (refused client-side for
         any other method)."""
         return self._native.call_host_management(method, params_json)
+
+    def _call_member(self, method: str, member: str, args: List[Any]) -> Any:
+        """What every generated typed member calls: the shared client checks `args`
+        against the contract, builds the params, calls, and projects the result."""
+        return self._native.call_member(method, member, args)
 
     def register_daemon_handler(self, method: str, fn: Callable[[str], str]) -> None:
         """Serves daemon→client requests named `method`: `fn(params_json)` returns the
@@ -147,14 +148,21 @@ class CarRuntime(GeneratedMethods):
     def unregister_daemon_notification_handler(self, method: str) -> None:
         self._native.unregister_notification_handler(method)
 
-    def disconnect(self) -> None:
-        """Drops the connection; the next call reconnects. Handlers stay registered."""
-        self._native.disconnect()
+    def connection_epoch(self) -> int:
+        """Connects if needed and returns the connection's epoch: a number that changes
+        whenever a new daemon session is established (after `close()`, or after a
+        reconnect following a daemon restart), when per-connection state (tools,
+        policies, state) starts afresh."""
+        return self._native.connection_epoch()
 
     def close(self) -> None:
-        """Closes the runtime for good (idempotent); later calls raise
-        `ClientClosedError`."""
-        self._native.close()
+        """Drops the connection (a pending call fails with `ClientClosedError`); a later
+        call reconnects. Handlers registered on the runtime stay. Idempotent."""
+        self._native.disconnect()
+
+    def disconnect(self) -> None:
+        """The same as `close()`."""
+        self._native.disconnect()
 
     def __enter__(self) -> CarRuntime:
         return self
@@ -167,192 +175,20 @@ class CarRuntime(GeneratedMethods):
     ) -> None:
         self.close()
 
-    def _call(self, method: str, params: Dict[str, Any]) -> str:
-        sent = {k: v for k, v in params.items() if v is not None}
-        return self._native.call(method, json.dumps(sent), None)
-
-    # -- discovery ----------------------------------------------------------------
-
-    def capabilities(self) -> str:
-        """`capabilities.list`: the methods this session may call, with their roles."""
-        return self._call("capabilities.list", {})
-
-    # -- state --------------------------------------------------------------------
-
-    def state_set(  # type: ignore[override]
-        self, key: str, value_json: str, tenant: Optional[str] = None
-    ) -> None:
-        self._call(
-            "state.set",
-            {"key": key, "value": _load("value_json", value_json), "tenant_id": tenant},
-        )
-
-    def state_get(self, key: str, tenant: Optional[str] = None) -> str:  # type: ignore[override]
-        """The value's JSON, `"null"` when the key is absent."""
-        return self._call("state.get", {"key": key, "tenant_id": tenant})
-
-    def state_exists(self, key: str, tenant: Optional[str] = None) -> bool:  # type: ignore[override]
-        return bool(json.loads(self._call("state.exists", {"key": key, "tenant_id": tenant})))
-
-    def state_keys(self, tenant: Optional[str] = None) -> List[str]:  # type: ignore[override]
-        keys = json.loads(self._call("state.keys", {"tenant_id": tenant}))
-        return [str(k) for k in keys]
-
-    def state_snapshot(self, tenant: Optional[str] = None) -> str:
-        return self._call("state.snapshot", {"tenant_id": tenant})
-
-    # -- memory -------------------------------------------------------------------
-
-    def add_fact(
-        self,
-        subject: str,
-        body: str,
-        kind: str,
-        confidence: Optional[float] = None,
-        fact_id: Optional[str] = None,
-        tags: Optional[List[str]] = None,
-        source: Optional[str] = None,
-    ) -> int:
-        """Adds a fact; returns the new fact count."""
-        params = {
-            "subject": subject,
-            "body": body,
-            "kind": kind,
-            "confidence": confidence,
-            "fact_id": fact_id,
-            "tags": tags,
-            "source": source,
-        }
-        return _int("memory.add_fact", self._call("memory.add_fact", params))
-
-    def fact_count(self) -> int:
-        return _int("memory.fact_count", self._call("memory.fact_count", {}))
-
-    def query_facts(self, query: str, k: Optional[int] = None) -> str:
-        """`[{fact_id, subject, body, kind, confidence, tags, source}]`, best first."""
-        return self._call("memory.query", {"query": query, "k": k})
-
-    def build_context(self, query: str, model_context_window: Optional[int] = None) -> str:
-        """The context text assembled from memory for `query`."""
-        reply = json.loads(
-            self._call(
-                "memory.build_context",
-                {"query": query, "model_context_window": model_context_window},
-            )
-        )
-        return str(reply["context"]) if isinstance(reply, dict) else str(reply)
-
-    def consolidate(self) -> str:
-        return self._call("memory.consolidate", {})
-
-    def persist_memory(self, path: str) -> int:
-        return _int("memory.persist", self._call("memory.persist", {"path": path}))
-
-    def load_memory(self, path: str) -> int:
-        return _int("memory.load", self._call("memory.load", {"path": path}))
-
-    # -- skills -------------------------------------------------------------------
-
-    def ingest_skill(
-        self,
-        name: str,
-        code: str,
-        platform: str,
-        persona: str,
-        url_pattern: str,
-        task_keywords: List[str],
-        description: str,
-        supersedes: Optional[str] = None,
-    ) -> int:
-        params = {
-            "name": name,
-            "code": code,
-            "platform": platform,
-            "persona": persona,
-            "url_pattern": url_pattern,
-            "task_keywords": list(task_keywords),
-            "description": description,
-            "supersedes": supersedes,
-        }
-        return _int("skill.ingest", self._call("skill.ingest", params))
-
-    def find_skill(
-        self, persona: str, url: str, task: str, max_results: Optional[int] = None
-    ) -> str:
-        """Matching skills as a JSON array (rows carry `name`, `code`, `match_score`),
-        or `"null"` when none match."""
-        params = {"persona": persona, "url": url, "task": task, "max_results": max_results}
-        found = self._call("skill.find", params)
-        return "null" if json.loads(found) in (None, []) else found
-
-    def report_outcome(self, name: str, outcome: str) -> str:
-        """`outcome` is `"success"` or `"fail"`; returns `{success_count, fail_count,
-        degraded}`."""
-        return self._call("skill.report", {"name": name, "outcome": outcome})
-
-    def list_skills(self, domain: Optional[str] = None) -> str:
-        return self._call("skills.list", {"domain": domain})
-
-    # -- tools and policies -------------------------------------------------------
-
-    def register_tool(self, name: str) -> None:
-        self._call("tools.register", {"name": name})
-
-    def register_tool_schema(self, schema_json: str) -> None:
-        """Registers one descriptor `{name, description?, parameters?}` or an array."""
-        schema = _load("schema_json", schema_json)
-        self._native.call("tools.register", json.dumps(schema), None)
-
-    def list_tools(self) -> str:
-        return self._call("tools.list", {})
-
-    def unregister_tool(self, name: str) -> int:
-        return _int("tools.unregister", self._call("tools.unregister", {"name": name}))
-
-    def register_policy(
-        self,
-        name: str,
-        rule: str,
-        target: Optional[str] = None,
-        key: Optional[str] = None,
-        pattern: Optional[str] = None,
-        value_json: Optional[str] = None,
-        session_id: Optional[str] = None,
-    ) -> None:
-        """`rule` is `deny_tool`, `deny_tool_param` or `require_state`."""
-        value = None if value_json is None else _load("value_json", value_json)
-        params = {
-            "name": name,
-            "rule": rule,
-            "target": target,
-            "key": key,
-            "pattern": pattern,
-            "value": value,
-            "session_id": session_id,
-        }
-        self._call("policy.register", params)
-
-    def unregister_policy(self, name: str) -> int:
-        return _int("policy.unregister", self._call("policy.unregister", {"name": name}))
-
-    def list_policies(self) -> str:
-        return self._call("policy.list", {})
-
-    # -- proposals ----------------------------------------------------------------
-
-    def verify_proposal(self, proposal_json: str) -> str:
-        """`{valid, issues, execution_levels, conflicts}` without running anything."""
-        return self._call("verify", {"proposal": _load("proposal_json", proposal_json)})
+    # -- members that take callbacks ------------------------------------------------
 
     def submit_proposal(self, proposal_json: str, session_id: Optional[str] = None) -> str:
-        """Runs a proposal; its tool calls go to the process-wide tool handler."""
+        """Runs a proposal; its tool calls go to the process-wide tool handler. Raises
+        `RefusedError` at once when none is registered."""
         if not _native.has_tool_handler():
             raise RefusedError(
                 "no tool handler registered: call car_runtime.register_tool_handler "
                 "first, or use execute_proposal"
             )
-        proposal = _load("proposal_json", proposal_json)
-        return self._call("proposal.submit", {"proposal": proposal, "session_id": session_id})
+        params: Dict[str, Any] = {"proposal": _load("proposal_json", proposal_json)}
+        if session_id is not None:
+            params["session_id"] = session_id
+        return self._native.call("proposal.submit", json.dumps(params), None)
 
     def execute_proposal(
         self, proposal_json: str, tool_fn: ToolFn, session_id: Optional[str] = None
@@ -363,47 +199,7 @@ class CarRuntime(GeneratedMethods):
         _callbacks.POOL.ensure_started()
         return self._native.execute_proposal(proposal_json, adapted, session_id)
 
-    # -- events and runs ----------------------------------------------------------
-
-    def event_count(self) -> int:
-        return _int("events.count", self._call("events.count", {}))
-
-    def event_query(self, query_json: str = "{}") -> str:
-        """Events newest first; `query_json` may hold `kinds`, `action_id`,
-        `proposal_id`, `session_id`, `since`, `until`, `limit`."""
-        return self.daemon_call("events.query", query_json)
-
-    # -- inference ----------------------------------------------------------------
-
-    def infer(  # type: ignore[override,unused-ignore]
-        self, prompt: str, model: Optional[str] = None, max_tokens: Optional[int] = None
-    ) -> str:
-        """The generated text."""
-        reply = json.loads(self.infer_tracked(prompt, model, max_tokens))
-        return str(reply["text"])
-
-    def infer_tracked(
-        self,
-        prompt: str,
-        model: Optional[str] = None,
-        max_tokens: Optional[int] = None,
-        context: Optional[str] = None,
-        tools_json: Optional[str] = None,
-        messages_json: Optional[str] = None,
-    ) -> str:
-        """`{text, tool_calls, usage, model_used, model_identity, latency_ms,
-        time_to_first_token_ms, stop_reason}`."""
-        params = {
-            "prompt": prompt,
-            "model": model,
-            "max_tokens": max_tokens,
-            "context": context,
-            "tools": None if tools_json is None else _load("tools_json", tools_json),
-            "messages": None if messages_json is None else _load("messages_json", messages_json),
-        }
-        return self._call("infer", params)
-
-    def infer_stream(  # type: ignore[override,unused-ignore]
+    def infer_stream(
         self,
         prompt: str,
         on_event: Callable[[str], None],
@@ -433,34 +229,21 @@ class CarRuntime(GeneratedMethods):
             if event is not None:
                 on_event(json.dumps(event))
 
-        params = {"prompt": prompt, "model": model, "max_tokens": max_tokens}
-        sent = {k: v for k, v in params.items() if v is not None}
-        result = self._native.call_streaming("infer_stream", json.dumps(sent), forward, None)
+        params: Dict[str, Any] = {"prompt": prompt}
+        if model is not None:
+            params["model"] = model
+        if max_tokens is not None:
+            params["params"] = {"max_tokens": max_tokens}
+        result = self._native.call_streaming("infer_stream", json.dumps(params), forward, None)
         on_event(json.dumps({"type": "done"}))
         return result
 
-    def embed(  # type: ignore[override,unused-ignore]
-        self, texts: List[str], model: Optional[str] = None
-    ) -> str:
-        """`{embeddings}`."""
-        return self._call("embed", {"texts": list(texts), "model": model})
 
-    def classify(  # type: ignore[override,unused-ignore]
-        self, text: str, labels: List[str], model: Optional[str] = None
-    ) -> str:
-        """`[{label, score}]`, best first (the daemon's `scores`)."""
-        reply = json.loads(
-            self._call("classify", {"text": text, "labels": list(labels), "model": model})
-        )
-        return json.dumps(reply["scores"])
-
-    def list_models(self) -> str:
-        return self._call("models.list", {})
-
-    def tokenize(self, model: str, text: str) -> str:  # type: ignore[override,unused-ignore]
-        return self._call("tokenize", {"model": model, "text": text})
-
-    def detokenize(  # type: ignore[override,unused-ignore]
-        self, model: str, tokens_json: str
-    ) -> str:
-        return self._call("detokenize", {"model": model, "tokens": _load("tokens_json", tokens_json)})
+def _load(field: str, text: str) -> Any:
+    """`text` decoded, or `InvalidArgumentError` naming `field` (nothing is sent)."""
+    if not isinstance(text, str):
+        raise InvalidArgumentError(f"{field} must be a JSON string, got {type(text).__name__}")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise InvalidArgumentError(f"{field} is not valid JSON: {e}") from None

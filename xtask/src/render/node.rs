@@ -1,0 +1,186 @@
+//! The Node package's generated `generated.js` and `generated.d.ts`.
+//!
+//! `generated.js` holds the typed members and wrappers as methods of one object that
+//! `installGenerated(proto)` copies onto `CarRuntime.prototype` (skipping names the class
+//! defines by hand), plus the tables `GENERATED_METHODS` and `TYPED_MEMBERS` that tests and
+//! tools read. A typed member calls `this[CALL_MEMBER](method, member, [args…])`, which the
+//! runtime hands to the native addon (and so to `car_daemon_client::typed`).
+
+use car_proto::methods::{Arg, ArgKind, ReturnKind};
+use serde_json::json;
+
+use super::names::lower_camel;
+use super::{doc, Surface, Typed, Wrapper, HEADER};
+
+fn ts_arg(kind: ArgKind) -> &'static str {
+    match kind {
+        ArgKind::Str | ArgKind::Json => "string",
+        ArgKind::Int | ArgKind::Float => "number",
+        ArgKind::Bool => "boolean",
+        ArgKind::StrList => "string[]",
+    }
+}
+
+fn ts_return(kind: ReturnKind) -> &'static str {
+    match kind {
+        ReturnKind::Unit => "void",
+        ReturnKind::Json | ReturnKind::Text => "string",
+        ReturnKind::Int => "number",
+        ReturnKind::Bool => "boolean",
+        ReturnKind::StrList => "string[]",
+    }
+}
+
+fn kind_name<T: serde::Serialize>(kind: T) -> String {
+    serde_json::to_value(kind)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
+fn arg_names(t: &Typed) -> Vec<String> {
+    t.member.args.iter().map(|a| lower_camel(a.name)).collect()
+}
+
+fn table_row(t: &Typed) -> String {
+    let args: Vec<serde_json::Value> = t
+        .member
+        .args
+        .iter()
+        .map(|a: &Arg| json!({"name": lower_camel(a.name), "kind": kind_name(a.kind), "optional": a.optional}))
+        .collect();
+    let mut returns = json!({"kind": kind_name(t.member.returns.kind)});
+    if let Some(field) = t.member.returns.field {
+        returns["field"] = json!(field);
+    }
+    let row =
+        json!({"method": t.spec.name, "member": t.member.name, "args": args, "returns": returns});
+    format!("  {}: {row},\n", lower_camel(t.member.name))
+}
+
+fn js_member(t: &Typed) -> String {
+    let args = arg_names(t).join(", ");
+    format!(
+        "  /** {} */\n  async {}({args}) {{\n    return this[CALL_MEMBER]('{}', '{}', [{args}])\n  }},\n",
+        doc(t.spec),
+        lower_camel(t.member.name),
+        t.spec.name,
+        t.member.name,
+    )
+}
+
+fn js_wrapper(w: &Wrapper) -> String {
+    let bridge = if w.host() {
+        "daemonCallHostManagement"
+    } else {
+        "daemonCall"
+    };
+    format!(
+        "  /** {} */\n  async {}(paramsJson = '{{}}') {{\n    return this.{bridge}('{}', paramsJson)\n  }},\n",
+        doc(w.spec),
+        lower_camel(&w.name),
+        w.spec.name,
+    )
+}
+
+const INSTALL: &str = r#"
+/**
+ * Adds every generated member to `proto`, skipping names the prototype already defines by
+ * hand (those members take callbacks).
+ */
+function installGenerated(proto) {
+  for (const name of Object.getOwnPropertyNames(MEMBERS)) {
+    if (Object.prototype.hasOwnProperty.call(proto, name)) continue
+    const descriptor = Object.getOwnPropertyDescriptor(MEMBERS, name)
+    Object.defineProperty(proto, name, { ...descriptor, enumerable: false })
+  }
+}
+
+module.exports = { GENERATED_METHODS, TYPED_MEMBERS, installGenerated }
+"#;
+
+/// `generated.js`.
+pub fn js(surface: &Surface) -> String {
+    let mut s = format!(
+        "// {HEADER}\n'use strict'\n\nconst {{ CALL_MEMBER }} = require('./lib/typed.js')\n\n/** JSON-string wrapper → daemon method. */\nconst GENERATED_METHODS = {{\n"
+    );
+    for w in &surface.wrappers {
+        s.push_str(&format!("  {}: '{}',\n", lower_camel(&w.name), w.spec.name));
+    }
+    s.push_str("}\n\n/** Typed member → its contract: daemon method, CAR's member name, arguments, result. */\nconst TYPED_MEMBERS = {\n");
+    for t in &surface.typed {
+        s.push_str(&table_row(t));
+    }
+    s.push_str("}\n\n/** The members `installGenerated` adds: typed members, then JSON-string wrappers. */\nconst MEMBERS = {\n");
+    for t in &surface.typed {
+        s.push_str(&js_member(t));
+    }
+    for w in &surface.wrappers {
+        s.push_str(&js_wrapper(w));
+    }
+    s.push_str("}\n");
+    s.push_str(INSTALL);
+    s
+}
+
+fn ts_params(t: &Typed) -> String {
+    t.member
+        .args
+        .iter()
+        .map(|a| {
+            if a.optional {
+                format!("{}?: {} | null", lower_camel(a.name), ts_arg(a.kind))
+            } else {
+                format!("{}: {}", lower_camel(a.name), ts_arg(a.kind))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+const DTS_TYPES: &str = r#"
+/** An argument kind of the contract. */
+export type ArgKind = 'str' | 'int' | 'float' | 'bool' | 'str_list' | 'json'
+/** A result projection kind of the contract. */
+export type ReturnKind = 'unit' | 'json' | 'text' | 'int' | 'bool' | 'str_list'
+
+/** One row of `TYPED_MEMBERS`. */
+export interface TypedMemberSpec {
+  readonly method: string
+  /** CAR's Python name of the member. */
+  readonly member: string
+  readonly args: ReadonlyArray<{ readonly name: string; readonly kind: ArgKind; readonly optional: boolean }>
+  readonly returns: { readonly kind: ReturnKind; readonly field?: string }
+}
+
+/** JSON-string wrapper → daemon method. */
+export declare const GENERATED_METHODS: Record<string, string>
+/** Typed member → its contract. */
+export declare const TYPED_MEMBERS: Record<string, TypedMemberSpec>
+"#;
+
+/// `generated.d.ts`.
+pub fn dts(surface: &Surface) -> String {
+    let mut s = format!(
+        "// {HEADER}\n\n/** CAR's typed members, then a JSON-string wrapper for each method whose name no typed or hand-written member takes. */\nexport interface GeneratedMethods {{\n"
+    );
+    for t in &surface.typed {
+        s.push_str(&format!(
+            "  /** {} */\n  {}({}): Promise<{}>\n",
+            doc(t.spec),
+            lower_camel(t.member.name),
+            ts_params(t),
+            ts_return(t.member.returns.kind)
+        ));
+    }
+    for w in &surface.wrappers {
+        s.push_str(&format!(
+            "  /** {} */\n  {}(paramsJson?: string): Promise<string>\n",
+            doc(w.spec),
+            lower_camel(&w.name)
+        ));
+    }
+    s.push_str("}\n");
+    s.push_str(DTS_TYPES);
+    s
+}
