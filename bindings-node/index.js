@@ -7,7 +7,7 @@
 // Every typed member (`addFact`, …) and JSON-string wrapper (`memoryAddFact`, …) is
 // generated from the daemon's method contract into `generated.js`; a typed member calls
 // the native `callMember`, which builds the params and projects the result in the shared
-// Rust client. Structured results are JSON strings (bindings-api.md), so the native ABI
+// Rust client. Structured results are JSON strings (docs/protocol-choices.md, "Bindings"), so the native ABI
 // stays stable as daemon shapes grow.
 
 const native = require('./native.js')

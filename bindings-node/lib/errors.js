@@ -1,7 +1,7 @@
 'use strict'
 // The error classes of `car-runtime`, and the factory the native addon calls to build them.
 //
-// One taxonomy (DESIGN.md): the daemon said no → `DaemonRpcError` with `.code`, `.message`
+// One taxonomy (docs/protocol-choices.md, "Bindings"): the daemon said no → `DaemonRpcError` with `.code`, `.message`
 // and `.data` exactly as the daemon sent them (role refusals carry `data.reason`); the
 // connection broke, was closed or failed its handshake → `DaemonConnectionError` (no
 // `.code`); the client stopped waiting → `DaemonTimeoutError` (no `.code`); an argument

@@ -18,7 +18,7 @@ from car_runtime._generated import GeneratedMethods
 
 PKG = Path(car_runtime.__file__).parent
 
-# The hand-written members (bindings-api.md, Python section): member → parameter names
+# The hand-written members (docs/protocol-choices.md, "Bindings"): member → parameter names
 # (self excluded). Everything else is generated from the contract and checked against the
 # daemon's own `server.schema` below.
 HAND_WRITTEN: Dict[str, List[str]] = {

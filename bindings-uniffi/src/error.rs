@@ -3,8 +3,8 @@
 //!
 //! This module owns two translations and nothing else:
 //!
-//! - client → foreign: `car_daemon_client::Error` variants map one to one (DESIGN.md
-//!   "Errors, one taxonomy"), keeping every detail: the daemon's code and `data` (passed
+//! - client → foreign: `car_daemon_client::Error` variants map one to one (docs/protocol-choices.md,
+//!   "Bindings"), keeping every detail: the daemon's code and `data` (passed
 //!   through untouched as JSON, `data.reason` included), a timeout's method and wait, a
 //!   handshake refusal's code and data, the client's own refusals (`Refused`), a caller's
 //!   argument that cannot be sent (`InvalidArgument`: JSON text that is not JSON, a typed

@@ -10,7 +10,7 @@
 //! - its return value must be JSON (it becomes `result`); a thrown `CarError` becomes the
 //!   JSON-RPC error (see `error`), and an undeclared exception is turned into a declared
 //!   one by UniFFI before it reaches Rust, so no foreign failure becomes a panic here;
-//! - `tools.execute` handlers receive the normalised `call_json` of DECISIONS 12
+//! - `tools.execute` handlers receive the normalised `call_json` of docs/protocol-choices.md, "Reverse calls and heartbeats"
 //!   (`{tool, params, action_id, request_id, timeout_ms, session_id, attempt}`) whether the
 //!   daemon sent the arguments under `parameters` or `params`; every other method receives
 //!   the daemon's params unchanged;

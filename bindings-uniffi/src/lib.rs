@@ -1,5 +1,5 @@
 //! `car-runtime-uniffi`: the UniFFI library through which Swift and Kotlin apps reach the
-//! local daemon (bindings-api.md, "UniFFI").
+//! local daemon (docs/protocol-choices.md, "Bindings").
 //!
 //! This crate is a translation layer over `car-daemon-client` and owns nothing else:
 //!

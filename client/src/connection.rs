@@ -197,7 +197,7 @@ pub(crate) async fn open(
                 let stream = tokio::net::UnixStream::connect(path)
                     .await
                     .map_err(|e| Error::Transport(format!("connect to {}: {e}", path.display())))?;
-                // The daemon only accepts loopback Host headers (DECISIONS 9).
+                // The daemon only accepts loopback Host headers (docs/protocol-choices.md, "Auth and upgrade checks").
                 let (ws, _) = tokio_tungstenite::client_async("ws://localhost/", stream)
                     .await
                     .map_err(|e| {

@@ -1,4 +1,4 @@
-//! The client's error taxonomy (DESIGN.md "Errors, one taxonomy").
+//! The client's error taxonomy (docs/protocol-choices.md, "Bindings").
 //!
 //! This module owns the split every binding maps one to one: [`Error::Rpc`] when the daemon
 //! answered and said no, [`Error::Transport`] when the connection broke, [`Error::Timeout`]

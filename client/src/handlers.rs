@@ -224,7 +224,7 @@ where
     RequestHandler::Async(Arc::new(move |_id: &Value, params| Box::pin(f(params))))
 }
 
-/// One `tools.execute` reverse call, normalised (DECISIONS 12).
+/// One `tools.execute` reverse call, normalised (docs/protocol-choices.md, "Reverse calls and heartbeats").
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolCall {
     pub tool: String,

@@ -11,7 +11,7 @@
 //!   from any number of tasks, per-call timeouts, reconnect, `close()`;
 //! - handler registration for reverse calls (`tools.execute`, `tools.cancel`, anything
 //!   else) and notifications;
-//! - [`timeouts`]: the per-method wait rules of DECISIONS 15;
+//! - [`timeouts`]: the per-method wait rules (docs/protocol-choices.md, "Reverse calls and heartbeats");
 //! - [`typed`]: the contract's typed members (build params from arguments, project the
 //!   result), which every binding's generated members call through
 //!   [`Client::call_member`];

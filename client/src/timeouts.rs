@@ -1,4 +1,4 @@
-//! How long the client waits for each call (DECISIONS 15, reference "handler deadline").
+//! How long the client waits for each call (docs/protocol-choices.md, "Reverse calls and heartbeats", reference "handler deadline").
 //!
 //! This module owns the one rule that turns a method and its params into a [`Wait`]:
 //!
@@ -20,7 +20,7 @@
 //! The deadline class comes from the method contract in `car-proto`, and the figures and
 //! the proposal rule from `car_proto::deadline`, the same ones the daemon applies; a
 //! method the contract does not declare falls back to its name for the two classes
-//! DECISIONS 15 names.
+//! docs/protocol-choices.md, "Reverse calls and heartbeats" names.
 
 use std::time::Duration;
 

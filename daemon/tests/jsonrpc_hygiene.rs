@@ -1,4 +1,4 @@
-//! Acceptance: DECISIONS 1–6 against a real daemon (issue 2 §7).
+//! Acceptance: the framing rules (docs/protocol-choices.md, "Framing") against a real daemon (issue 2 §7).
 
 mod common;
 

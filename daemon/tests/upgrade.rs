@@ -1,4 +1,4 @@
-//! Acceptance: upgrade-time Origin and Host checks (issue 2 §8, DECISIONS 9).
+//! Acceptance: upgrade-time Origin and Host checks (issue 2 §8, docs/protocol-choices.md, "Auth and upgrade checks").
 
 mod common;
 

@@ -18,7 +18,7 @@
 //! `TYPED_MEMBERS` tables), UniFFI `bindings-uniffi/src/generated.rs` (a
 //! `#[uniffi::export] impl CarDaemonClient` block).
 //!
-//! Name rule (bindings-api.md): split the method on `.` and `/`, snake_case each segment,
+//! Name rule (docs/protocol-choices.md, "Bindings"): split the method on `.` and `/`, snake_case each segment,
 //! join with `_`; Node, Kotlin and Swift use the lowerCamelCase of that. `--check` exits 1
 //! naming every stale file, so CI fails when the contract changed and the generated files
 //! were not rewritten.
