@@ -7,7 +7,7 @@ export interface GeneratedMethods {
   /** `classify` (operator role): zero-shot classification of text against labels by embedding similarity. */
   classify(text: string, labels: string[], model?: string | null): Promise<string>
   /** `detokenize` (operator role): text of token ids under a local model's vocabulary. */
-  detokenize(model: string, tokensJson: string): Promise<string>
+  detokenize(model: string, tokens: number[]): Promise<string>
   /** `embed` (operator role): embedding vectors for texts from a local or remote embedding model. */
   embed(texts: string[], model?: string | null): Promise<string>
   /** `events.count` (operator role): the number of events in the durable event log. */
@@ -20,6 +20,10 @@ export interface GeneratedMethods {
   inferTracked(prompt: string, model?: string | null, maxTokens?: number | null, context?: string | null, toolsJson?: string | null, messagesJson?: string | null, toolChoice?: string | null, parallelToolCalls?: boolean | null, intentJson?: string | null, imagesJson?: string | null): Promise<string>
   /** `infer` (agent role): generate text; infer.progress heartbeats while it runs. */
   inferTrackedWithRequest(requestJson: string): Promise<string>
+  /** `infer` (agent role): generate text; infer.progress heartbeats while it runs. */
+  inferWithContext(prompt: string, model?: string | null, maxTokens?: number | null, intentJson?: string | null): Promise<string>
+  /** `infer` (agent role): generate text; infer.progress heartbeats while it runs. */
+  inferWithContextTracked(prompt: string, model?: string | null, maxTokens?: number | null, intentJson?: string | null): Promise<string>
   /** `memory.add_fact` (agent role): add a fact to this connection's memory graph; returns the new count. */
   addFact(subject: string, body: string, kind: string, confidence?: number | null, factId?: string | null, tags?: string[] | null, source?: string | null): Promise<number>
   /** `memory.build_context` (operator role): a layered context block (constraints, relevant facts, unknowns) within a token budget. */
@@ -38,6 +42,8 @@ export interface GeneratedMethods {
   listModels(): Promise<string>
   /** `models.register` (operator role): register a local gguf or embedding model, or a remote endpoint. */
   registerModel(schemaJson: string): Promise<string>
+  /** `models.remove` (host role, over the host-management connection): unregister a model (host session). */
+  removeModel(modelId: string): Promise<string>
   /** `policy.list` (operator role): the policies in force, in registration order. */
   listPolicies(): Promise<string>
   /** `policy.register` (operator role): add a deny_tool, deny_tool_param or require_state policy. */

@@ -49,13 +49,15 @@ const GENERATED_METHODS = {
 const TYPED_MEMBERS = {
   capabilities: {"args":[],"member":"capabilities","method":"capabilities.list","returns":{"kind":"json"}},
   classify: {"args":[{"kind":"str","name":"text","optional":false},{"kind":"str_list","name":"labels","optional":false},{"kind":"str","name":"model","optional":true}],"member":"classify","method":"classify","returns":{"kind":"json"}},
-  detokenize: {"args":[{"kind":"str","name":"model","optional":false},{"kind":"json","name":"tokensJson","optional":false}],"member":"detokenize","method":"detokenize","returns":{"kind":"json"}},
+  detokenize: {"args":[{"kind":"str","name":"model","optional":false},{"kind":"int_list","name":"tokens","optional":false}],"member":"detokenize","method":"detokenize","returns":{"field":"text","kind":"text"}},
   embed: {"args":[{"kind":"str_list","name":"texts","optional":false},{"kind":"str","name":"model","optional":true}],"member":"embed","method":"embed","returns":{"kind":"json"}},
   eventCount: {"args":[],"member":"event_count","method":"events.count","returns":{"kind":"int"}},
   eventQuery: {"args":[{"kind":"json","name":"queryJson","optional":false}],"member":"event_query","method":"events.query","returns":{"kind":"json"}},
   infer: {"args":[{"kind":"str","name":"prompt","optional":false},{"kind":"str","name":"model","optional":true},{"kind":"int","name":"maxTokens","optional":true},{"kind":"json","name":"intentJson","optional":true}],"member":"infer","method":"infer","returns":{"field":"text","kind":"text"}},
   inferTracked: {"args":[{"kind":"str","name":"prompt","optional":false},{"kind":"str","name":"model","optional":true},{"kind":"int","name":"maxTokens","optional":true},{"kind":"str","name":"context","optional":true},{"kind":"json","name":"toolsJson","optional":true},{"kind":"json","name":"messagesJson","optional":true},{"kind":"str","name":"toolChoice","optional":true},{"kind":"bool","name":"parallelToolCalls","optional":true},{"kind":"json","name":"intentJson","optional":true},{"kind":"json","name":"imagesJson","optional":true}],"member":"infer_tracked","method":"infer","returns":{"kind":"json"}},
   inferTrackedWithRequest: {"args":[{"kind":"json","name":"requestJson","optional":false}],"member":"infer_tracked_with_request","method":"infer","returns":{"kind":"json"}},
+  inferWithContext: {"args":[{"kind":"str","name":"prompt","optional":false},{"kind":"str","name":"model","optional":true},{"kind":"int","name":"maxTokens","optional":true},{"kind":"json","name":"intentJson","optional":true}],"member":"infer_with_context","method":"infer","returns":{"field":"text","kind":"text"}},
+  inferWithContextTracked: {"args":[{"kind":"str","name":"prompt","optional":false},{"kind":"str","name":"model","optional":true},{"kind":"int","name":"maxTokens","optional":true},{"kind":"json","name":"intentJson","optional":true}],"member":"infer_with_context_tracked","method":"infer","returns":{"kind":"json"}},
   addFact: {"args":[{"kind":"str","name":"subject","optional":false},{"kind":"str","name":"body","optional":false},{"kind":"str","name":"kind","optional":false},{"kind":"float","name":"confidence","optional":true},{"kind":"str","name":"factId","optional":true},{"kind":"str_list","name":"tags","optional":true},{"kind":"str","name":"source","optional":true}],"member":"add_fact","method":"memory.add_fact","returns":{"kind":"int"}},
   buildContext: {"args":[{"kind":"str","name":"query","optional":false},{"kind":"int","name":"modelContextWindow","optional":true}],"member":"build_context","method":"memory.build_context","returns":{"kind":"text"}},
   consolidate: {"args":[],"member":"consolidate","method":"memory.consolidate","returns":{"kind":"json"}},
@@ -65,6 +67,7 @@ const TYPED_MEMBERS = {
   queryFacts: {"args":[{"kind":"str","name":"query","optional":false},{"kind":"int","name":"k","optional":true}],"member":"query_facts","method":"memory.query","returns":{"kind":"json"}},
   listModels: {"args":[],"member":"list_models","method":"models.list","returns":{"kind":"json"}},
   registerModel: {"args":[{"kind":"json","name":"schemaJson","optional":false}],"member":"register_model","method":"models.register","returns":{"kind":"json"}},
+  removeModel: {"args":[{"kind":"str","name":"modelId","optional":false}],"member":"remove_model","method":"models.remove","returns":{"kind":"json"}},
   listPolicies: {"args":[],"member":"list_policies","method":"policy.list","returns":{"field":"policies","kind":"json"}},
   registerPolicy: {"args":[{"kind":"str","name":"name","optional":false},{"kind":"str","name":"rule","optional":false},{"kind":"str","name":"target","optional":true},{"kind":"str","name":"key","optional":true},{"kind":"str","name":"pattern","optional":true},{"kind":"json","name":"valueJson","optional":true},{"kind":"str","name":"sessionId","optional":true}],"member":"register_policy","method":"policy.register","returns":{"kind":"unit"}},
   unregisterPolicy: {"args":[{"kind":"str","name":"name","optional":false}],"member":"unregister_policy","method":"policy.unregister","returns":{"field":"removed","kind":"int"}},
@@ -80,7 +83,7 @@ const TYPED_MEMBERS = {
   stateKeys: {"args":[{"kind":"str","name":"tenant","optional":true}],"member":"state_keys","method":"state.keys","returns":{"kind":"str_list"}},
   stateSet: {"args":[{"kind":"str","name":"key","optional":false},{"kind":"json","name":"valueJson","optional":false},{"kind":"str","name":"tenant","optional":true}],"member":"state_set","method":"state.set","returns":{"kind":"unit"}},
   stateSnapshot: {"args":[{"kind":"str","name":"tenant","optional":true}],"member":"state_snapshot","method":"state.snapshot","returns":{"kind":"json"}},
-  tokenize: {"args":[{"kind":"str","name":"model","optional":false},{"kind":"str","name":"text","optional":false}],"member":"tokenize","method":"tokenize","returns":{"kind":"json"}},
+  tokenize: {"args":[{"kind":"str","name":"model","optional":false},{"kind":"str","name":"text","optional":false}],"member":"tokenize","method":"tokenize","returns":{"field":"tokens","kind":"json"}},
   listTools: {"args":[],"member":"list_tools","method":"tools.list","returns":{"field":"tools","kind":"json"}},
   registerTool: {"args":[{"kind":"str","name":"name","optional":false}],"member":"register_tool","method":"tools.register","returns":{"kind":"unit"}},
   registerToolSchema: {"args":[{"kind":"json","name":"schemaJson","optional":false}],"member":"register_tool_schema","method":"tools.register","returns":{"kind":"unit"}},
@@ -99,8 +102,8 @@ const MEMBERS = {
     return this[CALL_MEMBER]('classify', 'classify', [text, labels, model])
   },
   /** `detokenize` (operator role): text of token ids under a local model's vocabulary. */
-  async detokenize(model, tokensJson) {
-    return this[CALL_MEMBER]('detokenize', 'detokenize', [model, tokensJson])
+  async detokenize(model, tokens) {
+    return this[CALL_MEMBER]('detokenize', 'detokenize', [model, tokens])
   },
   /** `embed` (operator role): embedding vectors for texts from a local or remote embedding model. */
   async embed(texts, model) {
@@ -125,6 +128,14 @@ const MEMBERS = {
   /** `infer` (agent role): generate text; infer.progress heartbeats while it runs. */
   async inferTrackedWithRequest(requestJson) {
     return this[CALL_MEMBER]('infer', 'infer_tracked_with_request', [requestJson])
+  },
+  /** `infer` (agent role): generate text; infer.progress heartbeats while it runs. */
+  async inferWithContext(prompt, model, maxTokens, intentJson) {
+    return this[CALL_MEMBER]('infer', 'infer_with_context', [prompt, model, maxTokens, intentJson])
+  },
+  /** `infer` (agent role): generate text; infer.progress heartbeats while it runs. */
+  async inferWithContextTracked(prompt, model, maxTokens, intentJson) {
+    return this[CALL_MEMBER]('infer', 'infer_with_context_tracked', [prompt, model, maxTokens, intentJson])
   },
   /** `memory.add_fact` (agent role): add a fact to this connection's memory graph; returns the new count. */
   async addFact(subject, body, kind, confidence, factId, tags, source) {
@@ -161,6 +172,10 @@ const MEMBERS = {
   /** `models.register` (operator role): register a local gguf or embedding model, or a remote endpoint. */
   async registerModel(schemaJson) {
     return this[CALL_MEMBER]('models.register', 'register_model', [schemaJson])
+  },
+  /** `models.remove` (host role, over the host-management connection): unregister a model (host session). */
+  async removeModel(modelId) {
+    return this[CALL_MEMBER]('models.remove', 'remove_model', [modelId])
   },
   /** `policy.list` (operator role): the policies in force, in registration order. */
   async listPolicies() {

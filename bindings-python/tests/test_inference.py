@@ -255,3 +255,16 @@ def test_keyboard_interrupt_from_on_event_abandons_the_stream_at_once(
             rt.infer_stream("Say hello.", lambda e: events.append(json.loads(e)), model, 8)
         )
         check_stream(events, final)
+
+
+def test_infer_with_context_grounds_the_prompt_in_memory(model_daemon: Tuple[Daemon, str]) -> None:
+    """The generated `infer_with_context` members send the prompt as `context_query` too:
+    the daemon appends the memory context it builds, so the model reads more tokens."""
+    d, model = model_daemon
+    with CarRuntime(d.url, token=d.token) as rt:
+        rt.add_fact("deploys", "never deploy to production on fridays", "constraint")
+        prompt = "Can I deploy on friday?"
+        bare = json.loads(rt.infer_tracked(prompt, model, 2))
+        grounded = json.loads(rt.infer_with_context_tracked(prompt, model, 2))
+        assert grounded["usage"]["input_tokens"] > bare["usage"]["input_tokens"], (bare, grounded)
+        assert isinstance(rt.infer_with_context(prompt, model, 2), str)

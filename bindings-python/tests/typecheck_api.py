@@ -98,7 +98,7 @@ def exercise(rt: CarRuntime) -> None:
     models: str = rt.list_models()
     registered: str = rt.register_model('{"id": "m", "path": "/m.gguf"}')
     tokens: str = rt.tokenize("m", "t")
-    detok: str = rt.detokenize("m", "[1]")
+    detok: str = rt.detokenize("m", [1])
 
     generated: str = rt.memory_add_fact('{"subject": "s", "body": "b"}')
     cleared: str = rt.session_clear_halt()

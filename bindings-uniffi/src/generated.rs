@@ -21,8 +21,8 @@ impl CarDaemonClient {
     }
 
     /// `detokenize` (operator role): text of token ids under a local model's vocabulary.
-    pub fn detokenize(&self, model: String, tokens_json: String) -> Result<String, CarError> {
-        self.member_string("detokenize", "detokenize", vec![Some(model.into()), Some(tokens_json.into())])
+    pub fn detokenize(&self, model: String, tokens: Vec<i64>) -> Result<String, CarError> {
+        self.member_string("detokenize", "detokenize", vec![Some(model.into()), Some(tokens.into())])
     }
 
     /// `embed` (operator role): embedding vectors for texts from a local or remote embedding model.
@@ -56,6 +56,18 @@ impl CarDaemonClient {
     /// `infer` (agent role): generate text; infer.progress heartbeats while it runs.
     pub fn infer_tracked_with_request(&self, request_json: String) -> Result<String, CarError> {
         self.member_string("infer", "infer_tracked_with_request", vec![Some(request_json.into())])
+    }
+
+    /// `infer` (agent role): generate text; infer.progress heartbeats while it runs.
+    #[uniffi::method(default(model = None, max_tokens = None, intent_json = None))]
+    pub fn infer_with_context(&self, prompt: String, model: Option<String>, max_tokens: Option<i64>, intent_json: Option<String>) -> Result<String, CarError> {
+        self.member_string("infer", "infer_with_context", vec![Some(prompt.into()), Some(model.into()), Some(max_tokens.into()), Some(intent_json.into())])
+    }
+
+    /// `infer` (agent role): generate text; infer.progress heartbeats while it runs.
+    #[uniffi::method(default(model = None, max_tokens = None, intent_json = None))]
+    pub fn infer_with_context_tracked(&self, prompt: String, model: Option<String>, max_tokens: Option<i64>, intent_json: Option<String>) -> Result<String, CarError> {
+        self.member_string("infer", "infer_with_context_tracked", vec![Some(prompt.into()), Some(model.into()), Some(max_tokens.into()), Some(intent_json.into())])
     }
 
     /// `memory.add_fact` (agent role): add a fact to this connection's memory graph; returns the new count.
@@ -104,6 +116,11 @@ impl CarDaemonClient {
     /// `models.register` (operator role): register a local gguf or embedding model, or a remote endpoint.
     pub fn register_model(&self, schema_json: String) -> Result<String, CarError> {
         self.member_string("models.register", "register_model", vec![Some(schema_json.into())])
+    }
+
+    /// `models.remove` (host role, over the host-management connection): unregister a model (host session).
+    pub fn remove_model(&self, model_id: String) -> Result<String, CarError> {
+        self.member_string("models.remove", "remove_model", vec![Some(model_id.into())])
     }
 
     /// `policy.list` (operator role): the policies in force, in registration order.

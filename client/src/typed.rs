@@ -162,6 +162,21 @@ fn check_arg(kind: ArgKind, value: Value) -> Result<Value, String> {
             Value::Array(items) if items.iter().all(Value::is_string) => Ok(value),
             _ => Err(wrong("a list of strings", &value)),
         },
+        ArgKind::IntList => match &value {
+            Value::Array(items)
+                if items
+                    .iter()
+                    .all(|i| !i.is_boolean() && as_integer(i).is_some()) =>
+            {
+                Ok(Value::Array(
+                    items
+                        .iter()
+                        .filter_map(|i| as_integer(i).map(Value::from))
+                        .collect(),
+                ))
+            }
+            _ => Err(wrong("a list of integers", &value)),
+        },
         ArgKind::Json => match value {
             Value::String(text) => {
                 serde_json::from_str(&text).map_err(|e| format!("is not valid JSON: {e}"))
@@ -223,6 +238,10 @@ pub fn build_params(
         };
         let value = check_arg(arg.kind, value)
             .map_err(|problem| Error::InvalidArgument(format!("{name}: {arg_name} {problem}")))?;
+        for extra in arg.also {
+            place(&mut params, extra, value.clone())
+                .map_err(|problem| Error::InvalidArgument(format!("{name}: {problem}")))?;
+        }
         place(&mut params, arg.field, value)
             .map_err(|problem| Error::InvalidArgument(format!("{name}: {problem}")))?;
     }
@@ -311,6 +330,27 @@ mod tests {
 
     fn s(v: &str) -> Option<Value> {
         Some(json!(v))
+    }
+
+    #[test]
+    fn an_argument_may_go_to_several_fields_and_int_lists_are_checked() {
+        const GROUNDED: Member = member(
+            "infer_with_context",
+            &[req("prompt", ArgKind::Str).also(&["context_query"])],
+            json(),
+        );
+        let p = build_params(&GROUNDED, &[s("hi")], Naming::Snake).unwrap();
+        assert_eq!(p, json!({"prompt": "hi", "context_query": "hi"}));
+        const DETOK: Member = member("detokenize", &[req("tokens", ArgKind::IntList)], text());
+        let p = build_params(&DETOK, &[Some(json!([1, 2]))], Naming::Snake).unwrap();
+        assert_eq!(p, json!({"tokens": [1, 2]}));
+        for bad in [json!([1, "x"]), json!([true]), json!(3)] {
+            let e = build_params(&DETOK, &[Some(bad.clone())], Naming::Snake).unwrap_err();
+            assert!(
+                e.to_string().contains("tokens must be a list of integers"),
+                "{bad}: {e}"
+            );
+        }
     }
 
     #[test]

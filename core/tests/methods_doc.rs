@@ -15,6 +15,7 @@ fn kind(k: ArgKind) -> &'static str {
         ArgKind::Float => "float",
         ArgKind::Bool => "bool",
         ArgKind::StrList => "list[str]",
+        ArgKind::IntList => "list[int]",
         ArgKind::Json => "json",
     }
 }

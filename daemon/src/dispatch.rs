@@ -82,6 +82,11 @@ impl Dispatch {
         self.routes.is_empty()
     }
 
+    /// Whether `method` has a route.
+    pub fn serves(&self, method: &str) -> bool {
+        self.routes.contains_key(method)
+    }
+
     /// Applies the gates (see the module docs).
     pub fn gate(&self, session: &Session, method: &str) -> Verdict {
         let identity = session.identity();
@@ -159,52 +164,5 @@ pub async fn run(
             );
             Err(RpcError::handler_deadline(method.name, budget))
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use car_proto::methods::fields::NoParams;
-    use car_proto::methods::{op, Declaration};
-
-    use super::*;
-
-    car_proto::method!(
-        /// A declaration that exists only in this test.
-        Throwaway = op("test.throwaway", "a method declared by a test");
-        NoParams => u64
-    );
-
-    static THROWAWAY: Declaration = Declaration::of::<Throwaway>();
-
-    /// Acceptance for "adding a method": one declaration and one route reach dispatch and
-    /// `server.schema` with no other edit.
-    #[test]
-    fn a_new_declaration_reaches_dispatch_and_the_schema() {
-        let mut routes = crate::services::routes();
-        routes.add::<Throwaway, _, _>(|_, _: NoParams| async { Ok(7u64) });
-        let declarations: Vec<&'static Declaration> = methods::active(false)
-            .chain(std::iter::once(&THROWAWAY))
-            .collect();
-        let dispatch = Dispatch::for_declarations(routes, declarations.clone());
-        assert_eq!(dispatch.len(), methods::active(false).count() + 1);
-        assert!(dispatch.routes.contains_key("test.throwaway"));
-        let doc = car_proto::schema::document(declarations.into_iter());
-        let row = doc["methods"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|r| r["name"] == "test.throwaway")
-            .expect("the schema lists the new method");
-        assert_eq!(row["role"], "operator");
-        assert!(
-            row["params"].is_object() && row["result"]["type"] == "integer",
-            "{row}"
-        );
-        // Without the declaration, the route is dropped: dispatch serves only what is declared.
-        let mut routes = crate::services::routes();
-        routes.add::<Throwaway, _, _>(|_, _: NoParams| async { Ok(7u64) });
-        let plain = Dispatch::new(routes, false);
-        assert!(!plain.routes.contains_key("test.throwaway"));
     }
 }

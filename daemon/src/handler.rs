@@ -141,3 +141,48 @@ impl Routes {
         self.routes
     }
 }
+
+#[cfg(test)]
+mod tests {
+    /// The layering rule: services depend on this leaf module, dispatch names no service,
+    /// and this module names neither.
+    #[test]
+    fn dispatch_and_services_do_not_import_each_other() {
+        let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let read = |f: &str| std::fs::read_to_string(src.join(f)).unwrap();
+        let code = |text: String| -> String {
+            text.lines()
+                .filter(|l| !l.trim_start().starts_with("//"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        let dispatch = code(read("dispatch.rs"));
+        assert!(!dispatch.contains("services"), "dispatch.rs names services");
+        let handler = code(read("handler.rs"));
+        let handler = handler.split("#[cfg(test)]").next().unwrap();
+        assert!(
+            !handler.contains("crate::services") && !handler.contains("crate::dispatch"),
+            "handler.rs must stay a leaf"
+        );
+        for entry in std::fs::read_dir(src.join("services")).unwrap() {
+            let path = entry.unwrap().path();
+            let files: Vec<std::path::PathBuf> = if path.is_dir() {
+                std::fs::read_dir(&path)
+                    .unwrap()
+                    .map(|e| e.unwrap().path())
+                    .collect()
+            } else {
+                vec![path]
+            };
+            for file in files {
+                let text = std::fs::read_to_string(&file).unwrap();
+                let text = text.split("#[cfg(test)]").next().unwrap();
+                assert!(
+                    !code(text.to_string()).contains("crate::dispatch"),
+                    "{} imports dispatch",
+                    file.display()
+                );
+            }
+        }
+    }
+}

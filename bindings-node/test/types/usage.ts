@@ -115,7 +115,7 @@ async function everything(): Promise<void> {
   const classified: string = await rt.classify('t', ['a', 'b'])
   const models: string = await rt.listModels()
   const tokens: string = await rt.tokenize('m', 'text')
-  const detok: string = await rt.detokenize('m', '[1,2]')
+  const detok: string = await rt.detokenize('m', [1, 2])
 
   // Generated wrappers (one per method-table row)
   const gen: string = await rt.memoryAddFact('{"subject":"s","body":"b"}')

@@ -29,9 +29,9 @@ class GeneratedMethods:
         """`classify` (operator role): zero-shot classification of text against labels by embedding similarity."""
         return cast(str, self._call_member("classify", "classify", [text, labels, model]))
 
-    def detokenize(self, model: str, tokens_json: str) -> str:
+    def detokenize(self, model: str, tokens: List[int]) -> str:
         """`detokenize` (operator role): text of token ids under a local model's vocabulary."""
-        return cast(str, self._call_member("detokenize", "detokenize", [model, tokens_json]))
+        return cast(str, self._call_member("detokenize", "detokenize", [model, tokens]))
 
     def embed(self, texts: List[str], model: Optional[str] = None) -> str:
         """`embed` (operator role): embedding vectors for texts from a local or remote embedding model."""
@@ -74,6 +74,26 @@ class GeneratedMethods:
     def infer_tracked_with_request(self, request_json: str) -> str:
         """`infer` (agent role): generate text; infer.progress heartbeats while it runs."""
         return cast(str, self._call_member("infer", "infer_tracked_with_request", [request_json]))
+
+    def infer_with_context(
+        self,
+        prompt: str,
+        model: Optional[str] = None,
+        max_tokens: Optional[int] = None,
+        intent_json: Optional[str] = None,
+    ) -> str:
+        """`infer` (agent role): generate text; infer.progress heartbeats while it runs."""
+        return cast(str, self._call_member("infer", "infer_with_context", [prompt, model, max_tokens, intent_json]))
+
+    def infer_with_context_tracked(
+        self,
+        prompt: str,
+        model: Optional[str] = None,
+        max_tokens: Optional[int] = None,
+        intent_json: Optional[str] = None,
+    ) -> str:
+        """`infer` (agent role): generate text; infer.progress heartbeats while it runs."""
+        return cast(str, self._call_member("infer", "infer_with_context_tracked", [prompt, model, max_tokens, intent_json]))
 
     def add_fact(
         self,
@@ -119,6 +139,10 @@ class GeneratedMethods:
     def register_model(self, schema_json: str) -> str:
         """`models.register` (operator role): register a local gguf or embedding model, or a remote endpoint."""
         return cast(str, self._call_member("models.register", "register_model", [schema_json]))
+
+    def remove_model(self, model_id: str) -> str:
+        """`models.remove` (host role, over the host-management connection): unregister a model (host session)."""
+        return cast(str, self._call_member("models.remove", "remove_model", [model_id]))
 
     def list_policies(self) -> str:
         """`policy.list` (operator role): the policies in force, in registration order."""
@@ -435,6 +459,8 @@ TYPED_MEMBERS: Dict[str, str] = {
     "infer": "infer",
     "infer_tracked": "infer",
     "infer_tracked_with_request": "infer",
+    "infer_with_context": "infer",
+    "infer_with_context_tracked": "infer",
     "add_fact": "memory.add_fact",
     "build_context": "memory.build_context",
     "consolidate": "memory.consolidate",
@@ -444,6 +470,7 @@ TYPED_MEMBERS: Dict[str, str] = {
     "query_facts": "memory.query",
     "list_models": "models.list",
     "register_model": "models.register",
+    "remove_model": "models.remove",
     "list_policies": "policy.list",
     "register_policy": "policy.register",
     "unregister_policy": "policy.unregister",

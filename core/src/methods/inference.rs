@@ -12,6 +12,10 @@ use serde::{Deserialize, Serialize};
 
 use super::fields::{Json, Name};
 use super::member::{field, json, member, opt, opt_at, req, whole, ArgKind::*, ReturnKind};
+
+const fn text_at(name: &'static str) -> super::Returns {
+    field(name, ReturnKind::Text)
+}
 use super::{agent, op, DeadlineClass, Declaration};
 use crate::capabilities;
 
@@ -197,7 +201,9 @@ crate::method!(
     GenerateParams => Json;
     member("infer", &[req("prompt", Str), opt("model", Str), opt_at("max_tokens", "params.max_tokens", Int), opt_at("intent_json", "intent", Json)], field("text", ReturnKind::Text)),
     member("infer_tracked", &[req("prompt", Str), opt("model", Str), opt_at("max_tokens", "params.max_tokens", Int), opt("context", Str), opt_at("tools_json", "tools", Json), opt_at("messages_json", "messages", Json), opt_at("tool_choice", "params.tool_choice", Str), opt_at("parallel_tool_calls", "params.parallel_tool_calls", Bool), opt_at("intent_json", "intent", Json), opt_at("images_json", "images", Json)], json()),
-    member("infer_tracked_with_request", &[whole("request_json")], json())
+    member("infer_tracked_with_request", &[whole("request_json")], json()),
+    member("infer_with_context", &[req("prompt", Str).also(&["context_query"]), opt("model", Str), opt_at("max_tokens", "params.max_tokens", Int), opt_at("intent_json", "intent", Json)], field("text", ReturnKind::Text)),
+    member("infer_with_context_tracked", &[req("prompt", Str).also(&["context_query"]), opt("model", Str), opt_at("max_tokens", "params.max_tokens", Int), opt_at("intent_json", "intent", Json)], json())
 );
 crate::method!(
     /// `infer_stream` → the final result, after `inference.stream.event` notifications.
@@ -234,18 +240,14 @@ crate::method!(
     /// `tokenize` → token ids.
     Tokenize = op("tokenize", "token ids of text under a local model's vocabulary");
     TokenizeParams => Json;
-    member("tokenize", &[req("model", Str), req("text", Str)], json())
+    member("tokenize", &[req("model", Str), req("text", Str)], field("tokens", ReturnKind::Json))
 );
 crate::method!(
     /// `detokenize` → text.
     Detokenize = op("detokenize", "text of token ids under a local model's vocabulary");
     DetokenizeParams => Json;
-    member("detokenize", &[req("model", Str), req_tokens()], json())
+    member("detokenize", &[req("model", Str), req("tokens", IntList)], text_at("text"))
 );
-
-const fn req_tokens() -> super::Arg {
-    super::member::req_at("tokens_json", "tokens", Json)
-}
 
 pub const DECLARATIONS: &[Declaration] = &[
     Declaration::of::<Infer>(),

@@ -23,6 +23,8 @@ pub enum ArgKind {
     Bool,
     /// A list of strings.
     StrList,
+    /// A list of integers.
+    IntList,
     /// JSON text supplied by the caller, parsed and placed as a JSON value.
     Json,
 }
@@ -39,6 +41,18 @@ pub struct Arg {
     /// Optional arguments default to absent (`None` / `undefined` / `null`) and are left
     /// out of the params when absent.
     pub optional: bool,
+    /// Further fields the same value is placed at (CAR's `infer_with_context` sends its
+    /// prompt as both `prompt` and `context_query`).
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    pub also: &'static [&'static str],
+}
+
+impl Arg {
+    /// The same argument, also placed at `fields`.
+    pub const fn also(mut self, fields: &'static [&'static str]) -> Self {
+        self.also = fields;
+        self
+    }
 }
 
 /// What a member returns to its caller.
@@ -93,6 +107,7 @@ pub const fn req(name: &'static str, kind: ArgKind) -> Arg {
         field: name,
         kind,
         optional: false,
+        also: &[],
     }
 }
 
@@ -103,6 +118,7 @@ pub const fn req_at(name: &'static str, field: &'static str, kind: ArgKind) -> A
         field,
         kind,
         optional: false,
+        also: &[],
     }
 }
 
@@ -113,6 +129,7 @@ pub const fn opt(name: &'static str, kind: ArgKind) -> Arg {
         field: name,
         kind,
         optional: true,
+        also: &[],
     }
 }
 
@@ -123,6 +140,7 @@ pub const fn opt_at(name: &'static str, field: &'static str, kind: ArgKind) -> A
         field,
         kind,
         optional: true,
+        also: &[],
     }
 }
 
@@ -133,6 +151,7 @@ pub const fn whole(name: &'static str) -> Arg {
         field: "",
         kind: ArgKind::Json,
         optional: false,
+        also: &[],
     }
 }
 

@@ -133,7 +133,8 @@ crate::method!(
 crate::method!(
     /// `models.remove` (host) → like `models.unregister`.
     Remove = host("models.remove", "unregister a model (host session)");
-    IdParams => Json
+    IdParams => Json;
+    member("remove_model", &[req_at("model_id", "model_id", Str)], json())
 );
 
 pub const DECLARATIONS: &[Declaration] = &[

@@ -18,6 +18,7 @@ fn ts_arg(kind: ArgKind) -> &'static str {
         ArgKind::Int | ArgKind::Float => "number",
         ArgKind::Bool => "boolean",
         ArgKind::StrList => "string[]",
+        ArgKind::IntList => "number[]",
     }
 }
 

@@ -17,6 +17,7 @@ fn arg_type(kind: ArgKind) -> &'static str {
         ArgKind::Float => "float",
         ArgKind::Bool => "bool",
         ArgKind::StrList => "List[str]",
+        ArgKind::IntList => "List[int]",
     }
 }
 

@@ -18,6 +18,7 @@ fn rust_arg(kind: ArgKind) -> &'static str {
         ArgKind::Float => "f64",
         ArgKind::Bool => "bool",
         ArgKind::StrList => "Vec<String>",
+        ArgKind::IntList => "Vec<i64>",
     }
 }
 
@@ -113,6 +114,7 @@ fn kotlin_arg(kind: ArgKind) -> &'static str {
         ArgKind::Float => "Double",
         ArgKind::Bool => "Boolean",
         ArgKind::StrList => "List<String>",
+        ArgKind::IntList => "List<Long>",
     }
 }
 
