@@ -86,7 +86,7 @@ describe('declarations', () => {
 
 const camel = (snake) => snake.replace(/_([a-z0-9])/g, (_, c) => c.toUpperCase())
 const wrapperName = (method) => camel(method.split(/[./]/).join('_'))
-const TS_ARG = { str: 'string', int: 'number', float: 'number', bool: 'boolean', str_list: 'string[]', json: 'string' }
+const TS_ARG = { str: 'string', int: 'number', float: 'number', bool: 'boolean', str_list: 'string[]', int_list: 'number[]', json: 'string' }
 const TS_RETURN = { unit: 'void', json: 'string', text: 'string', int: 'number', bool: 'boolean', str_list: 'string[]' }
 
 describe('generated members', () => {

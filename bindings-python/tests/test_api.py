@@ -43,7 +43,7 @@ HAND_WRITTEN_RETURNS = {
 
 # The annotation a contract kind renders to.
 ARG_TYPES = {"str": "str", "int": "int", "float": "float", "bool": "bool",
-             "str_list": "List[str]", "json": "str"}
+             "str_list": "List[str]", "int_list": "List[int]", "json": "str"}
 RETURN_TYPES = {"unit": "None", "json": "str", "text": "str", "int": "int", "bool": "bool",
                 "str_list": "List[str]"}
 

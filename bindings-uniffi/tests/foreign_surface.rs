@@ -207,6 +207,9 @@ fn arg_type(kind: ArgKind) -> Type {
         ArgKind::StrList => Type::Sequence {
             inner_type: Box::new(Type::String),
         },
+        ArgKind::IntList => Type::Sequence {
+            inner_type: Box::new(Type::Int64),
+        },
     }
 }
 
