@@ -18,7 +18,7 @@ use crate::cache::ModelCache;
 use crate::classify::{classify, LabelScore};
 use crate::embed::BertEmbedder;
 use crate::error::{InferenceError, Result};
-use crate::generate::{CancelToken, GenerateRequest, GenerateResult, StreamControl};
+use crate::generate::{CancelToken, GenerateRequest, GenerateResult, StreamControl, StreamEvent};
 use crate::identity::ModelIdentity;
 use crate::keys::resolve_api_key;
 use crate::llama::{LlamaConfig, LlamaEngineModel};
@@ -195,6 +195,8 @@ impl InferenceEngine {
     /// Generates text. `model` `None` picks the first registered GGUF model (by id), else
     /// the first remote one. `on_piece` streams text pieces (and makes remote calls use
     /// SSE); returning `StreamControl::Stop` from it ends generation like `cancel` does.
+    /// Tool calls are in the result only; use [`Self::generate_with_events`] to have them
+    /// streamed too.
     pub fn generate(
         &self,
         model: Option<&str>,
@@ -202,32 +204,72 @@ impl InferenceEngine {
         cancel: &CancelToken,
         on_piece: Option<&mut dyn FnMut(&str) -> StreamControl>,
     ) -> Result<GenerateResult> {
+        match on_piece {
+            None => self.generate_with_events(model, request, cancel, None),
+            Some(cb) => {
+                let mut on_event = |event: StreamEvent<'_>| match event {
+                    StreamEvent::Text(piece) => cb(piece),
+                    _ => StreamControl::Continue,
+                };
+                self.generate_with_events(model, request, cancel, Some(&mut on_event))
+            }
+        }
+    }
+
+    /// [`Self::generate`] with one callback for every stream event: text pieces and, for
+    /// remote models, each completed tool call ([`StreamEvent::ToolCall`], after the last
+    /// text piece). Returning `StreamControl::Stop` from any event ends generation like
+    /// `cancel` does. A GGUF model given `tools` (with a `tool_choice` other than `None`)
+    /// is refused with an invalid-params error naming `tools`.
+    pub fn generate_with_events(
+        &self,
+        model: Option<&str>,
+        request: &GenerateRequest,
+        cancel: &CancelToken,
+        mut on_event: Option<&mut dyn FnMut(StreamEvent<'_>) -> StreamControl>,
+    ) -> Result<GenerateResult> {
         let started = Instant::now();
         let entry = self.resolve(model, Use::Generate)?;
         let max_tokens = request.validate(self.config.default_max_tokens)?;
         request.conversation()?;
         let generated = match &entry.source {
             ModelSource::Gguf { .. } => {
+                if request.uses_tools() {
+                    return Err(InferenceError::invalid(
+                        "tools",
+                        format!(
+                            "tool calling on local models is not supported yet (model {} is a gguf model; send no tools, or tool_choice \"none\")",
+                            entry.id
+                        ),
+                    ));
+                }
                 let loaded = self.load(&entry)?;
                 let Loaded::Llama(m) = loaded.as_ref() else {
                     return Err(wrong_kind(&entry, Use::Generate));
                 };
-                let mut ignore = |_: &str| StreamControl::Continue;
-                let cb: &mut dyn FnMut(&str) -> StreamControl = match on_piece {
-                    Some(cb) => cb,
-                    None => &mut ignore,
+                let mut text_only = |piece: &str| match on_event.as_mut() {
+                    Some(cb) => cb(StreamEvent::Text(piece)),
+                    None => StreamControl::Continue,
                 };
-                m.generate(request, max_tokens, &self.config.llama, cancel, started, cb)?
+                m.generate(
+                    request,
+                    max_tokens,
+                    &self.config.llama,
+                    cancel,
+                    started,
+                    &mut text_only,
+                )?
             }
             ModelSource::Remote { .. } => {
                 let endpoint = self.endpoint(&entry)?;
                 self.remote
-                    .chat(&endpoint, request, max_tokens, cancel, started, on_piece)?
+                    .chat(&endpoint, request, max_tokens, cancel, started, on_event)?
             }
             ModelSource::Embedding { .. } => return Err(wrong_kind(&entry, Use::Generate)),
         };
         Ok(GenerateResult {
             text: generated.text,
+            tool_calls: generated.tool_calls,
             usage: generated.usage,
             stop_reason: generated.stop_reason,
             time_to_first_token_ms: generated.time_to_first_token_ms,

@@ -1,17 +1,19 @@
 //! Engine-neutral generation types and the streamed-text assembler.
 //!
-//! Owns: `GenerateRequest`, `GenerateResult`, `Usage`, `StopReason`, `StreamControl`,
-//! `CancelToken`, and `TextAssembler`, which turns decoded bytes into UTF-8 pieces while
-//! holding back anything that might be the start of a stop sequence, so the streamed pieces
-//! always concatenate to exactly the final text. Must not touch: any engine.
+//! Owns: `GenerateRequest`, `Message`, `GenerateResult`, `Usage`, `StopReason`,
+//! `StreamControl`, `StreamEvent`, `CancelToken`, and `TextAssembler`, which turns decoded
+//! bytes into UTF-8 pieces while holding back anything that might be the start of a stop
+//! sequence, so the streamed pieces always concatenate to exactly the final text.
+//! Must not touch: any engine. The tool-calling IR lives in `tools`.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::error::{InferenceError, Result};
 use crate::identity::ModelIdentity;
+use crate::tools::{ToolCall, ToolChoice, ToolSpec};
 
 /// Largest `max_tokens` accepted; the context window usually bounds it further.
 pub const MAX_TOKENS_LIMIT: u32 = 32_768;
@@ -19,13 +21,63 @@ pub const MAX_TOKENS_LIMIT: u32 = 32_768;
 pub const MAX_STOP_SEQUENCES: usize = 16;
 const MAX_STOP_LEN: usize = 256;
 
-/// One chat message.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// One chat message. `Message::new(role, content)` (or a literal with
+/// `..Default::default()`) builds a plain turn; JSON with only `role` and `content` still
+/// reads, and a message without tool fields still writes as `{role, content}`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Message {
-    /// `system`, `user` or `assistant` (others are passed through to the template).
+    /// `system`, `user`, `assistant`, or `tool_result` / `tool` for a tool result (others
+    /// are passed through to the template).
     pub role: String,
-    /// The text.
+    /// The text (absent or `null` reads as empty, as on an assistant turn that only calls
+    /// tools).
+    #[serde(default, deserialize_with = "null_as_empty")]
     pub content: String,
+    /// The calls an assistant turn made.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
+    /// On a tool result: the id of the call it answers.
+    #[serde(
+        default,
+        alias = "tool_call_id",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub tool_use_id: Option<String>,
+}
+
+impl Message {
+    /// A plain turn.
+    pub fn new(role: impl Into<String>, content: impl Into<String>) -> Self {
+        Self {
+            role: role.into(),
+            content: content.into(),
+            ..Self::default()
+        }
+    }
+
+    /// An assistant turn that made `calls` (with optional accompanying text).
+    pub fn assistant_tool_calls(content: impl Into<String>, calls: Vec<ToolCall>) -> Self {
+        Self {
+            role: "assistant".into(),
+            content: content.into(),
+            tool_calls: calls,
+            tool_use_id: None,
+        }
+    }
+
+    /// A `tool_result` turn answering call `tool_use_id`.
+    pub fn tool_result(tool_use_id: impl Into<String>, content: impl Into<String>) -> Self {
+        Self {
+            role: crate::tools::TOOL_RESULT_ROLE.into(),
+            content: content.into(),
+            tool_calls: Vec::new(),
+            tool_use_id: Some(tool_use_id.into()),
+        }
+    }
+}
+
+fn null_as_empty<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<String, D::Error> {
+    Ok(Option::<String>::deserialize(d)?.unwrap_or_default())
 }
 
 /// A generation request. Exactly one of `prompt` and `messages` must be given; a `prompt`
@@ -58,6 +110,17 @@ pub struct GenerateRequest {
     /// Generation ends before the first occurrence of any of these strings.
     #[serde(default)]
     pub stop: Vec<String>,
+    /// Tools the model may call (remote models only for now; a local model given tools
+    /// with a `tool_choice` other than `None` is refused).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<ToolSpec>,
+    /// Whether and which tool to call (provider default: `Auto`). Only sent with tools.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_choice: Option<ToolChoice>,
+    /// Whether the model may call several tools in one turn (provider default). Only sent
+    /// with tools.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parallel_tool_calls: Option<bool>,
 }
 
 /// The default temperature when a request gives none (llama.cpp's default).
@@ -70,10 +133,7 @@ impl GenerateRequest {
     pub fn conversation(&self) -> Result<Vec<Message>> {
         let mut out = Vec::new();
         if let Some(system) = &self.system {
-            out.push(Message {
-                role: "system".into(),
-                content: system.clone(),
-            });
+            out.push(Message::new("system", system.clone()));
         }
         match (&self.prompt, &self.messages) {
             (Some(_), Some(_)) => {
@@ -88,10 +148,7 @@ impl GenerateRequest {
                     "one of prompt or messages is required",
                 ))
             }
-            (Some(p), None) => out.push(Message {
-                role: "user".into(),
-                content: p.clone(),
-            }),
+            (Some(p), None) => out.push(Message::new("user", p.clone())),
             (None, Some(m)) if m.is_empty() => {
                 return Err(InferenceError::invalid("messages", "must not be empty"))
             }
@@ -110,7 +167,8 @@ impl GenerateRequest {
         Ok(out)
     }
 
-    /// Checks the numeric fields and stop list; returns `max_tokens` with the default applied.
+    /// Checks the numeric fields, the stop list and the tools (see
+    /// [`GenerateRequest::validate_tools`]); returns `max_tokens` with the default applied.
     pub fn validate(&self, default_max_tokens: u32) -> Result<u32> {
         let max_tokens = self.max_tokens.unwrap_or(default_max_tokens);
         if max_tokens == 0 || max_tokens > MAX_TOKENS_LIMIT {
@@ -152,6 +210,7 @@ impl GenerateRequest {
                 ));
             }
         }
+        self.validate_tools()?;
         Ok(max_tokens)
     }
 }
@@ -177,6 +236,23 @@ pub enum StopReason {
     Cancelled,
     /// A requested stop sequence appeared (it is not included in the text).
     StopSequence,
+    /// The model called tools (`GenerateResult::tool_calls`): the provider finished with
+    /// `tool_calls`, or any call was produced.
+    ToolUse,
+}
+
+/// What a streaming generation reports to its callback
+/// ([`crate::InferenceEngine::generate_with_events`]). Non-exhaustive: ignore kinds you do
+/// not handle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StreamEvent<'a> {
+    /// A piece of final text; the pieces concatenate to `GenerateResult::text`.
+    Text(&'a str),
+    /// A complete tool call, with its arguments parsed. Calls are reported in order once
+    /// the provider's stream has ended (a stream does not mark the end of a single call),
+    /// after the last text piece; together they equal `GenerateResult::tool_calls`.
+    ToolCall(&'a ToolCall),
 }
 
 /// What a stream callback wants next.
@@ -193,6 +269,10 @@ pub enum StreamControl {
 pub struct GenerateResult {
     /// The generated text (without any stop sequence).
     pub text: String,
+    /// The tools the model called, in order (empty unless `stop_reason` is `ToolUse`, or
+    /// `Cancelled` after some were reported).
+    #[serde(default)]
+    pub tool_calls: Vec<ToolCall>,
     /// Token counts.
     pub usage: Usage,
     /// Why it ended.

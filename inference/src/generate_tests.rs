@@ -79,10 +79,7 @@ fn validates_requests() {
 
     let with_system = GenerateRequest {
         system: Some("be brief".into()),
-        messages: Some(vec![Message {
-            role: "user".into(),
-            content: "hi".into(),
-        }]),
+        messages: Some(vec![Message::new("user", "hi")]),
         ..Default::default()
     };
     let conv = with_system.conversation().unwrap();

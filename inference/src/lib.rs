@@ -3,7 +3,8 @@
 //!
 //! Owns: the model registry (`CAR_HOME/models/registry.json`), GGUF validation, local
 //! generation with llama.cpp, local embeddings with candle BERT, zero-shot classification,
-//! remote OpenAI-compatible providers and the loaded-model cache. Must not touch: JSON-RPC,
+//! remote OpenAI-compatible providers (with tool calling, see [`tools`]) and the
+//! loaded-model cache. Must not touch: JSON-RPC,
 //! sockets, sessions, admission control or progress heartbeats: the daemon owns those and
 //! calls [`InferenceEngine`] from blocking threads.
 //!
@@ -21,17 +22,22 @@ pub mod identity;
 pub mod keys;
 pub mod llama;
 mod llama_classify;
+mod openai;
 pub mod registry;
 pub mod remote;
+mod remote_read;
 pub mod sse;
+pub mod tools;
 
 pub use classify::LabelScore;
 pub use engine::{ClassifyResult, EmbedResult, EngineConfig, InferenceEngine};
 pub use error::{ErrorKind, InferenceError, Result};
 pub use generate::{
-    CancelToken, GenerateRequest, GenerateResult, Message, StopReason, StreamControl, Usage,
+    CancelToken, GenerateRequest, GenerateResult, Message, StopReason, StreamControl, StreamEvent,
+    Usage,
 };
 pub use identity::ModelIdentity;
 pub use llama::LlamaConfig;
 pub use registry::{ModelEntry, ModelRegistry, ModelSource, RegisterRequest};
 pub use remote::RemoteConfig;
+pub use tools::{ToolCall, ToolChoice, ToolSpec};

@@ -139,11 +139,12 @@ impl LlamaEngineModel {
     }
 
     /// Renders a conversation with the model's chat template (ChatML if it has none or
-    /// llama.cpp does not recognise it), ending with the assistant's opening tag.
+    /// llama.cpp does not recognise it), ending with the assistant's opening tag. Tool
+    /// calls and tool results are rendered as plain text turns (`tools::plain_turns`).
     pub fn render(&self, conversation: &[Message]) -> Result<String> {
-        let chat = conversation
-            .iter()
-            .map(|m| LlamaChatMessage::new(m.role.clone(), m.content.clone()))
+        let chat = crate::tools::plain_turns(conversation)
+            .into_iter()
+            .map(|(role, content)| LlamaChatMessage::new(role, content))
             .collect::<std::result::Result<Vec<_>, _>>()
             .map_err(|e| InferenceError::invalid("messages", format!("{e}")))?;
         if let Some(t) = &self.template {
@@ -219,6 +220,7 @@ impl LlamaEngineModel {
 
         let mut out = Generated {
             text: String::new(),
+            tool_calls: Vec::new(),
             usage: Usage {
                 prompt_tokens: n_prompt,
                 completion_tokens: 0,
@@ -309,6 +311,8 @@ impl LlamaEngineModel {
 pub struct Generated {
     /// Final text.
     pub text: String,
+    /// Tool calls (remote providers only, for now).
+    pub tool_calls: Vec<crate::tools::ToolCall>,
     /// Token counts.
     pub usage: Usage,
     /// Why it ended.

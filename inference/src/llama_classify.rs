@@ -41,16 +41,7 @@ impl LlamaEngineModel {
             "Classify the user's text. Answer with exactly one of these labels: {}.",
             labels.join(", ")
         );
-        let prompt = self.render(&[
-            Message {
-                role: "system".into(),
-                content: system,
-            },
-            Message {
-                role: "user".into(),
-                content: text.to_owned(),
-            },
-        ])?;
+        let prompt = self.render(&[Message::new("system", system), Message::new("user", text)])?;
         let vocab = self.model.vocab();
         let prompt_tokens: Vec<i32> = vocab
             .tokenize(prompt.as_bytes(), true, true)

@@ -1,10 +1,10 @@
 //! Remote OpenAI-compatible providers: `/v1/chat/completions` (streaming and not) and
 //! `/v1/embeddings`.
 //!
-//! Owns: request bodies, bounded retries, response and SSE parsing, and mapping provider
-//! answers to `InferenceError`. Must not touch: the registry, API key storage (it receives
-//! the key and the *name* of its env var, and only the name ever appears in errors or
-//! logs), or local engines.
+//! Owns: request bodies, bounded retries, and mapping provider error answers to
+//! `InferenceError` (reading successful answers is `remote_read`'s). Must not touch: the
+//! registry, API key storage (it receives the key and the *name* of its env var, and only
+//! the name ever appears in errors or logs), or local engines.
 //!
 //! Retries: HTTP 429 and 5xx, and transport failures (connection refused, reset, timeout),
 //! are retried up to `RemoteConfig::max_retries` times. The delay is the response's
@@ -28,9 +28,14 @@
 //! `prompt_tokens` is 0.
 //!
 //! A provider that ignores `stream: true` and answers a streamed request with one
-//! `application/json` body is read whole; its text reaches the stream callback as one piece.
+//! `application/json` body is read whole; its text reaches the stream callback as one piece,
+//! then its tool calls one event each.
+//!
+//! Tool calling: tools, `tool_choice`, `parallel_tool_calls` and tool turns are sent in
+//! OpenAI's shape (`openai`); calls come back as `ToolCall`s with `StopReason::ToolUse`,
+//! from a whole message or assembled from streamed fragments (`remote_read`). Response
+//! reading lives in `remote_read`.
 
-use std::io::BufReader;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
@@ -39,10 +44,11 @@ use ureq::Body;
 
 use crate::error::{InferenceError, Result};
 use crate::generate::{
-    CancelToken, GenerateRequest, StopReason, StreamControl, TextAssembler, Usage,
+    CancelToken, GenerateRequest, StreamControl, StreamEvent, TextAssembler, Usage,
 };
 use crate::llama::Generated;
-use crate::sse::EventReader;
+use crate::openai;
+use crate::remote_read::{answers_json, cancelled, read_stream, read_whole, report_calls};
 
 /// Most stop sequences forwarded to a provider (OpenAI's limit); all of them are also
 /// enforced locally.
@@ -131,8 +137,10 @@ impl RemoteClient {
         Self { agent, config }
     }
 
-    /// Chat completion. With `on_piece` the request streams (SSE) and pieces are delivered
-    /// as they arrive; without it the provider answers in one body.
+    /// Chat completion. With `on_event` the request streams (SSE) and text pieces and
+    /// tool calls are delivered as they arrive (see [`StreamEvent`]); without it the
+    /// provider answers in one body. Tools, `tool_choice` and tool turns are sent in
+    /// OpenAI's shape (see `openai`).
     pub fn chat(
         &self,
         endpoint: &RemoteEndpoint,
@@ -140,52 +148,26 @@ impl RemoteClient {
         max_tokens: u32,
         cancel: &CancelToken,
         started: Instant,
-        on_piece: Option<&mut dyn FnMut(&str) -> StreamControl>,
+        on_event: Option<&mut dyn FnMut(StreamEvent<'_>) -> StreamControl>,
     ) -> Result<Generated> {
-        let messages: Vec<Value> = request
-            .conversation()?
-            .into_iter()
-            .map(|m| json!({"role": m.role, "content": m.content}))
-            .collect();
-        let mut body = json!({
-            "model": endpoint.model,
-            "messages": messages,
-            "max_tokens": max_tokens,
-            "stream": on_piece.is_some(),
-        });
-        for (k, v) in [
-            ("temperature", request.temperature.map(Value::from)),
-            ("top_p", request.top_p.map(Value::from)),
-            ("seed", request.seed.map(Value::from)),
-        ] {
-            if let Some(v) = v {
-                body[k] = v;
-            }
-        }
-        if !request.stop.is_empty() {
-            let stops: Vec<&String> = request.stop.iter().take(PROVIDER_STOP_LIMIT).collect();
-            body["stop"] = json!(stops);
-        }
-        if on_piece.is_some() {
-            body["stream_options"] = json!({"include_usage": true});
-        }
+        let body = chat_body(endpoint, request, max_tokens, on_event.is_some())?;
         let url = format!("{}/v1/chat/completions", endpoint.base_url);
         let Some(response) = self.post(endpoint, &url, &body, cancel)? else {
-            return Ok(cancelled(Usage::default(), String::new(), None));
+            return Ok(cancelled(Usage::default(), String::new(), None, Vec::new()));
         };
         let mut assembler = TextAssembler::new(&request.stop);
-        match on_piece {
+        match on_event {
             Some(cb) if !answers_json(&response) => {
                 read_stream(response, &mut assembler, cancel, started, cb)
             }
             // Some OpenAI-compatible servers ignore `stream: true` and answer in one JSON
-            // body: take it whole and deliver its text as a single piece.
+            // body: take it whole and deliver its text as a single piece, then its calls.
             Some(cb) => {
                 let out = read_whole(response, &mut assembler, started)?;
                 if !out.text.is_empty() {
-                    let _ = cb(&out.text);
+                    let _ = cb(StreamEvent::Text(&out.text));
                 }
-                Ok(out)
+                Ok(report_calls(out, cb))
             }
             None => read_whole(response, &mut assembler, started),
         }
@@ -314,17 +296,41 @@ impl RemoteClient {
     }
 }
 
-fn malformed(what: &str) -> InferenceError {
-    InferenceError::Provider(format!("malformed response: {what}"))
+/// The `/v1/chat/completions` body for `request`.
+pub(crate) fn chat_body(
+    endpoint: &RemoteEndpoint,
+    request: &GenerateRequest,
+    max_tokens: u32,
+    stream: bool,
+) -> Result<Value> {
+    let mut body = json!({
+        "model": endpoint.model,
+        "messages": openai::chat_messages(&request.conversation()?),
+        "max_tokens": max_tokens,
+        "stream": stream,
+    });
+    for (k, v) in [
+        ("temperature", request.temperature.map(Value::from)),
+        ("top_p", request.top_p.map(Value::from)),
+        ("seed", request.seed.map(Value::from)),
+    ] {
+        if let Some(v) = v {
+            body[k] = v;
+        }
+    }
+    if !request.stop.is_empty() {
+        let stops: Vec<&String> = request.stop.iter().take(PROVIDER_STOP_LIMIT).collect();
+        body["stop"] = json!(stops);
+    }
+    openai::add_tools(&mut body, request);
+    if stream {
+        body["stream_options"] = json!({"include_usage": true});
+    }
+    Ok(body)
 }
 
-fn cancelled(usage: Usage, text: String, ttft: Option<u64>) -> Generated {
-    Generated {
-        text,
-        usage,
-        stop_reason: StopReason::Cancelled,
-        time_to_first_token_ms: ttft,
-    }
+pub(crate) fn malformed(what: &str) -> InferenceError {
+    InferenceError::Provider(format!("malformed response: {what}"))
 }
 
 /// Sleeps in short steps so a cancel lands quickly; returns `false` if cancelled.
@@ -357,7 +363,7 @@ fn read_error_body(resp: Response<Body>) -> String {
         .unwrap_or_default()
 }
 
-fn read_json(resp: Response<Body>) -> Result<Value> {
+pub(crate) fn read_json(resp: Response<Body>) -> Result<Value> {
     let text = resp
         .into_body()
         .into_with_config()
@@ -401,7 +407,7 @@ fn refusal_in_error(value: &Value) -> Option<String> {
 }
 
 /// Turns a 2xx body's `error` object into an error.
-fn check_error_object(value: &Value) -> Result<()> {
+pub(crate) fn check_error_object(value: &Value) -> Result<()> {
     if let Some(reason) = refusal_in_error(value) {
         return Err(InferenceError::ContentRefused { reason });
     }
@@ -409,190 +415,4 @@ fn check_error_object(value: &Value) -> Result<()> {
         return Err(InferenceError::Provider(error_message(&value.to_string())));
     }
     Ok(())
-}
-
-fn usage_of(value: &Value) -> Option<Usage> {
-    let u = value.get("usage")?;
-    Some(Usage {
-        prompt_tokens: u["prompt_tokens"].as_u64().unwrap_or(0) as u32,
-        completion_tokens: u["completion_tokens"].as_u64().unwrap_or(0) as u32,
-    })
-}
-
-/// Maps a finish reason; `content_filter` is a refusal.
-fn finish(reason: Option<&str>) -> Result<Option<StopReason>> {
-    Ok(match reason {
-        None => None,
-        Some("length") => Some(StopReason::Length),
-        Some("content_filter") => {
-            return Err(InferenceError::ContentRefused {
-                reason: "provider finish_reason content_filter".into(),
-            })
-        }
-        Some(_) => Some(StopReason::Stop),
-    })
-}
-
-fn read_whole(
-    response: Response<Body>,
-    assembler: &mut TextAssembler,
-    started: Instant,
-) -> Result<Generated> {
-    let value = read_json(response)?;
-    check_error_object(&value)?;
-    let choice = &value["choices"][0];
-    if choice.is_null() {
-        return Err(malformed("no choices"));
-    }
-    if let Some(refusal) = choice["message"]["refusal"]
-        .as_str()
-        .filter(|s| !s.is_empty())
-    {
-        return Err(InferenceError::ContentRefused {
-            reason: refusal.to_owned(),
-        });
-    }
-    let provider_reason = finish(choice["finish_reason"].as_str())?;
-    let content = choice["message"]["content"].as_str().unwrap_or_default();
-    let (_, hit) = assembler.push_str(content);
-    if !hit {
-        assembler.finish();
-    }
-    Ok(Generated {
-        text: assembler.text().to_owned(),
-        usage: usage_of(&value).unwrap_or_default(),
-        stop_reason: if hit {
-            StopReason::StopSequence
-        } else {
-            provider_reason.unwrap_or(StopReason::Stop)
-        },
-        time_to_first_token_ms: Some(started.elapsed().as_millis() as u64),
-    })
-}
-
-/// Whether the response declares a JSON body (rather than an event stream).
-fn answers_json(response: &Response<Body>) -> bool {
-    response
-        .headers()
-        .get("content-type")
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| {
-            v.trim_start()
-                .to_ascii_lowercase()
-                .starts_with("application/json")
-        })
-}
-
-fn read_stream(
-    response: Response<Body>,
-    assembler: &mut TextAssembler,
-    cancel: &CancelToken,
-    started: Instant,
-    on_piece: &mut dyn FnMut(&str) -> StreamControl,
-) -> Result<Generated> {
-    // The body is read on a helper thread so a stalled provider cannot delay a cancel: this
-    // thread waits on the channel in short steps and checks the token in between. After a
-    // cancel the helper exits when its next read returns (data, end or read timeout).
-    let (tx, rx) = std::sync::mpsc::sync_channel::<std::io::Result<Option<String>>>(64);
-    let body = response.into_body();
-    std::thread::Builder::new()
-        .name("car-sse-reader".into())
-        .spawn(move || {
-            let mut events = EventReader::new(BufReader::new(body.into_reader()));
-            loop {
-                let next = events.next_data();
-                let end = !matches!(next, Ok(Some(_)));
-                if tx.send(next).is_err() || end {
-                    break;
-                }
-            }
-        })
-        .map_err(|e| InferenceError::Provider(format!("spawning stream reader failed: {e}")))?;
-    let mut usage: Option<Usage> = None;
-    let mut chunks = 0u32;
-    let mut ttft = None;
-    let mut reason: Option<StopReason> = None;
-    let mut refusal = String::new();
-    let mut done = false;
-    while !done {
-        if cancel.is_cancelled() {
-            return Ok(cancelled(
-                count(usage, chunks),
-                assembler.text().into(),
-                ttft,
-            ));
-        }
-        let data = match rx.recv_timeout(Duration::from_millis(50)) {
-            Ok(next) => {
-                next.map_err(|e| InferenceError::Provider(format!("reading stream failed: {e}")))?
-            }
-            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => continue,
-            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => None,
-        };
-        let Some(data) = data else { break };
-        if data.trim() == "[DONE]" {
-            break;
-        }
-        let value: Value = serde_json::from_str(&data)
-            .map_err(|e| malformed(&format!("stream chunk is not json: {e}")))?;
-        check_error_object(&value)?;
-        if let Some(u) = usage_of(&value) {
-            usage = Some(u);
-        }
-        let Some(choice) = value["choices"].get(0) else {
-            continue;
-        };
-        if let Some(r) = choice["delta"]["refusal"].as_str() {
-            refusal.push_str(r);
-        }
-        if let Some(r) = finish(choice["finish_reason"].as_str())? {
-            reason = Some(r);
-        }
-        if let Some(content) = choice["delta"]["content"]
-            .as_str()
-            .filter(|c| !c.is_empty())
-        {
-            chunks += 1;
-            ttft.get_or_insert_with(|| started.elapsed().as_millis() as u64);
-            let (piece, hit) = assembler.push_str(content);
-            if !piece.is_empty() && on_piece(&piece) == StreamControl::Stop {
-                return Ok(cancelled(
-                    count(usage, chunks),
-                    assembler.text().into(),
-                    ttft,
-                ));
-            }
-            if hit {
-                reason = Some(StopReason::StopSequence);
-                done = true;
-            }
-        }
-    }
-    if !refusal.is_empty() {
-        return Err(InferenceError::ContentRefused { reason: refusal });
-    }
-    let Some(reason) = reason else {
-        return Err(InferenceError::Provider(
-            "stream ended without a finish reason".into(),
-        ));
-    };
-    if reason != StopReason::StopSequence {
-        let rest = assembler.finish();
-        if !rest.is_empty() {
-            let _ = on_piece(&rest);
-        }
-    }
-    Ok(Generated {
-        text: assembler.text().to_owned(),
-        usage: count(usage, chunks),
-        stop_reason: reason,
-        time_to_first_token_ms: ttft,
-    })
-}
-
-fn count(usage: Option<Usage>, chunks: u32) -> Usage {
-    usage.unwrap_or(Usage {
-        prompt_tokens: 0,
-        completion_tokens: chunks,
-    })
 }

@@ -62,10 +62,10 @@ fn streamed_pieces_concatenate_to_the_text() {
     let (_home, engine) = engine();
     let req = GenerateRequest {
         system: Some("You are a helpful assistant.".into()),
-        messages: Some(vec![Message {
-            role: "user".into(),
-            content: "Write two sentences about the sea.".into(),
-        }]),
+        messages: Some(vec![Message::new(
+            "user",
+            "Write two sentences about the sea.",
+        )]),
         max_tokens: Some(40),
         temperature: Some(0.0),
         ..Default::default()
