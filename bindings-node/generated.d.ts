@@ -52,6 +52,8 @@ export interface GeneratedMethods {
   unregisterPolicy(name: string): Promise<number>
   /** `runs.complete` (owner role): complete a run with its outcome. */
   runsComplete(paramsJson: string): Promise<string>
+  /** `runs.record_model_turn` (agent role): append a model turn to a run's trace. */
+  runsRecordModelTurn(paramsJson: string): Promise<string>
   /** `runs.start` (agent role): start a durable run record, idempotent by key. */
   runsStart(paramsJson: string): Promise<string>
   /** `server.schema` (operator role): the method contract as a schema document with its sha-256 digest. */
@@ -136,8 +138,12 @@ export interface GeneratedMethods {
   runsGetTrace(paramsJson?: string): Promise<string>
   /** `runs.list` (owner role): runs visible to this session, newest first. */
   runsList(paramsJson?: string): Promise<string>
+  /** `runs.record_turns` (agent role): append client-narrated turns to a run's trace. */
+  runsRecordTurns(paramsJson?: string): Promise<string>
   /** `runs.subscribe` (owner role): receive runs.trace.event notifications. */
   runsSubscribe(paramsJson?: string): Promise<string>
+  /** `runs.unsubscribe` (operator role): stop runs.trace.event notifications. */
+  runsUnsubscribe(paramsJson?: string): Promise<string>
   /** `server.handshake` (operator role): negotiate the exact protocol version and capabilities for this connection. */
   serverHandshake(paramsJson?: string): Promise<string>
   /** `session.auth` (agent role): authenticate this connection with the daemon token or the host token. */

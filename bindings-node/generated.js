@@ -30,7 +30,9 @@ const GENERATED_METHODS = {
   proposalSubmit: 'proposal.submit',
   runsGetTrace: 'runs.get_trace',
   runsList: 'runs.list',
+  runsRecordTurns: 'runs.record_turns',
   runsSubscribe: 'runs.subscribe',
+  runsUnsubscribe: 'runs.unsubscribe',
   serverHandshake: 'server.handshake',
   sessionAuth: 'session.auth',
   sessionClearHalt: 'session.clear_halt',
@@ -72,6 +74,7 @@ const TYPED_MEMBERS = {
   registerPolicy: {"args":[{"kind":"str","name":"name","optional":false},{"kind":"str","name":"rule","optional":false},{"kind":"str","name":"target","optional":true},{"kind":"str","name":"key","optional":true},{"kind":"str","name":"pattern","optional":true},{"kind":"json","name":"valueJson","optional":true},{"kind":"str","name":"sessionId","optional":true}],"member":"register_policy","method":"policy.register","returns":{"kind":"unit"}},
   unregisterPolicy: {"args":[{"kind":"str","name":"name","optional":false}],"member":"unregister_policy","method":"policy.unregister","returns":{"field":"removed","kind":"int"}},
   runsComplete: {"args":[{"kind":"json","name":"paramsJson","optional":false}],"member":"runs_complete","method":"runs.complete","returns":{"kind":"json"}},
+  runsRecordModelTurn: {"args":[{"kind":"json","name":"paramsJson","optional":false}],"member":"runs_record_model_turn","method":"runs.record_model_turn","returns":{"kind":"json"}},
   runsStart: {"args":[{"kind":"json","name":"paramsJson","optional":false}],"member":"runs_start","method":"runs.start","returns":{"kind":"json"}},
   serverSchema: {"args":[],"member":"server_schema","method":"server.schema","returns":{"kind":"json"}},
   findSkill: {"args":[{"kind":"str","name":"persona","optional":false},{"kind":"str","name":"url","optional":false},{"kind":"str","name":"task","optional":false},{"kind":"int","name":"maxResults","optional":true}],"member":"find_skill","method":"skill.find","returns":{"kind":"json"}},
@@ -192,6 +195,10 @@ const MEMBERS = {
   /** `runs.complete` (owner role): complete a run with its outcome. */
   async runsComplete(paramsJson) {
     return this[CALL_MEMBER]('runs.complete', 'runs_complete', [paramsJson])
+  },
+  /** `runs.record_model_turn` (agent role): append a model turn to a run's trace. */
+  async runsRecordModelTurn(paramsJson) {
+    return this[CALL_MEMBER]('runs.record_model_turn', 'runs_record_model_turn', [paramsJson])
   },
   /** `runs.start` (agent role): start a durable run record, idempotent by key. */
   async runsStart(paramsJson) {
@@ -361,9 +368,17 @@ const MEMBERS = {
   async runsList(paramsJson = '{}') {
     return this.daemonCall('runs.list', paramsJson)
   },
+  /** `runs.record_turns` (agent role): append client-narrated turns to a run's trace. */
+  async runsRecordTurns(paramsJson = '{}') {
+    return this.daemonCall('runs.record_turns', paramsJson)
+  },
   /** `runs.subscribe` (owner role): receive runs.trace.event notifications. */
   async runsSubscribe(paramsJson = '{}') {
     return this.daemonCall('runs.subscribe', paramsJson)
+  },
+  /** `runs.unsubscribe` (operator role): stop runs.trace.event notifications. */
+  async runsUnsubscribe(paramsJson = '{}') {
+    return this.daemonCall('runs.unsubscribe', paramsJson)
   },
   /** `server.handshake` (operator role): negotiate the exact protocol version and capabilities for this connection. */
   async serverHandshake(paramsJson = '{}') {

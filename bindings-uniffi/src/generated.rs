@@ -144,6 +144,11 @@ impl CarDaemonClient {
         self.member_string("runs.complete", "runs_complete", vec![Some(params_json.into())])
     }
 
+    /// `runs.record_model_turn` (agent role): append a model turn to a run's trace.
+    pub fn runs_record_model_turn(&self, params_json: String) -> Result<String, CarError> {
+        self.member_string("runs.record_model_turn", "runs_record_model_turn", vec![Some(params_json.into())])
+    }
+
     /// `runs.start` (agent role): start a durable run record, idempotent by key.
     pub fn runs_start(&self, params_json: String) -> Result<String, CarError> {
         self.member_string("runs.start", "runs_start", vec![Some(params_json.into())])
@@ -367,9 +372,19 @@ impl CarDaemonClient {
         self.daemon_call("runs.list".to_string(), params_json)
     }
 
+    /// `runs.record_turns` (agent role): append client-narrated turns to a run's trace.
+    pub fn runs_record_turns(&self, params_json: String) -> Result<String, CarError> {
+        self.daemon_call("runs.record_turns".to_string(), params_json)
+    }
+
     /// `runs.subscribe` (owner role): receive runs.trace.event notifications.
     pub fn runs_subscribe(&self, params_json: String) -> Result<String, CarError> {
         self.daemon_call("runs.subscribe".to_string(), params_json)
+    }
+
+    /// `runs.unsubscribe` (operator role): stop runs.trace.event notifications.
+    pub fn runs_unsubscribe(&self, params_json: String) -> Result<String, CarError> {
+        self.daemon_call("runs.unsubscribe".to_string(), params_json)
     }
 
     /// `server.handshake` (operator role): negotiate the exact protocol version and capabilities for this connection.

@@ -47,6 +47,8 @@ pub struct Session {
     runtime: Mutex<Runtime>,
     /// Runs started on this connection and not yet completed (marked incomplete on close).
     open_runs: Mutex<Vec<String>>,
+    /// `runs.subscribe` subscriptions (the run, or every run), each stopped by its token.
+    run_subscriptions: Mutex<Vec<(Option<String>, CancellationToken)>>,
     /// Cancelled when the connection ends; long-lived session tasks watch it.
     pub closed: CancellationToken,
 }
@@ -81,6 +83,7 @@ impl Session {
             reverse: ReverseCalls::default(),
             runtime: Mutex::new(Runtime::default()),
             open_runs: Mutex::new(Vec::new()),
+            run_subscriptions: Mutex::new(Vec::new()),
             closed,
         }
     }
@@ -128,6 +131,36 @@ impl Session {
             .retain(|r| r != run_id);
     }
 
+    /// The run this connection started most recently and has not completed: proposals
+    /// submitted on the connection are recorded under it.
+    pub fn current_run(&self) -> Option<String> {
+        self.open_runs.lock().expect("runs lock").last().cloned()
+    }
+
+    /// Remembers a `runs.subscribe` subscription; the returned token stops it.
+    pub fn add_run_subscription(&self, run_id: Option<String>) -> CancellationToken {
+        let stop = self.closed.child_token();
+        self.run_subscriptions
+            .lock()
+            .expect("subscriptions lock")
+            .push((run_id, stop.clone()));
+        stop
+    }
+
+    /// Stops the subscriptions to `run_id` (`None`: the all-runs one); true if any.
+    pub fn remove_run_subscriptions(&self, run_id: Option<&str>) -> bool {
+        let mut subs = self.run_subscriptions.lock().expect("subscriptions lock");
+        let before = subs.len();
+        subs.retain(|(r, stop)| {
+            let matches = r.as_deref() == run_id;
+            if matches {
+                stop.cancel();
+            }
+            !matches
+        });
+        subs.len() != before
+    }
+
     /// The runs still open when the connection ends.
     pub fn take_open_runs(&self) -> Vec<String> {
         std::mem::take(&mut *self.open_runs.lock().expect("runs lock"))
@@ -147,9 +180,23 @@ impl Session {
     /// by every subscription method (`host.subscribe`, `runs.subscribe`).
     pub fn forward<T, F>(
         self: &std::sync::Arc<Self>,
+        items: tokio::sync::broadcast::Receiver<T>,
+        method: &'static str,
+        to_params: F,
+    ) where
+        T: Clone + Send + 'static,
+        F: Fn(&Session, T) -> Option<Value> + Send + 'static,
+    {
+        self.forward_until(items, method, to_params, self.closed.child_token());
+    }
+
+    /// [`Session::forward`] until `stop` is cancelled (or the connection ends).
+    pub fn forward_until<T, F>(
+        self: &std::sync::Arc<Self>,
         mut items: tokio::sync::broadcast::Receiver<T>,
         method: &'static str,
         to_params: F,
+        stop: CancellationToken,
     ) where
         T: Clone + Send + 'static,
         F: Fn(&Session, T) -> Option<Value> + Send + 'static,
@@ -159,6 +206,9 @@ impl Session {
         tokio::spawn(async move {
             loop {
                 tokio::select! {
+                    // A stopped subscription forwards nothing more, even when items wait.
+                    biased;
+                    _ = stop.cancelled() => break,
                     _ = session.closed.cancelled() => break,
                     item = items.recv() => match item {
                         Ok(item) => {

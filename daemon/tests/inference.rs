@@ -529,7 +529,7 @@ async fn bad_models_and_requests_get_precise_errors() {
         (
             "infer",
             json!({"model": "smol", "prompt": "x", "tools": [{"name": "t"}]}),
-            "invalid params: tools: tool calling is not supported by this daemon's engines yet (send no tools)",
+            "invalid params: invalid tools: tools[0].parameters of tool \"t\" must be a JSON Schema object, got null",
         ),
         (
             "infer",

@@ -169,6 +169,10 @@ class GeneratedMethods:
         """`runs.complete` (owner role): complete a run with its outcome."""
         return cast(str, self._call_member("runs.complete", "runs_complete", [params_json]))
 
+    def runs_record_model_turn(self, params_json: str) -> str:
+        """`runs.record_model_turn` (agent role): append a model turn to a run's trace."""
+        return cast(str, self._call_member("runs.record_model_turn", "runs_record_model_turn", [params_json]))
+
     def runs_start(self, params_json: str) -> str:
         """`runs.start` (agent role): start a durable run record, idempotent by key."""
         return cast(str, self._call_member("runs.start", "runs_start", [params_json]))
@@ -353,9 +357,17 @@ class GeneratedMethods:
         """`runs.list` (owner role): runs visible to this session, newest first."""
         return self.daemon_call("runs.list", params_json)
 
+    def runs_record_turns(self, params_json: str = "{}") -> str:
+        """`runs.record_turns` (agent role): append client-narrated turns to a run's trace."""
+        return self.daemon_call("runs.record_turns", params_json)
+
     def runs_subscribe(self, params_json: str = "{}") -> str:
         """`runs.subscribe` (owner role): receive runs.trace.event notifications."""
         return self.daemon_call("runs.subscribe", params_json)
+
+    def runs_unsubscribe(self, params_json: str = "{}") -> str:
+        """`runs.unsubscribe` (operator role): stop runs.trace.event notifications."""
+        return self.daemon_call("runs.unsubscribe", params_json)
 
     def server_handshake(self, params_json: str = "{}") -> str:
         """`server.handshake` (operator role): negotiate the exact protocol version and capabilities for this connection."""
@@ -433,7 +445,9 @@ GENERATED_METHODS: Dict[str, str] = {
     "proposal_submit": "proposal.submit",
     "runs_get_trace": "runs.get_trace",
     "runs_list": "runs.list",
+    "runs_record_turns": "runs.record_turns",
     "runs_subscribe": "runs.subscribe",
+    "runs_unsubscribe": "runs.unsubscribe",
     "server_handshake": "server.handshake",
     "session_auth": "session.auth",
     "session_clear_halt": "session.clear_halt",
@@ -475,6 +489,7 @@ TYPED_MEMBERS: Dict[str, str] = {
     "register_policy": "policy.register",
     "unregister_policy": "policy.unregister",
     "runs_complete": "runs.complete",
+    "runs_record_model_turn": "runs.record_model_turn",
     "runs_start": "runs.start",
     "server_schema": "server.schema",
     "find_skill": "skill.find",

@@ -133,7 +133,71 @@ crate::method!(
     SubscribeParams => Json
 );
 
+/// `runs.record_model_turn` params: one model turn of a run (what CAR's agent loop sends).
+/// `turn_index` is accepted and ignored: the daemon stamps the index.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+pub struct RecordModelTurnParams {
+    pub run_id: Name,
+    #[serde(default)]
+    pub turn_index: Option<Json>,
+    #[serde(default)]
+    pub model_id: Option<String>,
+    #[serde(default)]
+    pub assistant_text: Option<String>,
+    /// `[{id, name, arguments}]`.
+    #[serde(default)]
+    pub requested_tool_calls: Option<Vec<Json>>,
+    #[serde(default)]
+    pub token_usage: Option<Json>,
+    #[serde(default)]
+    pub duration_ms: Option<u64>,
+}
+
+/// `runs.record_turns` params: CAR's `RunTurn`s (`{index?, prompt?, tool?, parameters?,
+/// output?, cli_outcome?, verifier_verdict?, policy_rejected?}`), passed through.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+pub struct RecordTurnsParams {
+    pub run_id: Name,
+    pub turns: Vec<serde_json::Map<String, Json>>,
+}
+
+/// `runs.unsubscribe` params.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
+pub struct UnsubscribeParams {
+    #[serde(default)]
+    pub run_id: Option<Name>,
+}
+
+/// `runs.unsubscribe` result.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+pub struct UnsubscribeReply {
+    /// Whether a subscription was removed.
+    pub removed: bool,
+}
+
+crate::method!(
+    /// `runs.record_model_turn` → `{run_id, index, ok: true}`, or `{run_id, ok: false,
+    /// dropped}` (`run_not_found`, `run_terminal`, `run_turn_limit`, `turn_too_large`).
+    RecordModelTurn = agent("runs.record_model_turn", "append a model turn to a run's trace");
+    RecordModelTurnParams => Json;
+    member("runs_record_model_turn", &[whole("params_json")], json())
+);
+crate::method!(
+    /// `runs.record_turns` → `{run_id, base_index, count, ok: true}`, or `{run_id,
+    /// base_index: 0, count: 0, ok: false, dropped}`.
+    RecordTurns = agent("runs.record_turns", "append client-narrated turns to a run's trace");
+    RecordTurnsParams => Json
+);
+crate::method!(
+    /// `runs.unsubscribe` → `{removed}`.
+    Unsubscribe = super::op("runs.unsubscribe", "stop runs.trace.event notifications");
+    UnsubscribeParams => UnsubscribeReply
+);
+
 pub const DECLARATIONS: &[Declaration] = &[
+    Declaration::of::<RecordModelTurn>(),
+    Declaration::of::<RecordTurns>(),
+    Declaration::of::<Unsubscribe>(),
     Declaration::of::<Start>(),
     Declaration::of::<Complete>(),
     Declaration::of::<List>(),

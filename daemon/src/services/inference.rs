@@ -14,7 +14,10 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use car_inference::{ErrorKind, GenerateRequest, InferenceError, Message, StreamControl};
+use car_inference::{
+    ErrorKind, GenerateRequest, InferenceError, Message, StreamControl, StreamEvent, ToolCall,
+    ToolChoice, ToolSpec,
+};
 use car_proto::errors::{RpcError, CONTENT_REFUSED};
 use serde_json::{json, Value};
 
@@ -94,13 +97,23 @@ fn content_text(i: usize, content: Value) -> Result<String, RpcError> {
     }
 }
 
+/// One of an assistant message's `tool_calls` (`{id, name, arguments}`, arguments an
+/// object or JSON text), naming its position when malformed.
+fn tool_call(i: usize, j: usize, call: Value) -> Result<ToolCall, RpcError> {
+    let at = |what: &str| RpcError::invalid_params(format!("messages[{i}].tool_calls[{j}].{what}"));
+    let id = call["id"]
+        .as_str()
+        .ok_or_else(|| at("id: expected a string"))?;
+    let name = call["name"]
+        .as_str()
+        .ok_or_else(|| at("name: expected a string"))?;
+    let arguments = car_inference::tools::parse_arguments(name, &call["arguments"])
+        .map_err(|e| at(&format!("arguments: {e}")))?;
+    Ok(ToolCall::new(id, name, arguments))
+}
+
 /// Reads CAR's generation request; `context` is appended to the system instruction.
 fn generate_request(p: GenerateParams) -> Result<(Option<String>, GenerateRequest), RpcError> {
-    if p.tools.as_ref().is_some_and(|t| !t.is_empty()) {
-        return Err(RpcError::invalid_params(
-            "tools: tool calling is not supported by this daemon's engines yet (send no tools)",
-        ));
-    }
     if p.images.as_ref().is_some_and(|i| !i.is_empty()) {
         return Err(RpcError::invalid_params(
             "images: this daemon's engines are text-only",
@@ -118,10 +131,12 @@ fn generate_request(p: GenerateParams) -> Result<(Option<String>, GenerateReques
             list.into_iter()
                 .enumerate()
                 .map(|(i, m)| {
-                    Ok(Message {
-                        role: m.role,
-                        content: content_text(i, m.content)?,
-                    })
+                    let mut message = Message::new(m.role, content_text(i, m.content)?);
+                    message.tool_use_id = m.tool_use_id.or(m.tool_call_id);
+                    for (j, call) in m.tool_calls.unwrap_or_default().into_iter().enumerate() {
+                        message.tool_calls.push(tool_call(i, j, call)?);
+                    }
+                    Ok(message)
                 })
                 .collect::<Result<Vec<_>, RpcError>>()?,
         ),
@@ -135,6 +150,23 @@ fn generate_request(p: GenerateParams) -> Result<(Option<String>, GenerateReques
         (None, Some(c)) => Some(format!("Context:\n{c}")),
         (Some(s), Some(c)) => Some(format!("{s}\n\nContext:\n{c}")),
     };
+    let tools = p
+        .tools
+        .unwrap_or_default()
+        .into_iter()
+        .enumerate()
+        .map(|(i, t)| {
+            serde_json::from_value::<ToolSpec>(t)
+                .map_err(|e| RpcError::invalid_params(format!("tools[{i}]: {e}")))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let tool_choice = match knobs.tool_choice {
+        None | Some(Value::Null) => None,
+        Some(choice) => Some(
+            serde_json::from_value::<ToolChoice>(choice)
+                .map_err(|e| RpcError::invalid_params(format!("tool_choice: {e}")))?,
+        ),
+    };
     let request = GenerateRequest {
         prompt,
         messages,
@@ -144,6 +176,9 @@ fn generate_request(p: GenerateParams) -> Result<(Option<String>, GenerateReques
         top_p: knobs.top_p,
         seed: knobs.seed,
         stop: knobs.stop.map(Stop::into_vec).unwrap_or_default(),
+        tools,
+        tool_choice,
+        parallel_tool_calls: knobs.parallel_tool_calls,
     };
     Ok((p.model.map(Name::into_string), request))
 }
@@ -191,19 +226,25 @@ async fn generate(call: Call, mut params: GenerateParams, stream: bool) -> Resul
         // dropped meanwhile and the cancel token is still being noticed.
         let _slot = slot;
         let cancel = entry.cancel.clone();
-        let mut on_piece = |piece: &str| {
+        let mut on_event = |event: StreamEvent<'_>| {
             if entry.past_deadline() {
                 return StreamControl::Stop;
             }
             if stream {
+                let event = match event {
+                    StreamEvent::Text(piece) => json!({"type": "text", "data": piece}),
+                    StreamEvent::ToolCall(call) => json!({"type": "tool_call", "data": call}),
+                    _ => return StreamControl::Continue,
+                };
                 session.notify(
                     "inference.stream.event",
-                    &json!({"id": id, "request_id": id, "event": {"type": "text", "data": piece}}),
+                    &json!({"id": id, "request_id": id, "event": event}),
                 );
             }
             StreamControl::Continue
         };
-        let out = engine.generate(model.as_deref(), &request, &cancel, Some(&mut on_piece));
+        let out =
+            engine.generate_with_events(model.as_deref(), &request, &cancel, Some(&mut on_event));
         if let Ok(r) = &out {
             if stream {
                 for event in [
@@ -228,7 +269,7 @@ async fn generate(call: Call, mut params: GenerateParams, stream: bool) -> Resul
     });
     Ok(json!({
         "text": result.text,
-        "tool_calls": [],
+        "tool_calls": result.tool_calls,
         "usage": usage,
         "trace_id": trace_id,
         "model_used": model_used,

@@ -19,6 +19,7 @@ mod models;
 pub mod params;
 mod policy;
 pub mod proposal;
+mod run_turns;
 pub mod runs;
 mod server;
 mod session;

@@ -24,6 +24,7 @@ use serde_json::{json, Value};
 use car_proto::methods::fields::Name;
 use car_proto::methods::runs::{
     self as m, CompleteParams, ListParams, Outcome, StartParams, SubscribeParams, TraceParams,
+    UnsubscribeParams, UnsubscribeReply,
 };
 
 use crate::handler::{Call, Routes};
@@ -43,7 +44,7 @@ const OUTCOMES: &[&str] = &[
 ];
 const MAX_TEXT: usize = 16 * 1024;
 
-fn owner_of(identity: &Identity) -> String {
+pub(super) fn owner_of(identity: &Identity) -> String {
     match (&identity.role, &identity.agent_id) {
         (CallerRole::Agent, Some(agent)) => format!("agent:{agent}"),
         _ => "user".into(),
@@ -51,18 +52,18 @@ fn owner_of(identity: &Identity) -> String {
 }
 
 /// Who may complete a run: the identity that started it, or a host session.
-fn sees(identity: &Identity, owner: &str) -> bool {
+pub(super) fn sees(identity: &Identity, owner: &str) -> bool {
     identity.role == CallerRole::Host || owner == owner_of(identity)
 }
 
 /// Who may read a run's record and trace (CAR's rule): a host session, or a session bound
 /// to the run's agent.
-fn may_read(identity: &Identity, agent_id: Option<&str>) -> bool {
+pub(super) fn may_read(identity: &Identity, agent_id: Option<&str>) -> bool {
     identity.role == CallerRole::Host
         || (identity.agent_id.is_some() && identity.agent_id.as_deref() == agent_id)
 }
 
-fn not_entitled(what: &str) -> RpcError {
+pub(super) fn not_entitled(what: &str) -> RpcError {
     RpcError::internal(format!(
         "permission denied: {what} needs a host session or a session bound to the run's agent"
     ))
@@ -90,7 +91,10 @@ fn run_json(r: &Row<'_>) -> rusqlite::Result<(String, Value)> {
     ))
 }
 
-fn load(c: &rusqlite::Connection, run_id: &str) -> Result<Option<(String, Value)>, RpcError> {
+pub(super) fn load(
+    c: &rusqlite::Connection,
+    run_id: &str,
+) -> Result<Option<(String, Value)>, RpcError> {
     c.query_row(
         &format!("SELECT {COLUMNS} FROM runs WHERE run_id = ?1"),
         [run_id],
@@ -100,7 +104,7 @@ fn load(c: &rusqlite::Connection, run_id: &str) -> Result<Option<(String, Value)
     .map_err(db_error)
 }
 
-fn append_trace(
+pub(super) fn append_trace(
     c: &rusqlite::Connection,
     run_id: &str,
     kind: &str,
@@ -126,7 +130,7 @@ fn no_run(run_id: &str) -> RpcError {
     RpcError::invalid_params(format!("run_id: no run {run_id:?} visible to this session"))
 }
 
-fn publish(state: &ServerState, owner: String, run_id: &str, record: Value) {
+pub(super) fn publish(state: &ServerState, owner: String, run_id: &str, record: Value) {
     let _ = state.run_events.send(RunEvent {
         owner,
         run_id: run_id.to_string(),
@@ -152,7 +156,18 @@ pub fn register(routes: &mut Routes) {
         .add::<m::Complete, _, _>(complete)
         .add::<m::List, _, _>(list)
         .add::<m::GetTrace, _, _>(get_trace)
-        .add::<m::Subscribe, _, _>(subscribe);
+        .add::<m::Subscribe, _, _>(subscribe)
+        .add::<m::Unsubscribe, _, _>(unsubscribe);
+    super::run_turns::register(routes);
+}
+
+/// `runs.unsubscribe {run_id?}` → `{removed}`: stops this connection's subscription to that
+/// run (or its all-runs subscription).
+async fn unsubscribe(call: Call, p: UnsubscribeParams) -> Result<UnsubscribeReply, RpcError> {
+    let run_id = p.run_id.map(Name::into_string);
+    Ok(UnsubscribeReply {
+        removed: call.session.remove_run_subscriptions(run_id.as_deref()),
+    })
 }
 
 fn new_run_id() -> String {
@@ -394,12 +409,17 @@ async fn subscribe(call: Call, p: SubscribeParams) -> Result<Value, RpcError> {
     {
         let only = p.run_id.map(Name::into_string);
         let events = call.state.run_events.subscribe();
-        call.session
-            .forward(events, "runs.trace.event", move |session, e: RunEvent| {
+        let stop = call.session.add_run_subscription(only.clone());
+        call.session.forward_until(
+            events,
+            "runs.trace.event",
+            move |session, e: RunEvent| {
                 let wanted = only.as_ref().is_none_or(|r| r == &e.run_id)
                     && sees(&session.identity(), &e.owner);
                 wanted.then(|| json!({"run_id": e.run_id, "record": e.record}))
-            });
+            },
+            stop,
+        );
         Ok(json!({"subscribed": true}))
     }
 }

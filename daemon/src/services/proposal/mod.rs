@@ -174,6 +174,7 @@ async fn verify(call: Call, p: VerifyParams) -> Result<Value, RpcError> {
 /// `proposal.submit {proposal, session_id?}` → `{proposal_id, results, outputs, final_state, errors}`.
 async fn submit(call: Call, p: SubmitParams) -> Result<Value, RpcError> {
     {
+        let raw = Value::Object(p.proposal.clone());
         let proposal = parse_whole(p.proposal)?;
         let session_id = p
             .session_id
@@ -202,6 +203,8 @@ async fn submit(call: Call, p: SubmitParams) -> Result<Value, RpcError> {
             session_id,
             tool_timeout: call.state.config.tool_timeout,
         };
-        Ok(execution.run(&actions, &plan.levels).await)
+        let result = execution.run(&actions, &plan.levels).await;
+        super::run_turns::record_proposal(&call, &raw, &result).await;
+        Ok(result)
     }
 }

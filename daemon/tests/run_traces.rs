@@ -1,0 +1,223 @@
+//! Run traces against a real daemon: model turns (`runs.record_model_turn`, as CAR's agent
+//! loop sends them), client-narrated turns (`runs.record_turns`) and the tool calls of
+//! proposals submitted on the connection that started the run all land in the run's trace
+//! in order with daemon-stamped indexes, stream as `runs.trace.event`, and stop streaming
+//! after `runs.unsubscribe`; writes that cannot land are drops, not errors.
+
+mod common;
+
+use car_daemon_client::{Client, ClientConfig, EnvSnapshot, ToolCall};
+use common::*;
+use serde_json::{json, Value};
+
+fn client_for(d: &Daemon) -> Client {
+    Client::new(ClientConfig::with_env(EnvSnapshot::with_car_home(&d.home)))
+}
+
+#[tokio::test]
+async fn model_turns_narrated_turns_and_tool_calls_form_the_trace_in_order() {
+    let d = Daemon::start();
+    let client = client_for(&d);
+    client.register_tool_handler(|call: ToolCall| {
+        Ok(json!({"sum": call.params["a"].as_i64().unwrap() + 1}))
+    });
+    client
+        .call("tools.register", json!([{"name": "inc"}]))
+        .await
+        .unwrap();
+    let mut host = Ws::host(&d).await;
+    // A second host connection only watches: `Ws::call` skips notifications.
+    let mut watcher = Ws::host(&d).await;
+    let run = client
+        .call(
+            "runs.start",
+            json!({"intent": "add one", "agent_name": "calc"}),
+        )
+        .await
+        .unwrap();
+    let run_id = run["run_id"].as_str().unwrap().to_string();
+    let sub = watcher
+        .call("runs.subscribe", json!({"run_id": run_id}))
+        .await;
+    assert_eq!(sub["result"]["subscribed"], true, "{sub}");
+
+    // The shape CAR's agent loop sends; its turn_index is ignored, the daemon stamps it.
+    let turn = client
+        .call(
+            "runs.record_model_turn",
+            json!({"run_id": run_id, "turn_index": 7, "model_id": "m", "assistant_text": "",
+                   "requested_tool_calls": [{"id": "c1", "name": "inc", "arguments": {"a": 1}}],
+                   "token_usage": {"input_tokens": 5, "output_tokens": 3}, "duration_ms": 4}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(turn, json!({"run_id": run_id, "index": 0, "ok": true}));
+    let r = client
+        .call(
+            "proposal.submit",
+            json!({"proposal": {"actions": [
+                {"id": "c1", "type": "tool_call", "tool": "inc", "parameters": {"a": 1}}
+            ]}}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r["results"][0]["status"], "succeeded", "{r}");
+    let narrated = client
+        .call(
+            "runs.record_turns",
+            json!({"run_id": run_id, "turns": [{"index": 99, "prompt": "p", "output": "o"}, {"tool": "shell"}]}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        narrated,
+        json!({"run_id": run_id, "base_index": 2, "count": 2, "ok": true})
+    );
+
+    // The trace (a host reads it): started, the model turn, the tool call, the narration.
+    let trace = host.call("runs.get_trace", json!({"run_id": run_id})).await;
+    let records = trace["result"]["records"].as_array().unwrap().clone();
+    let kinds: Vec<&str> = records
+        .iter()
+        .map(|r| r["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds,
+        ["started", "model_turn", "turn", "turn", "turn"],
+        "{trace}"
+    );
+    let indexes: Vec<i64> = records[1..]
+        .iter()
+        .map(|r| r["data"]["index"].as_i64().unwrap())
+        .collect();
+    assert_eq!(indexes, [0, 1, 2, 3]);
+    assert_eq!(records[1]["data"]["requested_tool_calls"][0]["name"], "inc");
+    assert_eq!(records[2]["data"]["tool"], "inc");
+    assert_eq!(records[2]["data"]["output"], json!({"sum": 2}));
+    assert_eq!(records[2]["data"]["verifier_verdict"], "not_run");
+    assert_eq!(records[3]["data"]["prompt"], "p");
+    assert_eq!(records[4]["data"]["verifier_verdict"], "not_run");
+
+    // The subscriber saw every turn as a runs.trace.event, in order.
+    let mut streamed = Vec::new();
+    while streamed.len() < 4 {
+        let msg = watcher.recv_json().await;
+        if msg["method"] == "runs.trace.event" {
+            streamed.push(msg["params"]["record"]["data"]["index"].as_i64().unwrap());
+        }
+    }
+    assert_eq!(streamed, [0, 1, 2, 3]);
+
+    // After unsubscribing, nothing more arrives; a second unsubscribe removes nothing.
+    let un = watcher
+        .call("runs.unsubscribe", json!({"run_id": run_id}))
+        .await;
+    assert_eq!(un["result"], json!({"removed": true}));
+    let un = watcher
+        .call("runs.unsubscribe", json!({"run_id": run_id}))
+        .await;
+    assert_eq!(un["result"], json!({"removed": false}));
+    client
+        .call(
+            "runs.record_turns",
+            json!({"run_id": run_id, "turns": [{"tool": "late"}]}),
+        )
+        .await
+        .unwrap();
+    // The daemon answers in order on a connection: a notification sent before this answer
+    // would arrive first.
+    let probe = watcher.request("server.schema", json!({})).await;
+    loop {
+        let msg = watcher.recv_json().await;
+        assert_ne!(
+            msg["method"], "runs.trace.event",
+            "after unsubscribe: {msg}"
+        );
+        if msg["id"] == json!(probe) {
+            break;
+        }
+    }
+
+    // Drops: an unknown run, another owner's run, a completed run.
+    let unknown = client
+        .call("runs.record_model_turn", json!({"run_id": "no-such-run"}))
+        .await
+        .unwrap();
+    assert_eq!(
+        unknown,
+        json!({"run_id": "no-such-run", "ok": false, "dropped": "run_not_found"})
+    );
+    let as_host = host
+        .call(
+            "runs.record_turns",
+            json!({"run_id": run_id, "turns": [{"tool": "x"}]}),
+        )
+        .await;
+    assert_eq!(as_host["result"]["dropped"], "run_not_found", "{as_host}");
+    client
+        .call(
+            "runs.complete",
+            json!({"run_id": run_id, "outcome": {"status": "success"}}),
+        )
+        .await
+        .unwrap();
+    let done = client
+        .call(
+            "runs.record_turns",
+            json!({"run_id": run_id, "turns": [{"tool": "x"}]}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        done,
+        json!({"run_id": run_id, "base_index": 0, "count": 0, "ok": false, "dropped": "run_terminal"})
+    );
+}
+
+#[tokio::test]
+async fn bad_turn_batches_are_precise_errors() {
+    let d = Daemon::start();
+    let mut ws = Ws::authed(&d).await;
+    let run = ws
+        .call("runs.start", json!({"intent": "i", "agent_name": "a"}))
+        .await;
+    let run_id = run["result"]["run_id"].clone();
+    let empty = ws
+        .call("runs.record_turns", json!({"run_id": run_id, "turns": []}))
+        .await;
+    assert_eq!(
+        (code(&empty), message(&empty).as_str()),
+        (-32602, "invalid params: turns: must not be empty")
+    );
+    let many: Vec<Value> = (0..257).map(|_| json!({})).collect();
+    let big = ws
+        .call(
+            "runs.record_turns",
+            json!({"run_id": run_id, "turns": many}),
+        )
+        .await;
+    assert_eq!(
+        (code(&big), message(&big).as_str()),
+        (
+            -32602,
+            "invalid params: turns: has 257 turns, at most 256 a call"
+        )
+    );
+    let typed = ws
+        .call("runs.record_turns", json!({"run_id": run_id, "turns": [5]}))
+        .await;
+    assert_eq!(code(&typed), -32602, "{typed}");
+    assert!(
+        message(&typed).starts_with("invalid params: turns[0]: "),
+        "{typed}"
+    );
+    // A long field is truncated, not refused.
+    let long = "x".repeat(20_000);
+    let ok = ws
+        .call(
+            "runs.record_turns",
+            json!({"run_id": run_id, "turns": [{"output": long}]}),
+        )
+        .await;
+    assert_eq!(ok["result"]["ok"], true, "{ok}");
+}
