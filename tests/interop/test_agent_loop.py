@@ -1,0 +1,135 @@
+"""CAR's own agent loop (`car_runtime.agent_loop.run_agent` from the 0.58.0 wheel),
+unmodified, against this daemon with a scripted OpenAI-compatible server as the model: the
+model asks for a tool, the tool runs through `tools.execute`, the model's answer is built
+from the tool's output, and the run with its model turns and tool call is in the trace."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import threading
+from typing import Any, Dict, Iterator, List
+
+import pytest
+from websockets.sync.client import connect
+
+import car_runtime
+from car_runtime import agent_loop
+
+from conftest import Daemon
+
+
+class ScriptedModel:
+    """An OpenAI-compatible chat endpoint that streams one tool call per request: first
+    `add(2, 3)`, then `finish` with an answer built from the tool result it was sent."""
+
+    def __init__(self) -> None:
+        self.requests: List[Dict[str, Any]] = []
+        model = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+                body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))))
+                model.requests.append(body)
+                results = [m for m in body["messages"] if m["role"] == "tool"]
+                if not results:
+                    name, args = "add", {"a": 2, "b": 3}
+                else:
+                    total = json.loads(results[-1]["content"])["sum"]
+                    name, args = "finish", {"answer": f"the sum is {total}"}
+                call = {"index": 0, "id": f"call_{len(model.requests)}", "type": "function",
+                        "function": {"name": name, "arguments": json.dumps(args)}}
+                chunks = [
+                    {"choices": [{"index": 0, "delta": {"tool_calls": [call]}, "finish_reason": None}]},
+                    {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]},
+                ]
+                self.send_response(200)
+                self.send_header("content-type", "text/event-stream")
+                self.end_headers()
+                for chunk in chunks:
+                    self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                self.wfile.write(b"data: [DONE]\n\n")
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def scripted() -> Iterator[ScriptedModel]:
+    model = ScriptedModel()
+    try:
+        yield model
+    finally:
+        model.close()
+
+
+def host_call(daemon: Daemon, method: str, params: Dict[str, Any]) -> Any:
+    """One call on a raw host-management session (CAR's client does not read runs.*)."""
+    with connect(daemon.url) as ws:
+        token = daemon.host_token_file.read_text().strip()
+        ws.send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "session.auth", "params": {"host_token": token}}))
+        assert json.loads(ws.recv())["result"]["ok"] is True
+        ws.send(json.dumps({"jsonrpc": "2.0", "id": 2, "method": method, "params": params}))
+        while True:
+            msg = json.loads(ws.recv())
+            if msg.get("id") == 2:
+                return msg["result"]
+
+
+def test_run_agent_completes_a_two_tool_task(
+    daemon: Daemon, rt: car_runtime.CarRuntime, scripted: ScriptedModel
+) -> None:
+    rt.register_model(json.dumps({"id": "scripted", "name": "scripted", "provider": "openai",
+                                  "source": {"type": "remote_api", "endpoint": scripted.url}}))
+    calls: List[Dict[str, Any]] = []
+
+    def add(params: Dict[str, Any]) -> Dict[str, Any]:
+        calls.append(params)
+        return {"sum": params["a"] + params["b"]}
+
+    config: Dict[str, Any] = {
+        "agent_name": "calc",
+        "identity": "You are a calculator.",
+        "target_outcome": "the sum",
+        "tool_schemas": [{"name": "add", "description": "add two numbers", "parameters": {
+            "type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "number"}},
+            "required": ["a", "b"]}}],
+        "tools": {"add": add},
+        "default_model": "scripted",
+        "max_tokens": 64,
+        "max_turns": 4,
+        "runtime": rt,
+    }
+    outcome = agent_loop.run_agent(config, "add 2 and 3")  # type: ignore[arg-type]
+
+    assert outcome["status"] == "success", outcome
+    assert calls == [{"a": 2, "b": 3}]  # the tool ran, through tools.execute
+    assert outcome["summary"] == "the sum is 5"  # the answer came from the tool's output
+    assert outcome["tools_called"] == ["add", "finish"]
+    # The model saw its tool in OpenAI's format and the tool's result linked to its call.
+    first, second = scripted.requests
+    assert [t["function"]["name"] for t in first["tools"]] == ["add", "finish"]
+    linked = [m for m in second["messages"] if m["role"] == "tool"]
+    assert linked and linked[0]["tool_call_id"] == "call_1"
+
+    trace = host_call(daemon, "runs.get_trace", {"run_id": outcome["run_id"]})
+    kinds = [r["kind"] for r in trace["records"]]
+    assert kinds[0] == "started" and kinds[-1] == "completed", kinds
+    model_turns = [r["data"] for r in trace["records"] if r["kind"] == "model_turn"]
+    assert [t["requested_tool_calls"][0]["name"] for t in model_turns] == ["add", "finish"]
+    tool_turns = [r["data"] for r in trace["records"] if r["kind"] == "turn"]
+    assert [(t["tool"], t["status"]) for t in tool_turns] == [("add", "succeeded"), ("finish", "succeeded")]
+    assert tool_turns[0]["output"] == {"sum": 5}
+    # Model turn, then the tool call it asked for, turn after turn.
+    order = [(r["kind"], r["data"].get("tool") or r["data"].get("requested_tool_calls", [{}])[0].get("name"))
+             for r in trace["records"] if r["kind"] in ("model_turn", "turn")]
+    assert order == [("model_turn", "add"), ("turn", "add"), ("model_turn", "finish"), ("turn", "finish")]
