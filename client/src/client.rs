@@ -176,6 +176,8 @@ struct Inner {
     closed: AtomicBool,
     /// Operator connections opened so far (connect, auth and handshake all succeeded).
     epochs: AtomicU64,
+    /// The connection epoch the agent loop last registered its tools on (0: none).
+    agent_epoch: AtomicU64,
 }
 
 /// The shared daemon client. Cheap to clone; the last clone's drop stops every task.
@@ -206,6 +208,7 @@ impl Client {
                 host: Slot::default(),
                 closed: AtomicBool::new(false),
                 epochs: AtomicU64::new(0),
+                agent_epoch: AtomicU64::new(0),
             }),
         }
     }
@@ -213,6 +216,15 @@ impl Client {
     /// A client configured from this process's environment.
     pub fn from_env() -> Self {
         Self::new(ClientConfig::from_env())
+    }
+
+    /// The epoch the agent loop registered its tools on, if any.
+    pub(crate) fn agent_epoch(&self) -> Option<u64> {
+        Some(self.inner.agent_epoch.load(Ordering::SeqCst)).filter(|e| *e != 0)
+    }
+
+    pub(crate) fn set_agent_epoch(&self, epoch: u64) {
+        self.inner.agent_epoch.store(epoch, Ordering::SeqCst);
     }
 
     pub fn config(&self) -> &ClientConfig {

@@ -18,8 +18,11 @@
 //! - [`Error`]: `Rpc` / `Transport` / `Timeout` / `Closed` / `Handshake` / `Refused` /
 //!   `InvalidArgument` / `UnexpectedResult`, and [`ErrorReport`], the one structured
 //!   projection every binding maps;
+//! - [`agent_loop`]: the agent loop (propose → verify → execute → observe, `finish`,
+//!   run bracketing) every binding wraps: [`Client::run_agent`];
 //! - [`BlockingClient`]: the same API for threads without a runtime.
 
+pub mod agent_loop;
 mod blocking;
 mod client;
 mod connection;
@@ -30,6 +33,7 @@ mod proposals;
 pub mod timeouts;
 pub mod typed;
 
+pub use agent_loop::{AgentConfig, AgentMetrics, AgentOutcome};
 pub use blocking::BlockingClient;
 pub use car_proto::handshake::HandshakeReply;
 pub use client::{CallOptions, Client, ClientConfig, Session};

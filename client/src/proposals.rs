@@ -53,9 +53,22 @@ impl Client {
         tools.sort_unstable();
         tools.dedup();
         if !tools.is_empty() {
-            let descriptors: Vec<Value> = tools.iter().map(|t| json!({ "name": t })).collect();
-            self.call("tools.register", Value::Array(descriptors))
-                .await?;
+            // Only tools the connection lacks: registering a name again would replace a
+            // registered schema (its parameters) with a bare name.
+            let listed = self.call("tools.list", json!({})).await?;
+            let known: Vec<&str> = listed["tools"]
+                .as_array()
+                .map(|t| t.iter().filter_map(|t| t["name"].as_str()).collect())
+                .unwrap_or_default();
+            let descriptors: Vec<Value> = tools
+                .iter()
+                .filter(|t| !known.contains(t))
+                .map(|t| json!({ "name": t }))
+                .collect();
+            if !descriptors.is_empty() {
+                self.call("tools.register", Value::Array(descriptors))
+                    .await?;
+            }
         }
         let registry = self.registry().clone();
         registry.set_scoped_tool(&session_id, Some(Arc::new(tool_fn)));

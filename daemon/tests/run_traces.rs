@@ -211,6 +211,18 @@ async fn bad_turn_batches_are_precise_errors() {
         message(&typed).starts_with("invalid params: turns[0]: "),
         "{typed}"
     );
+    // CAR's loop completes with an empty summary when the model gave none.
+    let done = ws
+        .call(
+            "runs.complete",
+            json!({"run_id": run_id, "outcome": {"status": "done", "summary": ""}}),
+        )
+        .await;
+    assert_eq!(done["result"]["ok"], true, "{done}");
+    let run = ws
+        .call("runs.start", json!({"intent": "i", "agent_name": "a"}))
+        .await;
+    let run_id = run["result"]["run_id"].clone();
     // A long field is truncated, not refused.
     let long = "x".repeat(20_000);
     let ok = ws

@@ -282,7 +282,8 @@ async fn complete(call: Call, p: CompleteParams) -> Result<Value, RpcError> {
                 OUTCOMES.join(", ")
             )));
         }
-        let summary = text("summary", summary)?;
+        // CAR's loop sends an empty summary when the model gave none: that is no summary.
+        let summary = text("summary", summary.filter(|s| !s.trim().is_empty()))?;
         let identity = call.session.identity();
         let id = run_id.clone();
         let (owner, run, record) = call

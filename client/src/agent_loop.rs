@@ -1,0 +1,321 @@
+//! The agent loop every binding wraps: propose → verify → execute → observe, turn after
+//! turn, until the model calls the `finish` tool or the turn budget runs out.
+//!
+//! One run ([`Client::run_agent`]):
+//! 1. the config's tool schemas and policies, plus the `finish` tool, are registered on the
+//!    connection whenever its [`Client::connection_epoch`] is new (after `close()` or a
+//!    daemon restart, per-connection registrations are gone);
+//! 2. `runs.start {agent_id, agent_name, intent: goal, outcome_description}` brackets the
+//!    run;
+//! 3. each turn sends `infer` in CAR's request shape (`prompt: ""`, `messages`, `tools`,
+//!    `params {max_tokens, tool_choice: "auto"}`) and records it with
+//!    `runs.record_model_turn`;
+//! 4. the requested calls other than `finish` become a proposal of `tool_call` actions
+//!    (ids = the call ids), checked with `verify` (an invalid proposal is observed by the
+//!    model as an error result for every call, not run) and run with
+//!    [`Client::execute_proposal`] and the caller's tool function;
+//! 5. the model observes an assistant message with its calls and one `tool_result` message
+//!    per call (`{role: "tool_result", tool_use_id, content}`, content the output as JSON
+//!    text, or `{"error": …}`);
+//! 6. `finish {answer?, summary?, status?}` ends the run with `success` (or the status it
+//!    names); a turn with no call ends it with `done` and the text as summary; running out
+//!    of turns ends it with `give_up`. `runs.complete {run_id, outcome}` records CAR's
+//!    `AgentOutcome`, which is also returned.
+//!
+//! Tool functions run on the blocking pool through the client's reverse-call handling,
+//! never under a lock; a `tools.cancel` for a call reaches the client's cancel handler.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use crate::client::Client;
+use crate::error::Error;
+use crate::handlers::{HandlerResult, ToolCall};
+
+/// The tool that ends a run.
+pub const FINISH_TOOL: &str = "finish";
+
+/// CAR's `AgentLoopConfig` (the fields this loop reads).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct AgentConfig {
+    #[serde(default)]
+    pub agent_id: Option<String>,
+    pub agent_name: String,
+    /// The system prompt.
+    pub identity: String,
+    /// `ToolSchema`s (`{name, description?, parameters?}`).
+    #[serde(default)]
+    pub tool_schemas: Vec<Value>,
+    /// `PolicyDefinition`s registered with the tools.
+    #[serde(default)]
+    pub policies: Vec<Value>,
+    #[serde(default)]
+    pub default_model: Option<String>,
+    #[serde(default = "default_max_tokens")]
+    pub max_tokens: u32,
+    #[serde(default = "default_max_turns")]
+    pub max_turns: u32,
+    #[serde(default)]
+    pub target_outcome: String,
+}
+
+fn default_max_tokens() -> u32 {
+    1024
+}
+fn default_max_turns() -> u32 {
+    8
+}
+
+/// CAR's `AgentMetrics`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct AgentMetrics {
+    pub turns: u32,
+    pub tool_calls: u32,
+    pub actions_succeeded: u32,
+    pub actions_failed: u32,
+}
+
+/// CAR's `AgentOutcome`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentOutcome {
+    pub run_id: Option<String>,
+    /// `success`, `partial_success`, `done`, `give_up`, `timeout` or `failure`.
+    pub status: String,
+    pub summary: String,
+    pub evidence: Vec<Value>,
+    pub metrics: AgentMetrics,
+    pub tools_called: Vec<String>,
+    /// RFC 3339.
+    pub timestamp: String,
+}
+
+fn finish_schema() -> Value {
+    json!({
+        "name": FINISH_TOOL,
+        "description": "Return the final answer to the user and stop. Call this exactly once, when the task is complete or cannot proceed.",
+        "parameters": {"type": "object", "properties": {
+            "answer": {"type": "string", "description": "The final answer or status for the user."}
+        }, "required": ["answer"]}
+    })
+}
+
+fn now_rfc3339() -> String {
+    humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
+}
+
+impl Client {
+    /// Runs `config`'s agent on `goal` (see the module docs); `tool_fn` serves the tool
+    /// calls. `max_turns` overrides the config's.
+    pub async fn run_agent<F>(
+        &self,
+        config: &AgentConfig,
+        goal: &str,
+        max_turns: Option<u32>,
+        tool_fn: F,
+    ) -> Result<AgentOutcome, Error>
+    where
+        F: Fn(ToolCall) -> HandlerResult + Send + Sync + Clone + 'static,
+    {
+        let mut schemas = config.tool_schemas.clone();
+        schemas.push(finish_schema());
+        self.register_agent_tools(&schemas, &config.policies)
+            .await?;
+        let agent_id = config
+            .agent_id
+            .clone()
+            .unwrap_or_else(|| config.agent_name.clone());
+        let run = self
+            .call(
+                "runs.start",
+                json!({"agent_id": agent_id, "agent_name": config.agent_name, "intent": goal,
+                       "outcome_description": config.target_outcome}),
+            )
+            .await?;
+        let run_id = run["run_id"].as_str().map(str::to_string);
+        let mut messages = vec![
+            json!({"role": "system", "content": format!("{}\n\nWhen the task is complete or you cannot proceed, call the `{FINISH_TOOL}` tool with a concise answer.", config.identity)}),
+            json!({"role": "user", "content": goal}),
+        ];
+        let mut metrics = AgentMetrics::default();
+        let mut tools_called = Vec::new();
+        let mut evidence = Vec::new();
+        let mut ending: Option<(String, String)> = None;
+        for turn in 1..=max_turns.unwrap_or(config.max_turns).max(1) {
+            metrics.turns = turn;
+            let mut request = json!({
+                "prompt": "", "messages": messages, "tools": schemas,
+                "params": {"max_tokens": config.max_tokens, "tool_choice": "auto"},
+            });
+            if let Some(model) = &config.default_model {
+                request["model"] = json!(model);
+            }
+            let started = std::time::Instant::now();
+            let answer = self.call("infer", request).await?;
+            let calls = answer["tool_calls"].as_array().cloned().unwrap_or_default();
+            let text = answer["text"].as_str().unwrap_or_default().to_string();
+            if let Some(run_id) = &run_id {
+                self.call(
+                    "runs.record_model_turn",
+                    json!({"run_id": run_id, "turn_index": turn, "model_id": answer["model_used"],
+                           "assistant_text": text, "requested_tool_calls": calls,
+                           "token_usage": answer["usage"],
+                           "duration_ms": started.elapsed().as_millis() as u64}),
+                )
+                .await?;
+            }
+            if calls.is_empty() {
+                ending = Some(("done".into(), text));
+                break;
+            }
+            messages.push(json!({"role": "assistant", "content": text, "tool_calls": calls}));
+            let (finish, work): (Vec<&Value>, Vec<&Value>) =
+                calls.iter().partition(|c| c["name"] == FINISH_TOOL);
+            let results = self
+                .run_calls(&work, &tool_fn, &mut metrics, &mut tools_called)
+                .await?;
+            for (call, content) in work.iter().zip(results) {
+                messages.push(
+                    json!({"role": "tool_result", "tool_use_id": call["id"], "content": content}),
+                );
+            }
+            if let Some(call) = finish.first() {
+                metrics.tool_calls += 1;
+                metrics.actions_succeeded += 1;
+                tools_called.push(FINISH_TOOL.to_string());
+                let args = &call["arguments"];
+                let summary = args["summary"]
+                    .as_str()
+                    .or(args["answer"].as_str())
+                    .unwrap_or_default()
+                    .to_string();
+                evidence.push(
+                    json!({"kind": "tool_result", "description": "finish called", "data": args}),
+                );
+                let status = args["status"].as_str().unwrap_or("success").to_string();
+                ending = Some((status, summary));
+                break;
+            }
+        }
+        let (status, summary) = ending.unwrap_or(("give_up".into(), String::new()));
+        let outcome = AgentOutcome {
+            run_id: run_id.clone(),
+            status,
+            summary,
+            evidence,
+            metrics,
+            tools_called,
+            timestamp: now_rfc3339(),
+        };
+        if let Some(run_id) = &run_id {
+            let mut recorded = serde_json::to_value(&outcome).unwrap_or_default();
+            if let Some(o) = recorded.as_object_mut() {
+                o.remove("run_id");
+            }
+            self.call(
+                "runs.complete",
+                json!({"run_id": run_id, "outcome": recorded}),
+            )
+            .await?;
+        }
+        Ok(outcome)
+    }
+
+    /// Registers the agent's tools and policies unless this connection already has them.
+    async fn register_agent_tools(
+        &self,
+        schemas: &[Value],
+        policies: &[Value],
+    ) -> Result<(), Error> {
+        let epoch = self.connection_epoch().await?;
+        if self.agent_epoch() == Some(epoch) {
+            return Ok(());
+        }
+        self.call("tools.register", Value::Array(schemas.to_vec()))
+            .await?;
+        for policy in policies {
+            self.call("policy.register", policy.clone()).await?;
+        }
+        self.set_agent_epoch(epoch);
+        Ok(())
+    }
+
+    /// Verifies and runs `calls` as one proposal; each call's observation as JSON text.
+    async fn run_calls<F>(
+        &self,
+        calls: &[&Value],
+        tool_fn: &F,
+        metrics: &mut AgentMetrics,
+        tools_called: &mut Vec<String>,
+    ) -> Result<Vec<String>, Error>
+    where
+        F: Fn(ToolCall) -> HandlerResult + Send + Sync + Clone + 'static,
+    {
+        if calls.is_empty() {
+            return Ok(Vec::new());
+        }
+        let actions: Vec<Value> = calls
+            .iter()
+            .map(|c| {
+                json!({"id": c["id"], "type": "tool_call", "tool": c["name"],
+                            "parameters": c["arguments"], "dependencies": []})
+            })
+            .collect();
+        let proposal = json!({"actions": actions, "source": "agent_loop"});
+        for c in calls {
+            metrics.tool_calls += 1;
+            if let Some(name) = c["name"].as_str() {
+                tools_called.push(name.to_string());
+            }
+        }
+        let verdict = self.call("verify", json!({"proposal": proposal})).await?;
+        if verdict["valid"] != true {
+            metrics.actions_failed += calls.len() as u32;
+            let problem =
+                json!({"error": "the proposal did not verify", "issues": verdict["issues"]});
+            return Ok(vec![problem.to_string(); calls.len()]);
+        }
+        let result = self
+            .execute_proposal(proposal, None, tool_fn.clone())
+            .await?;
+        let results = result["results"].as_array().cloned().unwrap_or_default();
+        Ok(calls
+            .iter()
+            .map(|c| {
+                let r = results
+                    .iter()
+                    .find(|r| r["action_id"] == c["id"])
+                    .cloned()
+                    .unwrap_or(Value::Null);
+                if r["status"] == "succeeded" {
+                    metrics.actions_succeeded += 1;
+                    r["output"].to_string()
+                } else {
+                    metrics.actions_failed += 1;
+                    json!({"error": r["error"], "status": r["status"]}).to_string()
+                }
+            })
+            .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn outcome_timestamps_are_rfc3339_utc() {
+        let t = now_rfc3339();
+        assert_eq!(t.len(), 20, "{t}");
+        assert!(t.ends_with('Z') && t.as_bytes()[10] == b'T', "{t}");
+    }
+
+    #[test]
+    fn configs_take_cars_shape_with_defaults() {
+        let c: AgentConfig = serde_json::from_value(serde_json::json!({
+            "agent_name": "calc", "identity": "You add.", "tools": {"ignored": true}
+        }))
+        .unwrap();
+        assert_eq!((c.max_tokens, c.max_turns), (1024, 8));
+        assert!(c.tool_schemas.is_empty() && c.default_model.is_none());
+    }
+}

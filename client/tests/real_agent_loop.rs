@@ -1,0 +1,145 @@
+//! The shared agent loop against a real daemon, with a scripted OpenAI-compatible server as
+//! the model: the model asks for a tool, the tool runs through `tools.execute` with the
+//! model's arguments, the model observes the result linked to its call, `finish` ends the
+//! run with CAR's `AgentOutcome`, and the run's trace holds its model turns and tool call.
+
+use std::time::Duration;
+
+use car_daemon_client::{AgentConfig, Client, ClientConfig, EnvSnapshot, ToolCall};
+use car_test_harness::http_script::{Reply, Server};
+use car_test_harness::Daemon;
+use serde_json::{json, Value};
+
+/// One streamed tool call.
+fn call(id: &str, name: &str, arguments: Value) -> Reply {
+    Reply::sse(
+        &[
+            json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": id, "type": "function",
+                "function": {"name": name, "arguments": arguments.to_string()}}]}, "finish_reason": null}]}),
+            json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}),
+        ],
+        Duration::ZERO,
+    )
+}
+
+fn config() -> AgentConfig {
+    AgentConfig {
+        agent_name: "calc".into(),
+        identity: "You are a calculator.".into(),
+        tool_schemas: vec![
+            json!({"name": "add", "description": "add two numbers", "parameters": {
+            "type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "number"}},
+            "required": ["a", "b"]}}),
+        ],
+        default_model: Some("scripted".into()),
+        max_tokens: 64,
+        max_turns: 4,
+        target_outcome: "the sum".into(),
+        ..AgentConfig::default()
+    }
+}
+
+async fn client_with_model(d: &Daemon, server: &Server) -> Client {
+    let client = Client::new(ClientConfig::with_env(EnvSnapshot::with_car_home(&d.home)));
+    client
+        .call(
+            "models.register",
+            json!({"id": "scripted", "base_url": format!("{}/v1", server.base_url), "model": "m"}),
+        )
+        .await
+        .unwrap();
+    client
+}
+
+#[tokio::test]
+async fn a_run_calls_a_tool_observes_it_and_finishes() {
+    let server = Server::start(vec![
+        call("call_1", "add", json!({"a": 2, "b": 3})),
+        call("call_2", "finish", json!({"answer": "the sum is 5"})),
+    ]);
+    let d = Daemon::start();
+    let client = client_with_model(&d, &server).await;
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = seen.clone();
+    let outcome = client
+        .run_agent(&config(), "add 2 and 3", None, move |call: ToolCall| {
+            log.lock().unwrap().push((call.tool.clone(), call.params.clone()));
+            Ok(json!({"sum": call.params["a"].as_i64().unwrap() + call.params["b"].as_i64().unwrap()}))
+        })
+        .await
+        .unwrap();
+    assert_eq!(outcome.status, "success", "{outcome:?}");
+    assert_eq!(outcome.summary, "the sum is 5");
+    assert_eq!(outcome.tools_called, ["add", "finish"]);
+    assert_eq!(
+        (
+            outcome.metrics.turns,
+            outcome.metrics.tool_calls,
+            outcome.metrics.actions_succeeded
+        ),
+        (2, 2, 2)
+    );
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [("add".to_string(), json!({"a": 2, "b": 3}))]
+    );
+
+    // The model's second request observed the tool's output, linked to its call.
+    let requests = server.requests();
+    let messages = requests[1].body["messages"].as_array().unwrap();
+    let result = messages.iter().find(|m| m["role"] == "tool").unwrap();
+    assert_eq!(result["tool_call_id"], "call_1");
+    assert_eq!(
+        serde_json::from_str::<Value>(result["content"].as_str().unwrap()).unwrap(),
+        json!({"sum": 5})
+    );
+    let tools: Vec<&str> = requests[0].body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(tools, ["add", "finish"]);
+
+    // The run's trace, read by a host session: started, model turn, tool call, model turn,
+    // completed with CAR's AgentOutcome.
+    let host = Client::new(ClientConfig::with_env(EnvSnapshot::with_car_home(&d.home)));
+    let trace = host
+        .call_host_management("runs.get_trace", json!({"run_id": outcome.run_id}))
+        .await
+        .unwrap();
+    let kinds: Vec<&str> = trace["records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds,
+        ["started", "model_turn", "turn", "model_turn", "completed"],
+        "{trace}"
+    );
+    assert_eq!(
+        trace["records"][4]["data"]["agent_outcome"]["status"],
+        "success"
+    );
+}
+
+#[tokio::test]
+async fn a_run_without_finish_gives_up_after_its_turns() {
+    let server = Server::start(vec![
+        call("c1", "add", json!({"a": 1, "b": 1})),
+        call("c2", "add", json!({"a": 2, "b": 2})),
+    ]);
+    let d = Daemon::start();
+    let client = client_with_model(&d, &server).await;
+    let outcome = client
+        .run_agent(&config(), "keep adding", Some(2), |call: ToolCall| {
+            Ok(json!({"sum": call.params["a"].as_i64().unwrap() * 2}))
+        })
+        .await
+        .unwrap();
+    assert_eq!(outcome.status, "give_up", "{outcome:?}");
+    assert_eq!(outcome.metrics.turns, 2);
+    assert_eq!(outcome.tools_called, ["add", "add"]);
+}
