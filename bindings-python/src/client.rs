@@ -342,6 +342,41 @@ impl NativeClient {
         })
     }
 
+    /// Runs the shared agent loop (`car_daemon_client::agent_loop`): `config_json` is CAR's
+    /// `AgentLoopConfig` without its callables; the run's tool calls go to
+    /// `tool_fn(call_json) -> str`. Returns CAR's `AgentOutcome` as JSON.
+    #[pyo3(signature = (config_json, goal, tool_fn, max_turns=None))]
+    fn run_agent(
+        &self,
+        py: Python<'_>,
+        config_json: &str,
+        goal: String,
+        tool_fn: Py<PyAny>,
+        max_turns: Option<u32>,
+    ) -> PyResult<String> {
+        guard_panics(|| {
+            let config: car_daemon_client::AgentConfig =
+                serde_json::from_value(parse_json(py, "config_json", config_json)?)
+                    .map_err(|e| to_py(py, Error::InvalidArgument(format!("config_json: {e}"))))?;
+            let (client, handle, hub) = self.current(py)?;
+            let f = Arc::new(tool_fn);
+            let run_tool = move |call: ToolCall| {
+                hub.dispatch(
+                    Target::Func(f.clone()),
+                    Kind::Request,
+                    call.to_call_json().to_string(),
+                )
+            };
+            let outcome = wait(py, &handle, async move {
+                client
+                    .client()
+                    .run_agent(&config, &goal, max_turns, run_tool)
+                    .await
+            })?;
+            Ok(serde_json::to_string(&outcome).unwrap_or_default())
+        })
+    }
+
     /// Serves daemon→client requests named `method` with `handler(params_json) -> str`.
     fn register_handler(&self, py: Python<'_>, method: String, handler: Py<PyAny>) -> PyResult<()> {
         guard_panics(|| {

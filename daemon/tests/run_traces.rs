@@ -219,10 +219,15 @@ async fn bad_turn_batches_are_precise_errors() {
         )
         .await;
     assert_eq!(done["result"]["ok"], true, "{done}");
+    // CAR's loop starts with an empty outcome_description when it has none.
     let run = ws
-        .call("runs.start", json!({"intent": "i", "agent_name": "a"}))
+        .call(
+            "runs.start",
+            json!({"intent": "i", "agent_name": "a", "outcome_description": ""}),
+        )
         .await;
     let run_id = run["result"]["run_id"].clone();
+    assert!(run_id.is_string(), "{run}");
     // A long field is truncated, not refused.
     let long = "x".repeat(20_000);
     let ok = ws

@@ -184,7 +184,11 @@ async fn start(call: Call, p: StartParams) -> Result<Value, RpcError> {
     {
         let intent = text("intent", Some(p.intent))?
             .ok_or_else(|| RpcError::invalid_params("intent: is required"))?;
-        let outcome_description = text("outcome_description", p.outcome_description)?;
+        // CAR's loop sends an empty outcome_description when it has none.
+        let outcome_description = text(
+            "outcome_description",
+            p.outcome_description.filter(|s| !s.trim().is_empty()),
+        )?;
         let identity = call.session.identity();
         let agent_id = p.agent_id.map(Name::into_string);
         if let (Some(bound), Some(given)) = (&identity.agent_id, &agent_id) {
