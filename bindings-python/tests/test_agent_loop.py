@@ -4,9 +4,9 @@ tool's output observed by the model, CAR's `AgentOutcome` returned."""
 
 from __future__ import annotations
 
-import http.server
 import json
-import threading
+import sys
+from pathlib import Path
 from typing import Any, Dict, Iterator, List
 
 import pytest
@@ -14,50 +14,15 @@ import pytest
 import car_runtime
 from car_runtime import agent_loop
 
-
-class ScriptedModel:
-    """Streams `add(2, 3)` first, then `finish` with an answer built from the tool result."""
-
-    def __init__(self) -> None:
-        self.requests: List[Dict[str, Any]] = []
-        model = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802
-                body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))))
-                model.requests.append(body)
-                results = [m for m in body["messages"] if m["role"] == "tool"]
-                if results:
-                    total = json.loads(results[-1]["content"])["sum"]
-                    name, args = "finish", {"answer": f"the sum is {total}"}
-                else:
-                    name, args = "add", {"a": 2, "b": 3}
-                call = {"index": 0, "id": f"call_{len(model.requests)}", "type": "function",
-                        "function": {"name": name, "arguments": json.dumps(args)}}
-                self.send_response(200)
-                self.send_header("content-type", "text/event-stream")
-                self.end_headers()
-                for chunk in (
-                    {"choices": [{"index": 0, "delta": {"tool_calls": [call]}, "finish_reason": None}]},
-                    {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]},
-                ):
-                    self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
-                self.wfile.write(b"data: [DONE]\n\n")
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "support"))
+from scripted_openai import ScriptedModel  # noqa: E402
 
 
 @pytest.fixture
 def scripted() -> Iterator[ScriptedModel]:
     model = ScriptedModel()
     yield model
-    model.server.shutdown()
-    model.server.server_close()
+    model.close()
 
 
 def config(rt: car_runtime.CarRuntime, add: Any) -> agent_loop.AgentLoopConfig:

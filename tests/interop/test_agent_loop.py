@@ -5,9 +5,9 @@ from the tool's output, and the run with its model turns and tool call is in the
 
 from __future__ import annotations
 
-import http.server
 import json
-import threading
+import sys
+from pathlib import Path
 from typing import Any, Dict, Iterator, List
 
 import pytest
@@ -16,51 +16,10 @@ from websockets.sync.client import connect
 import car_runtime
 from car_runtime import agent_loop
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "support"))
+from scripted_openai import ScriptedModel  # noqa: E402
+
 from conftest import Daemon
-
-
-class ScriptedModel:
-    """An OpenAI-compatible chat endpoint that streams one tool call per request: first
-    `add(2, 3)`, then `finish` with an answer built from the tool result it was sent."""
-
-    def __init__(self) -> None:
-        self.requests: List[Dict[str, Any]] = []
-        model = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 (http.server's name)
-                body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))))
-                model.requests.append(body)
-                results = [m for m in body["messages"] if m["role"] == "tool"]
-                if not results:
-                    name, args = "add", {"a": 2, "b": 3}
-                else:
-                    total = json.loads(results[-1]["content"])["sum"]
-                    name, args = "finish", {"answer": f"the sum is {total}"}
-                call = {"index": 0, "id": f"call_{len(model.requests)}", "type": "function",
-                        "function": {"name": name, "arguments": json.dumps(args)}}
-                chunks = [
-                    {"choices": [{"index": 0, "delta": {"tool_calls": [call]}, "finish_reason": None}]},
-                    {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]},
-                ]
-                self.send_response(200)
-                self.send_header("content-type", "text/event-stream")
-                self.end_headers()
-                for chunk in chunks:
-                    self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
-                self.wfile.write(b"data: [DONE]\n\n")
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 @pytest.fixture
