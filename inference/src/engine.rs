@@ -216,11 +216,11 @@ impl InferenceEngine {
         }
     }
 
-    /// [`Self::generate`] with one callback for every stream event: text pieces and, for
-    /// remote models, each completed tool call ([`StreamEvent::ToolCall`], after the last
-    /// text piece). Returning `StreamControl::Stop` from any event ends generation like
-    /// `cancel` does. A GGUF model given `tools` (with a `tool_choice` other than `None`)
-    /// is refused with an invalid-params error naming `tools`.
+    /// [`Self::generate`] with one callback for every stream event: text pieces and each
+    /// completed tool call ([`StreamEvent::ToolCall`], after the last text piece). Returning
+    /// `StreamControl::Stop` from any event ends generation like `cancel` does. A GGUF model
+    /// calls tools through a generic tool prompt and grammar-constrained decoding (see
+    /// `llama_tools`).
     pub fn generate_with_events(
         &self,
         model: Option<&str>,
@@ -234,21 +234,12 @@ impl InferenceEngine {
         request.conversation()?;
         let generated = match &entry.source {
             ModelSource::Gguf { .. } => {
-                if request.uses_tools() {
-                    return Err(InferenceError::invalid(
-                        "tools",
-                        format!(
-                            "tool calling on local models is not supported yet (model {} is a gguf model; send no tools, or tool_choice \"none\")",
-                            entry.id
-                        ),
-                    ));
-                }
                 let loaded = self.load(&entry)?;
                 let Loaded::Llama(m) = loaded.as_ref() else {
                     return Err(wrong_kind(&entry, Use::Generate));
                 };
-                let mut text_only = |piece: &str| match on_event.as_mut() {
-                    Some(cb) => cb(StreamEvent::Text(piece)),
+                let mut events = |event: StreamEvent<'_>| match on_event.as_mut() {
+                    Some(cb) => cb(event),
                     None => StreamControl::Continue,
                 };
                 m.generate(
@@ -257,7 +248,7 @@ impl InferenceEngine {
                     &self.config.llama,
                     cancel,
                     started,
-                    &mut text_only,
+                    &mut events,
                 )?
             }
             ModelSource::Remote { .. } => {

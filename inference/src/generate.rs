@@ -110,8 +110,8 @@ pub struct GenerateRequest {
     /// Generation ends before the first occurrence of any of these strings.
     #[serde(default)]
     pub stop: Vec<String>,
-    /// Tools the model may call (remote models only for now; a local model given tools
-    /// with a `tool_choice` other than `None` is refused).
+    /// Tools the model may call (local GGUF models call them through a generic tool prompt
+    /// and grammar-constrained decoding).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tools: Vec<ToolSpec>,
     /// Whether and which tool to call (provider default: `Auto`). Only sent with tools.

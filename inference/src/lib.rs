@@ -2,7 +2,7 @@
 //! `infer`, `infer_stream`, `embed`, `classify`, `tokenize`, `detokenize` and `models.*`.
 //!
 //! Owns: the model registry (`CAR_HOME/models/registry.json`), GGUF validation, local
-//! generation with llama.cpp, local embeddings with candle BERT, zero-shot classification,
+//! generation with llama.cpp (tool calls constrained by [`grammar`]), local embeddings with candle BERT, zero-shot classification,
 //! remote OpenAI-compatible providers (with tool calling, see [`tools`]) and the
 //! loaded-model cache. Must not touch: JSON-RPC,
 //! sockets, sessions, admission control or progress heartbeats: the daemon owns those and
@@ -18,10 +18,12 @@ pub mod engine;
 pub mod error;
 pub mod generate;
 pub mod gguf;
+pub mod grammar;
 pub mod identity;
 pub mod keys;
 pub mod llama;
 mod llama_classify;
+mod llama_tools;
 mod openai;
 pub mod registry;
 pub mod remote;

@@ -24,10 +24,11 @@ use llama_cpp_2::token::LlamaToken;
 
 use crate::error::{InferenceError, Result};
 use crate::generate::{
-    CancelToken, GenerateRequest, Message, StopReason, StreamControl, TextAssembler, Usage,
-    DEFAULT_TEMPERATURE, DEFAULT_TOP_P,
+    CancelToken, GenerateRequest, Message, StopReason, StreamControl, StreamEvent, TextAssembler,
+    Usage, DEFAULT_TEMPERATURE, DEFAULT_TOP_P,
 };
 use crate::gguf;
+use crate::llama_tools::{self, ToolPlan};
 
 /// Tokens decoded per llama.cpp batch while reading the prompt.
 pub(crate) const PROMPT_BATCH: u32 = 512;
@@ -190,8 +191,12 @@ impl LlamaEngineModel {
         Ok(String::from_utf8_lossy(&bytes).into_owned())
     }
 
-    /// Runs one generation. `on_piece` receives text as it becomes final; returning
-    /// `StreamControl::Stop` ends generation with `StopReason::Cancelled`, as does `cancel`.
+    /// Runs one generation. `on_event` receives text as it becomes final and, once
+    /// generation has ended, each tool call; returning `StreamControl::Stop` ends generation
+    /// with `StopReason::Cancelled`, as does `cancel`. Tools are handled as `llama_tools`
+    /// describes: a constrained answer is not streamed as text, and a parsed one sets
+    /// `tool_calls` (with empty text) and `StopReason::ToolUse`. Stop sequences do not apply
+    /// to a constrained answer.
     pub fn generate(
         &self,
         request: &GenerateRequest,
@@ -199,9 +204,14 @@ impl LlamaEngineModel {
         config: &LlamaConfig,
         cancel: &CancelToken,
         started: Instant,
-        on_piece: &mut dyn FnMut(&str) -> StreamControl,
+        on_event: &mut dyn FnMut(StreamEvent<'_>) -> StreamControl,
     ) -> Result<Generated> {
-        let prompt = self.render(&request.conversation()?)?;
+        let plan = ToolPlan::for_request(request);
+        let mut conversation = request.conversation()?;
+        if let Some(p) = &plan {
+            conversation = llama_tools::with_tool_prompt(conversation, &p.prompt);
+        }
+        let prompt = self.render(&conversation)?;
         let vocab = self.model.vocab();
         let tokens = vocab.tokenize(prompt.as_bytes(), true, true);
         let n_train = self.model.n_ctx_train().min(config.max_context).max(16);
@@ -246,63 +256,161 @@ impl LlamaEngineModel {
                 .map_err(|e| InferenceError::Engine(format!("prompt decode failed: {e}")))?;
         }
 
-        let mut sampler = sampler(request);
-        let mut assembler = TextAssembler::new(&request.stop);
-        let mut stop_reason = StopReason::Length;
+        // `auto` first probes freely (see `llama_tools`); a `{` start restarts constrained.
+        let mut constrained = plan.as_ref().is_some_and(|p| p.eager);
+        let mut probing = plan.is_some() && !constrained;
         let mut callback_stopped = false;
         let mut consumer_stopped = false;
-        let mut emit = |piece: String| {
-            if !piece.is_empty() && !callback_stopped {
-                callback_stopped = on_piece(&piece) == StreamControl::Stop;
+        let (assembler, stop_reason) = loop {
+            let grammar = plan
+                .as_ref()
+                .filter(|_| constrained)
+                .map(|p| &p.grammar[..]);
+            let mut sampler = self.sampler(request, grammar)?;
+            let no_stops: &[String] = &[];
+            let mut assembler =
+                TextAssembler::new(if constrained { no_stops } else { &request.stop });
+            let mut stop_reason = StopReason::Length;
+            let mut held = String::new();
+            let mut restart = false;
+            let mut emit = |piece: String| {
+                if !piece.is_empty() && !callback_stopped {
+                    callback_stopped = on_event(StreamEvent::Text(&piece)) == StreamControl::Stop;
+                }
+                callback_stopped
+            };
+            out.usage.completion_tokens = 0;
+            for n_past in n_prompt..n_prompt.saturating_add(max_tokens) {
+                if cancel.is_cancelled() {
+                    stop_reason = StopReason::Cancelled;
+                    break;
+                }
+                let token = sampler.sample(&ctx, batch.n_tokens() - 1);
+                if out.time_to_first_token_ms.is_none() {
+                    out.time_to_first_token_ms = Some(started.elapsed().as_millis() as u64);
+                }
+                if vocab.is_eog(token) {
+                    stop_reason = StopReason::Stop;
+                    break;
+                }
+                out.usage.completion_tokens += 1;
+                let (mut piece, hit) =
+                    assembler.push_bytes(&vocab.token_to_piece(token, false, None));
+                if probing {
+                    // Hold text back until its first non-whitespace character decides.
+                    held.push_str(&piece);
+                    piece = String::new();
+                    let start = assembler.text().trim_start();
+                    if start.starts_with('{') {
+                        restart = true;
+                        break;
+                    }
+                    if !start.is_empty() {
+                        probing = false;
+                        piece = std::mem::take(&mut held);
+                    }
+                }
+                if constrained {
+                    piece.clear();
+                }
+                if emit(piece) {
+                    stop_reason = StopReason::Cancelled;
+                    consumer_stopped = true;
+                    break;
+                }
+                if hit {
+                    stop_reason = StopReason::StopSequence;
+                    break;
+                }
+                if n_past >= n_ctx {
+                    break;
+                }
+                batch.clear();
+                batch
+                    .add(token, n_past as i32, &[0], true)
+                    .map_err(|e| InferenceError::Engine(format!("batch: {e}")))?;
+                ctx.decode(&mut batch)
+                    .map_err(|e| InferenceError::Engine(format!("decode failed: {e}")))?;
             }
-            callback_stopped
+            if restart {
+                // Forget the probe and recompute the last prompt token's logits.
+                probing = false;
+                constrained = true;
+                ctx.clear_kv_cache_seq(Some(0), Some(n_prompt - 1), None)
+                    .map_err(|e| InferenceError::Engine(format!("kv cache: {e}")))?;
+                batch.clear();
+                batch
+                    .add(tokens[last], (n_prompt - 1) as i32, &[0], true)
+                    .map_err(|e| InferenceError::Engine(format!("batch: {e}")))?;
+                ctx.decode(&mut batch)
+                    .map_err(|e| InferenceError::Engine(format!("decode failed: {e}")))?;
+                continue;
+            }
+            // When the consumer stopped the stream, the result holds exactly what it
+            // received; otherwise any held-back tail is flushed (a Stop answer to it has
+            // nothing to stop).
+            if !constrained && !consumer_stopped {
+                let tail = if assembler.stopped() {
+                    held
+                } else {
+                    held + &assembler.finish()
+                };
+                let _ = emit(tail);
+            }
+            break (assembler, stop_reason);
         };
-        for n_past in n_prompt..n_prompt.saturating_add(max_tokens) {
-            if cancel.is_cancelled() {
-                stop_reason = StopReason::Cancelled;
-                break;
-            }
-            let token = sampler.sample(&ctx, batch.n_tokens() - 1);
-            if out.time_to_first_token_ms.is_none() {
-                out.time_to_first_token_ms = Some(started.elapsed().as_millis() as u64);
-            }
-            if vocab.is_eog(token) {
-                stop_reason = StopReason::Stop;
-                break;
-            }
-            out.usage.completion_tokens += 1;
-            let (piece, hit) = assembler.push_bytes(&vocab.token_to_piece(token, false, None));
-            if emit(piece) {
-                stop_reason = StopReason::Cancelled;
-                consumer_stopped = true;
-                break;
-            }
-            if hit {
-                stop_reason = StopReason::StopSequence;
-                break;
-            }
-            if n_past >= n_ctx {
-                break;
-            }
-            batch.clear();
-            batch
-                .add(token, n_past as i32, &[0], true)
-                .map_err(|e| InferenceError::Engine(format!("batch: {e}")))?;
-            ctx.decode(&mut batch)
-                .map_err(|e| InferenceError::Engine(format!("decode failed: {e}")))?;
-        }
-        // When the consumer stopped the stream, the result holds exactly what it received;
-        // otherwise any held-back tail is flushed (a Stop answer to it has nothing to stop).
-        if !assembler.stopped() && !consumer_stopped {
-            let _ = emit(assembler.finish());
-        }
         out.text = if consumer_stopped {
             assembler.emitted_text().to_owned()
         } else {
             assembler.text().to_owned()
         };
         out.stop_reason = stop_reason;
+        let parsed = match (&plan, stop_reason) {
+            (Some(p), StopReason::Stop) if constrained => {
+                llama_tools::parse_calls(&out.text, p.first_id)
+            }
+            (Some(p), StopReason::Length) if constrained => {
+                llama_tools::parse_truncated_calls(&out.text, p.first_id)
+            }
+            _ => None,
+        };
+        if let Some(calls) = parsed {
+            out.text.clear();
+            out.stop_reason = StopReason::ToolUse;
+            for call in &calls {
+                out.tool_calls.push(call.clone());
+                if on_event(StreamEvent::ToolCall(call)) == StreamControl::Stop {
+                    out.stop_reason = StopReason::Cancelled;
+                    break;
+                }
+            }
+        }
         Ok(out)
+    }
+
+    /// Greedy at temperature 0; otherwise top-p, then temperature, then a seeded draw (the
+    /// order llama.cpp's own samplers use). A `grammar` (GBNF, rule `root`) constrains the
+    /// candidates before any of these.
+    fn sampler(&self, request: &GenerateRequest, grammar: Option<&str>) -> Result<LlamaSampler> {
+        let mut chain = Vec::new();
+        if let Some(g) = grammar {
+            chain.push(LlamaSampler::grammar(&self.model, g, "root").map_err(|e| {
+                InferenceError::Engine(format!("llama.cpp rejected the tool grammar: {e}"))
+            })?);
+        }
+        let temperature = request.temperature.unwrap_or(DEFAULT_TEMPERATURE);
+        if temperature <= 0.0 {
+            chain.push(LlamaSampler::greedy());
+        } else {
+            let seed = request.seed.unwrap_or_else(random_seed);
+            chain.push(LlamaSampler::top_p(
+                request.top_p.unwrap_or(DEFAULT_TOP_P),
+                1,
+            ));
+            chain.push(LlamaSampler::temp(temperature));
+            chain.push(LlamaSampler::dist(seed));
+        }
+        Ok(LlamaSampler::chain_simple(chain))
     }
 }
 
@@ -311,7 +419,7 @@ impl LlamaEngineModel {
 pub struct Generated {
     /// Final text.
     pub text: String,
-    /// Tool calls (remote providers only, for now).
+    /// Tool calls.
     pub tool_calls: Vec<crate::tools::ToolCall>,
     /// Token counts.
     pub usage: Usage,
@@ -319,21 +427,6 @@ pub struct Generated {
     pub stop_reason: StopReason,
     /// Milliseconds from `started` to the first sampled token.
     pub time_to_first_token_ms: Option<u64>,
-}
-
-/// Greedy at temperature 0; otherwise top-p, then temperature, then a seeded draw (the
-/// order llama.cpp's own samplers use).
-fn sampler(request: &GenerateRequest) -> LlamaSampler {
-    let temperature = request.temperature.unwrap_or(DEFAULT_TEMPERATURE);
-    if temperature <= 0.0 {
-        return LlamaSampler::greedy();
-    }
-    let seed = request.seed.unwrap_or_else(random_seed);
-    LlamaSampler::chain_simple([
-        LlamaSampler::top_p(request.top_p.unwrap_or(DEFAULT_TOP_P), 1),
-        LlamaSampler::temp(temperature),
-        LlamaSampler::dist(seed),
-    ])
 }
 
 fn random_seed() -> u32 {

@@ -1,5 +1,5 @@
 //! Tool calling: the OpenAI wire format against a scripted provider, the request checks,
-//! and local models refusing tools.
+//! and local models rendering tool turns (local tool calls: `local_tools.rs`).
 
 mod common;
 
@@ -405,24 +405,11 @@ fn tool_requests_are_checked_before_anything_is_sent() {
     assert!(server.requests().is_empty());
 }
 
-/// A local model refuses tools precisely, and renders tool turns as plain text.
+/// A local model with `tool_choice` none renders tool turns as plain text and calls nothing.
 #[test]
-fn local_models_refuse_tools_but_accept_tool_turns() {
+fn local_models_accept_tool_turns_without_tools() {
     let _serial = common::serial();
     let (_home, engine) = common::engine();
-    let err = engine
-        .generate(Some(common::GGUF_ID), &request(), &CancelToken::new(), None)
-        .unwrap_err();
-    assert_eq!(err.kind(), ErrorKind::InvalidParams);
-    assert!(matches!(
-        err,
-        InferenceError::InvalidRequest { field: "tools", .. }
-    ));
-    assert_eq!(
-        err.to_string(),
-        "invalid tools: tool calling on local models is not supported yet (model smollm2 is a gguf model; send no tools, or tool_choice \"none\")"
-    );
-    // With tool_choice none the tools are not used, and the tool turns are plain text.
     let mut req = request();
     req.tool_choice = Some(ToolChoice::None);
     req.max_tokens = Some(3);
