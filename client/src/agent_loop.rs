@@ -2,9 +2,11 @@
 //! turn, until the model calls the `finish` tool or the turn budget runs out.
 //!
 //! One run ([`Client::run_agent`]):
-//! 1. the config's tool schemas and policies, plus the `finish` tool, are registered on the
-//!    connection whenever its [`Client::connection_epoch`] is new (after `close()` or a
-//!    daemon restart, per-connection registrations are gone);
+//! 1. the config's tool schemas (one without `parameters` takes none) and policies, plus
+//!    the `finish` tool, are registered on the connection unless this connection already
+//!    has exactly that schema or policy from an earlier run; a new
+//!    [`Client::connection_epoch`] (after `close()` or a daemon restart, per-connection
+//!    registrations are gone) starts over;
 //! 2. `runs.start {agent_id, agent_name, intent: goal, outcome_description}` brackets the
 //!    run;
 //! 3. each turn sends `infer` in CAR's request shape (`prompt: ""`, `messages`, `tools`,
@@ -99,6 +101,20 @@ fn finish_schema() -> Value {
     })
 }
 
+/// A `ToolSchema` without `parameters` takes no arguments: `{"type": "object"}` is sent
+/// for it, since a model's tool list needs a JSON Schema object per tool.
+fn with_parameters(mut schema: Value) -> Value {
+    if let Some(map) = schema.as_object_mut() {
+        if map.get("parameters").is_none_or(Value::is_null) {
+            map.insert(
+                "parameters".into(),
+                json!({"type": "object", "properties": {}}),
+            );
+        }
+    }
+    schema
+}
+
 fn now_rfc3339() -> String {
     humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
 }
@@ -116,7 +132,12 @@ impl Client {
     where
         F: Fn(ToolCall) -> HandlerResult + Send + Sync + Clone + 'static,
     {
-        let mut schemas = config.tool_schemas.clone();
+        let mut schemas: Vec<Value> = config
+            .tool_schemas
+            .iter()
+            .cloned()
+            .map(with_parameters)
+            .collect();
         schemas.push(finish_schema());
         self.register_agent_tools(&schemas, &config.policies)
             .await?;
@@ -227,15 +248,25 @@ impl Client {
         policies: &[Value],
     ) -> Result<(), Error> {
         let epoch = self.connection_epoch().await?;
-        if self.agent_epoch() == Some(epoch) {
-            return Ok(());
+        let keys = |kind: &str, items: &[Value]| -> Vec<String> {
+            items.iter().map(|v| format!("{kind}:{v}")).collect()
+        };
+        let schema_keys = keys("tool", schemas);
+        let policy_keys = keys("policy", policies);
+        let new_schemas: Vec<Value> = self
+            .agent_unregistered(epoch, &schema_keys)
+            .into_iter()
+            .map(|i| schemas[i].clone())
+            .collect();
+        if !new_schemas.is_empty() {
+            self.call("tools.register", Value::Array(new_schemas))
+                .await?;
         }
-        self.call("tools.register", Value::Array(schemas.to_vec()))
-            .await?;
-        for policy in policies {
-            self.call("policy.register", policy.clone()).await?;
+        self.agent_registered(epoch, schema_keys);
+        for i in self.agent_unregistered(epoch, &policy_keys) {
+            self.call("policy.register", policies[i].clone()).await?;
+            self.agent_registered(epoch, [policy_keys[i].clone()]);
         }
-        self.set_agent_epoch(epoch);
         Ok(())
     }
 

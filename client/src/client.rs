@@ -176,8 +176,16 @@ struct Inner {
     closed: AtomicBool,
     /// Operator connections opened so far (connect, auth and handshake all succeeded).
     epochs: AtomicU64,
-    /// The connection epoch the agent loop last registered its tools on (0: none).
-    agent_epoch: AtomicU64,
+    /// What the agent loop registered on which connection epoch.
+    agent_registered: std::sync::Mutex<AgentRegistrations>,
+}
+
+/// Tool schemas and policies (as canonical JSON) the agent loop registered on the
+/// connection of `epoch`; a new epoch starts empty.
+#[derive(Debug, Default)]
+pub(crate) struct AgentRegistrations {
+    pub(crate) epoch: u64,
+    pub(crate) items: std::collections::HashSet<String>,
 }
 
 /// The shared daemon client. Cheap to clone; the last clone's drop stops every task.
@@ -208,7 +216,7 @@ impl Client {
                 host: Slot::default(),
                 closed: AtomicBool::new(false),
                 epochs: AtomicU64::new(0),
-                agent_epoch: AtomicU64::new(0),
+                agent_registered: Default::default(),
             }),
         }
     }
@@ -218,13 +226,34 @@ impl Client {
         Self::new(ClientConfig::from_env())
     }
 
-    /// The epoch the agent loop registered its tools on, if any.
-    pub(crate) fn agent_epoch(&self) -> Option<u64> {
-        Some(self.inner.agent_epoch.load(Ordering::SeqCst)).filter(|e| *e != 0)
+    /// Of `items` (canonical JSON), those not yet registered on the connection of `epoch`.
+    pub(crate) fn agent_unregistered(&self, epoch: u64, items: &[String]) -> Vec<usize> {
+        let mut done = self
+            .inner
+            .agent_registered
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if done.epoch != epoch {
+            *done = AgentRegistrations {
+                epoch,
+                items: Default::default(),
+            };
+        }
+        (0..items.len())
+            .filter(|i| !done.items.contains(&items[*i]))
+            .collect()
     }
 
-    pub(crate) fn set_agent_epoch(&self, epoch: u64) {
-        self.inner.agent_epoch.store(epoch, Ordering::SeqCst);
+    /// Records `items` as registered on the connection of `epoch`.
+    pub(crate) fn agent_registered(&self, epoch: u64, items: impl IntoIterator<Item = String>) {
+        let mut done = self
+            .inner
+            .agent_registered
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if done.epoch == epoch {
+            done.items.extend(items);
+        }
     }
 
     pub fn config(&self) -> &ClientConfig {

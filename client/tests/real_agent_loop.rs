@@ -143,3 +143,54 @@ async fn a_run_without_finish_gives_up_after_its_turns() {
     assert_eq!(outcome.metrics.turns, 2);
     assert_eq!(outcome.tools_called, ["add", "add"]);
 }
+
+/// A second run on the same connection with other tools registers them (and only them),
+/// and a schema without `parameters` is a tool taking no arguments.
+#[tokio::test]
+async fn a_later_run_with_other_tools_registers_them() {
+    let server = Server::start(vec![
+        call("c1", "add", json!({"a": 1, "b": 2})),
+        call("c2", "finish", json!({"answer": "3"})),
+        call("c3", "now", json!({})),
+        call("c4", "finish", json!({"answer": "noon"})),
+    ]);
+    let d = Daemon::start();
+    let client = client_with_model(&d, &server).await;
+    let outcome = client
+        .run_agent(&config(), "add", None, |call: ToolCall| {
+            Ok(json!({"sum": call.params["a"].as_i64().unwrap() + call.params["b"].as_i64().unwrap()}))
+        })
+        .await
+        .unwrap();
+    assert_eq!(outcome.status, "success", "{outcome:?}");
+    let clock = AgentConfig {
+        tool_schemas: vec![json!({"name": "now", "description": "the time"})],
+        ..config()
+    };
+    let outcome = client
+        .run_agent(&clock, "what time is it", None, |call: ToolCall| {
+            assert_eq!(call.tool, "now");
+            Ok(json!("noon"))
+        })
+        .await
+        .unwrap();
+    assert_eq!(outcome.status, "success", "{outcome:?}");
+    assert_eq!(outcome.tools_called, ["now", "finish"]);
+    let listed = client.call("tools.list", Value::Null).await.unwrap();
+    let mut names: Vec<&str> = listed["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["add", "finish", "now"], "{listed}");
+    // The model saw `now` with an empty object schema.
+    let requests = server.requests();
+    let tools = &requests[2].body["tools"];
+    assert_eq!(
+        tools[0]["function"]["parameters"],
+        json!({"type": "object", "properties": {}}),
+        "{tools}"
+    );
+}

@@ -82,6 +82,11 @@ pub struct Args {
     #[arg(long, env = "CAR_LLAMA_THREADS")]
     pub llama_threads: Option<u32>,
 
+    /// MiB of saved KV sequences kept per loaded GGUF model, so a conversation's next turn
+    /// reuses the prefix it shares with the previous one (0 turns prefix reuse off).
+    #[arg(long, env = "CAR_PREFIX_CACHE_MB", default_value_t = 512)]
+    pub prefix_cache_mb: u64,
+
     /// Interval between WebSocket Pings.
     #[arg(long, env = "CAR_PING_INTERVAL", default_value = "30s", value_parser = parse_duration)]
     pub ping_interval: Duration,
@@ -113,6 +118,7 @@ pub struct Config {
     pub max_generations: usize,
     pub infer_progress: Duration,
     pub llama_threads: u32,
+    pub prefix_cache_bytes: u64,
     pub ping_interval: Duration,
     pub idle_timeout: Duration,
     pub debug_methods: bool,
@@ -176,6 +182,7 @@ impl Config {
             max_generations: args.max_generations,
             infer_progress: Duration::from_millis(args.infer_progress_ms),
             llama_threads,
+            prefix_cache_bytes: args.prefix_cache_mb.saturating_mul(1024 * 1024),
             ping_interval: args.ping_interval,
             idle_timeout: args.idle_timeout,
             debug_methods: args.debug_methods,

@@ -189,6 +189,7 @@ pub async fn open_state(
         .map_err(|e| Fatal::runtime(format!("cannot open {}: {e}", memory_dir.display())))?;
     let mut engine_config = car_inference::EngineConfig::new(state_root);
     engine_config.llama.n_threads = config.llama_threads;
+    engine_config.llama.prefix_cache_bytes = config.prefix_cache_bytes;
     let engine = car_inference::InferenceEngine::open(engine_config)
         .map_err(|e| Fatal::runtime(format!("cannot open the model registry: {e}")))?;
     let inference = Arc::new(inference::InferenceService::new(

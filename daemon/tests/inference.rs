@@ -187,6 +187,29 @@ async fn infer_returns_coherent_text_with_usage_and_identity_and_seeds_repeat() 
         "{r}"
     );
     assert_eq!(r["usage"]["output_tokens"], 3, "{r}");
+
+    // The next turn of a conversation reads the shared prefix from the KV cache; CAR's
+    // usage split says so, and `cache_control: false` asks for a cold prefill.
+    let mut turn = json!({"model": "smol", "messages": [{"role": "user", "content": "Name a fruit."}], "params": {"max_tokens": 6, "temperature": 0.0, "cache_ttl": "one_hour"}, "cache_control": true});
+    let first = ws.call("infer", turn.clone()).await["result"].clone();
+    let messages = turn["messages"].as_array_mut().unwrap();
+    messages.push(json!({"role": "assistant", "content": first["text"]}));
+    messages.push(json!({"role": "user", "content": "Another one?"}));
+    let warm = ws.call("infer", turn.clone()).await["result"]["usage"].clone();
+    turn["cache_control"] = json!(false);
+    let cold = ws.call("infer", turn).await["result"]["usage"].clone();
+    let n = |u: &Value, k: &str| u[k].as_u64().unwrap();
+    assert!(
+        n(&warm, "cache_read_input_tokens") >= n(&first["usage"], "prompt_tokens"),
+        "{warm} after {first}"
+    );
+    assert_eq!(n(&cold, "cache_read_input_tokens"), 0, "{cold}");
+    assert_eq!(
+        n(&warm, "prompt_tokens") + n(&warm, "cache_read_input_tokens"),
+        n(&cold, "prompt_tokens"),
+        "the whole input is the uncached plus the cached part: {warm} vs {cold}"
+    );
+    assert_eq!(n(&warm, "cache_creation_input_tokens"), 0);
 }
 
 #[tokio::test]
@@ -540,6 +563,16 @@ async fn bad_models_and_requests_get_precise_errors() {
             "infer",
             json!({"model": "smol", "messages": [{"role": "user", "content": [{"type": "image", "url": "x"}]}]}),
             "invalid params: messages[0].content[0]: only text parts are supported by this daemon's engines",
+        ),
+        (
+            "infer",
+            json!({"model": "smol", "prompt": "x", "cache_control": {"type": "ephemeral"}}),
+            "invalid params: cache_control: expected a boolean, got {\"type\":\"ephemeral\"}",
+        ),
+        (
+            "infer",
+            json!({"model": "smol", "prompt": "x", "params": {"cache_ttl": "forever"}}),
+            "invalid params: params.cache_ttl: expected \"five_minutes\" or \"one_hour\", got \"forever\"",
         ),
         (
             "infer",

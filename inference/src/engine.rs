@@ -269,6 +269,23 @@ impl InferenceEngine {
         })
     }
 
+    /// The text a GGUF model is prompted with for `request`: its chat template applied to
+    /// the conversation, the tool prompt included (what a benchmark feeds another engine
+    /// to give it the same prompt).
+    pub fn rendered_prompt(
+        &self,
+        model: Option<&str>,
+        request: &GenerateRequest,
+    ) -> Result<String> {
+        let entry = self.resolve(model, Use::Generate)?;
+        request.validate(self.config.default_max_tokens)?;
+        let loaded = self.load(&entry)?;
+        match loaded.as_ref() {
+            Loaded::Llama(m) => Ok(m.prompt_for(request)?.1),
+            _ => Err(wrong_kind(&entry, Use::Generate)),
+        }
+    }
+
     /// Embeds `texts`. `model` `None` picks the first registered embedding model.
     pub fn embed(&self, model: Option<&str>, texts: &[String]) -> Result<EmbedResult> {
         let entry = self.resolve(model, Use::Embed)?;
@@ -389,9 +406,8 @@ impl InferenceEngine {
         }
         self.cache
             .get_or_load(&key, expected, || match &entry.source {
-                ModelSource::Gguf { path, .. } => {
-                    LlamaEngineModel::load(path).map(|m| Loaded::Llama(Box::new(m)))
-                }
+                ModelSource::Gguf { path, .. } => LlamaEngineModel::load(path, &self.config.llama)
+                    .map(|m| Loaded::Llama(Box::new(m))),
                 ModelSource::Embedding { path, .. } => {
                     BertEmbedder::load(path).map(|m| Loaded::Bert(Box::new(m)))
                 }

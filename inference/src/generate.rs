@@ -121,6 +121,9 @@ pub struct GenerateRequest {
     /// with tools.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parallel_tool_calls: Option<bool>,
+    /// How the local prefix cache is used (`cache_control` / `cache_ttl`).
+    #[serde(skip)]
+    pub cache: crate::prefix_cache::CacheHint,
 }
 
 /// The default temperature when a request gives none (llama.cpp's default).
@@ -218,10 +221,16 @@ impl GenerateRequest {
 /// Token counts of one generation.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
-    /// Tokens in the rendered prompt.
+    /// Prompt tokens evaluated for this request: the rendered prompt less the part read
+    /// from a cache (CAR's normalisation: the whole input is `prompt_tokens +
+    /// cache_read_tokens`).
     pub prompt_tokens: u32,
     /// Tokens generated (including any that formed a stop sequence).
     pub completion_tokens: u32,
+    /// Prompt tokens read from a cache: a reused KV prefix on a local model, the
+    /// provider's `prompt_tokens_details.cached_tokens` on an OpenAI-compatible one.
+    #[serde(default)]
+    pub cache_read_tokens: u32,
 }
 
 /// Why generation ended.

@@ -94,7 +94,7 @@ fn llama_cpp_accepts_the_grammars() {
     let Some(path) = std::env::var_os("CAR_TEST_GGUF") else {
         panic!("CAR_TEST_GGUF is not set: run `eval \"$(scripts/fetch-models)\"` first");
     };
-    let model = LlamaEngineModel::load(std::path::Path::new(&path)).unwrap();
+    let model = LlamaEngineModel::load(std::path::Path::new(&path), &Default::default()).unwrap();
     let tool = weather();
     let nested = ToolSpec {
         name: "plan \"trip\"".into(),

@@ -25,6 +25,7 @@ pub mod llama;
 mod llama_classify;
 mod llama_tools;
 mod openai;
+pub mod prefix_cache;
 pub mod registry;
 pub mod remote;
 mod remote_read;
@@ -40,6 +41,7 @@ pub use generate::{
 };
 pub use identity::ModelIdentity;
 pub use llama::LlamaConfig;
+pub use prefix_cache::CacheHint;
 pub use registry::{ModelEntry, ModelRegistry, ModelSource, RegisterRequest};
 pub use remote::RemoteConfig;
 pub use tools::{ToolCall, ToolChoice, ToolSpec};

@@ -7,7 +7,9 @@
 //!
 //! A request gets its own llama.cpp context sized to `prompt + max_tokens` (capped by the
 //! model's training context), so concurrent requests on one loaded model never share KV
-//! state. The loaded model itself is shared (`LlamaModel` is `Send + Sync`).
+//! state. The loaded model itself is shared (`LlamaModel` is `Send + Sync`). A context
+//! starts from the saved sequence of an earlier request that shares a prefix of its prompt
+//! (see `prefix_cache`), and leaves its own sequence there when it ends.
 
 use std::num::NonZeroU32;
 use std::path::Path;
@@ -21,6 +23,7 @@ use llama_cpp_2::model::params::LlamaModelParams;
 use llama_cpp_2::model::{LlamaChatMessage, LlamaChatTemplate, LlamaModel};
 use llama_cpp_2::sampling::LlamaSampler;
 use llama_cpp_2::token::LlamaToken;
+use llama_cpp_2::{LlamaStateSeqFlags, SeqState};
 
 use crate::error::{InferenceError, Result};
 use crate::generate::{
@@ -29,6 +32,7 @@ use crate::generate::{
 };
 use crate::gguf;
 use crate::llama_tools::{self, ToolPlan};
+use crate::prefix_cache::{CacheStats, PrefixCache};
 
 /// Tokens decoded per llama.cpp batch while reading the prompt.
 pub(crate) const PROMPT_BATCH: u32 = 512;
@@ -43,6 +47,8 @@ pub struct LlamaConfig {
     pub n_threads: u32,
     /// Upper bound on any context window, whatever the model was trained for.
     pub max_context: u32,
+    /// Bytes of saved KV sequences kept per loaded model for prefix reuse (0: none).
+    pub prefix_cache_bytes: u64,
 }
 
 impl Default for LlamaConfig {
@@ -52,6 +58,7 @@ impl Default for LlamaConfig {
                 .map(|n| n.get() as u32)
                 .unwrap_or(4),
             max_context: 8192,
+            prefix_cache_bytes: crate::prefix_cache::DEFAULT_BUDGET,
         }
     }
 }
@@ -75,6 +82,8 @@ pub struct LlamaEngineModel {
     /// llama-cpp-2 documents that creating contexts from one model in parallel is unsound
     /// (llama.cpp may write to the model while doing so), so creation is serialised.
     context_lock: Mutex<()>,
+    /// Saved sequences of earlier requests, for prefix reuse.
+    prefix: PrefixCache<SeqState>,
 }
 
 impl std::fmt::Debug for LlamaEngineModel {
@@ -82,13 +91,14 @@ impl std::fmt::Debug for LlamaEngineModel {
         f.debug_struct("LlamaEngineModel")
             .field("n_ctx_train", &self.model.n_ctx_train())
             .field("has_template", &self.template.is_some())
+            .field("prefix", &self.prefix)
             .finish()
     }
 }
 
 impl LlamaEngineModel {
     /// Validates the header, then loads the weights (memory-mapped) with llama.cpp.
-    pub fn load(path: &Path) -> Result<Self> {
+    pub fn load(path: &Path, config: &LlamaConfig) -> Result<Self> {
         let summary = gguf::validate_file(path).map_err(|source| InferenceError::InvalidGguf {
             path: path.to_path_buf(),
             source,
@@ -111,6 +121,7 @@ impl LlamaEngineModel {
             model,
             template,
             context_lock: Mutex::new(()),
+            prefix: PrefixCache::new(config.prefix_cache_bytes),
         })
     }
 
@@ -161,6 +172,21 @@ impl LlamaEngineModel {
             .map_err(|e| InferenceError::Engine(format!("chat template: {e}")))
     }
 
+    /// The request's tool plan, if it has tools, and its rendered prompt (the tool prompt
+    /// added to the conversation first).
+    pub(crate) fn prompt_for(
+        &self,
+        request: &GenerateRequest,
+    ) -> Result<(Option<ToolPlan>, String)> {
+        let plan = ToolPlan::for_request(request);
+        let mut conversation = request.conversation()?;
+        if let Some(p) = &plan {
+            conversation = llama_tools::with_tool_prompt(conversation, &p.prompt);
+        }
+        let prompt = self.render(&conversation)?;
+        Ok((plan, prompt))
+    }
+
     /// Plain-text tokenization: no BOS, and control-token text such as `<|im_start|>` is
     /// tokenized literally so user text cannot inject control tokens.
     pub fn tokenize(&self, text: &str) -> Vec<i32> {
@@ -206,12 +232,7 @@ impl LlamaEngineModel {
         started: Instant,
         on_event: &mut dyn FnMut(StreamEvent<'_>) -> StreamControl,
     ) -> Result<Generated> {
-        let plan = ToolPlan::for_request(request);
-        let mut conversation = request.conversation()?;
-        if let Some(p) = &plan {
-            conversation = llama_tools::with_tool_prompt(conversation, &p.prompt);
-        }
-        let prompt = self.render(&conversation)?;
+        let (plan, prompt) = self.prompt_for(request)?;
         let vocab = self.model.vocab();
         let tokens = vocab.tokenize(prompt.as_bytes(), true, true);
         let n_train = self.model.n_ctx_train().min(config.max_context).max(16);
@@ -225,29 +246,56 @@ impl LlamaEngineModel {
                 format!("{n_prompt} tokens do not fit the {n_train}-token context window"),
             ));
         }
-        let n_ctx = (n_prompt + max_tokens).min(n_train);
+        let ids: Vec<i32> = tokens.iter().map(|t| t.0).collect();
+        let hit = if request.cache.enabled {
+            self.prefix.lookup(&ids, Instant::now())
+        } else {
+            None
+        };
+        // The context must hold every cell of a restored entry until the unshared ones
+        // are dropped.
+        let n_ctx = (n_prompt + max_tokens)
+            .max(hit.as_ref().map_or(0, |h| h.len as u32))
+            .min(n_train);
         let mut ctx = self.context(n_ctx, config)?;
+        let reused = match &hit {
+            Some(h) if h.len as u32 <= n_ctx => match ctx.state_seq_set(&h.state, 0) {
+                Ok(()) => {
+                    ctx.clear_kv_cache_seq(Some(0), Some(h.reuse as u32), None)
+                        .map_err(|e| InferenceError::Engine(format!("kv cache: {e}")))?;
+                    h.reuse
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "restoring a cached prefix failed; evaluating the whole prompt");
+                    ctx.clear_kv_cache();
+                    0
+                }
+            },
+            _ => 0,
+        };
+        drop(hit);
 
         let mut out = Generated {
             text: String::new(),
             tool_calls: Vec::new(),
             usage: Usage {
-                prompt_tokens: n_prompt,
+                prompt_tokens: n_prompt - reused as u32,
                 completion_tokens: 0,
+                cache_read_tokens: reused as u32,
             },
             stop_reason: StopReason::Length,
             time_to_first_token_ms: None,
         };
         let mut batch = LlamaBatch::new(PROMPT_BATCH as usize, 1);
         let last = tokens.len() - 1;
-        for (chunk_index, chunk) in tokens.chunks(PROMPT_BATCH as usize).enumerate() {
+        for (chunk_index, chunk) in tokens[reused..].chunks(PROMPT_BATCH as usize).enumerate() {
             if cancel.is_cancelled() {
                 out.stop_reason = StopReason::Cancelled;
                 return Ok(out);
             }
             batch.clear();
             for (j, token) in chunk.iter().enumerate() {
-                let pos = chunk_index * PROMPT_BATCH as usize + j;
+                let pos = reused + chunk_index * PROMPT_BATCH as usize + j;
                 batch
                     .add(*token, pos as i32, &[0], pos == last)
                     .map_err(|e| InferenceError::Engine(format!("batch: {e}")))?;
@@ -255,6 +303,8 @@ impl LlamaEngineModel {
             ctx.decode(&mut batch)
                 .map_err(|e| InferenceError::Engine(format!("prompt decode failed: {e}")))?;
         }
+        // The token ids whose cells the context holds, for saving it afterwards.
+        let mut in_cells = ids;
 
         // `auto` first probes freely (see `llama_tools`); a `{` start restarts constrained.
         let mut constrained = plan.as_ref().is_some_and(|p| p.eager);
@@ -331,6 +381,7 @@ impl LlamaEngineModel {
                     .map_err(|e| InferenceError::Engine(format!("batch: {e}")))?;
                 ctx.decode(&mut batch)
                     .map_err(|e| InferenceError::Engine(format!("decode failed: {e}")))?;
+                in_cells.push(token.0);
             }
             if restart {
                 // Forget the probe and recompute the last prompt token's logits.
@@ -338,6 +389,7 @@ impl LlamaEngineModel {
                 constrained = true;
                 ctx.clear_kv_cache_seq(Some(0), Some(n_prompt - 1), None)
                     .map_err(|e| InferenceError::Engine(format!("kv cache: {e}")))?;
+                in_cells.truncate(n_prompt as usize);
                 batch.clear();
                 batch
                     .add(tokens[last], (n_prompt - 1) as i32, &[0], true)
@@ -374,6 +426,9 @@ impl LlamaEngineModel {
             }
             _ => None,
         };
+        if request.cache.enabled {
+            self.save_prefix(&ctx, in_cells, request.cache.ttl);
+        }
         if let Some(calls) = parsed {
             out.text.clear();
             out.stop_reason = StopReason::ToolUse;
@@ -386,6 +441,28 @@ impl LlamaEngineModel {
             }
         }
         Ok(out)
+    }
+
+    /// Keeps the context's sequence (the cells of `in_cells`) for later requests.
+    fn save_prefix(
+        &self,
+        ctx: &llama_cpp_2::context::LlamaContext<'_>,
+        in_cells: Vec<i32>,
+        ttl: std::time::Duration,
+    ) {
+        match ctx.state_seq_get(0, LlamaStateSeqFlags::empty()) {
+            Ok(state) => {
+                let bytes = state.byte_len() as u64;
+                self.prefix
+                    .insert(in_cells, state, bytes, ttl, Instant::now());
+            }
+            Err(e) => tracing::warn!(error = %e, "saving the sequence for prefix reuse failed"),
+        }
+    }
+
+    /// What the prefix cache holds now.
+    pub fn prefix_cache_stats(&self) -> CacheStats {
+        self.prefix.stats()
     }
 
     /// Greedy at temperature 0; otherwise top-p, then temperature, then a seeded draw (the

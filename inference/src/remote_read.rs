@@ -44,9 +44,15 @@ pub(crate) fn cancelled(
 
 fn usage_of(value: &Value) -> Option<Usage> {
     let u = value.get("usage")?;
+    let prompt = u["prompt_tokens"].as_u64().unwrap_or(0) as u32;
+    let cached = (u["prompt_tokens_details"]["cached_tokens"]
+        .as_u64()
+        .unwrap_or(0) as u32)
+        .min(prompt);
     Some(Usage {
-        prompt_tokens: u["prompt_tokens"].as_u64().unwrap_or(0) as u32,
+        prompt_tokens: prompt - cached,
         completion_tokens: u["completion_tokens"].as_u64().unwrap_or(0) as u32,
+        cache_read_tokens: cached,
     })
 }
 
@@ -263,7 +269,7 @@ pub(crate) fn read_stream(
 
 fn count(usage: Option<Usage>, chunks: u32) -> Usage {
     usage.unwrap_or(Usage {
-        prompt_tokens: 0,
         completion_tokens: chunks,
+        ..Usage::default()
     })
 }

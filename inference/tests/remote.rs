@@ -123,7 +123,11 @@ fn streaming_chat_delivers_pieces() {
     let mut events = vec![json!({"choices": [{"index": 0, "delta": {"role": "assistant"}}]})];
     events.extend(["Hel", "lo", ", wor", "ld"].iter().map(|c| delta(c)));
     events.push(json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]}));
-    events.push(json!({"choices": [], "usage": {"prompt_tokens": 7, "completion_tokens": 4}}));
+    // OpenAI counts cached prompt tokens inside prompt_tokens; CAR's split takes them out.
+    events.push(
+        json!({"choices": [], "usage": {"prompt_tokens": 9, "completion_tokens": 4,
+        "prompt_tokens_details": {"cached_tokens": 2}}}),
+    );
     let server = Server::start(vec![Reply::sse(&events, Duration::from_millis(10))]);
     let (_home, engine) = engine(&server, 0);
     let (out, pieces) = stream(&engine);
@@ -132,8 +136,12 @@ fn streaming_chat_delivers_pieces() {
     assert_eq!(pieces, ["Hel", "lo", ", wor", "ld"]);
     assert_eq!(out.stop_reason, StopReason::Length);
     assert_eq!(
-        (out.usage.prompt_tokens, out.usage.completion_tokens),
-        (7, 4)
+        (
+            out.usage.prompt_tokens,
+            out.usage.cache_read_tokens,
+            out.usage.completion_tokens
+        ),
+        (7, 2, 4)
     );
     assert!(out.time_to_first_token_ms.is_some());
     let b = &server.requests()[0].body;

@@ -15,8 +15,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use car_inference::{
-    ErrorKind, GenerateRequest, InferenceError, Message, StreamControl, StreamEvent, ToolCall,
-    ToolChoice, ToolSpec,
+    CacheHint, ErrorKind, GenerateRequest, InferenceError, Message, StreamControl, StreamEvent,
+    ToolCall, ToolChoice, ToolSpec,
 };
 use car_proto::errors::{RpcError, CONTENT_REFUSED};
 use serde_json::{json, Value};
@@ -112,6 +112,50 @@ fn tool_call(i: usize, j: usize, call: Value) -> Result<ToolCall, RpcError> {
     Ok(ToolCall::new(id, name, arguments))
 }
 
+/// The local prefix cache's use for one request. `cache_control` (a boolean; CAR's
+/// Anthropic breakpoint flag) absent or `true` reuses and saves KV prefixes; `false` opts
+/// out (a cold prefill). `params.cache_ttl` is CAR's `"five_minutes"` (default) or
+/// `"one_hour"`: how long the saved sequence lives.
+fn cache_hint(cache_control: Option<&Value>, ttl: Option<&Value>) -> Result<CacheHint, RpcError> {
+    use car_inference::prefix_cache::{DEFAULT_TTL, LONG_TTL};
+    let enabled = match cache_control {
+        None | Some(Value::Null) => true,
+        Some(Value::Bool(b)) => *b,
+        Some(other) => {
+            return Err(RpcError::invalid_params(format!(
+                "cache_control: expected a boolean, got {other}"
+            )))
+        }
+    };
+    let ttl = match ttl {
+        None | Some(Value::Null) => DEFAULT_TTL,
+        Some(Value::String(s)) if s == "five_minutes" => DEFAULT_TTL,
+        Some(Value::String(s)) if s == "one_hour" => LONG_TTL,
+        Some(other) => {
+            return Err(RpcError::invalid_params(format!(
+                "params.cache_ttl: expected \"five_minutes\" or \"one_hour\", got {other}"
+            )))
+        }
+    };
+    Ok(CacheHint { enabled, ttl })
+}
+
+/// CAR's usage object: `prompt_tokens` is the uncached part of the input and
+/// `cache_read_input_tokens` the part read from a cache (a reused KV prefix locally);
+/// nothing is charged for writing the local cache. `input_tokens` / `output_tokens` are
+/// CAR's `TokenUsage` names for the same counts.
+pub(crate) fn usage_json(usage: &car_inference::Usage) -> Value {
+    json!({
+        "input_tokens": usage.prompt_tokens,
+        "output_tokens": usage.completion_tokens,
+        "prompt_tokens": usage.prompt_tokens,
+        "completion_tokens": usage.completion_tokens,
+        "total_tokens": usage.prompt_tokens + usage.cache_read_tokens + usage.completion_tokens,
+        "cache_read_input_tokens": usage.cache_read_tokens,
+        "cache_creation_input_tokens": 0,
+    })
+}
+
 /// Reads CAR's generation request; `context` is appended to the system instruction.
 fn generate_request(p: GenerateParams) -> Result<(Option<String>, GenerateRequest), RpcError> {
     if p.images.as_ref().is_some_and(|i| !i.is_empty()) {
@@ -120,6 +164,7 @@ fn generate_request(p: GenerateParams) -> Result<(Option<String>, GenerateReques
         ));
     }
     let knobs = p.knobs();
+    let cache = cache_hint(p.cache_control.as_ref(), knobs.cache_ttl.as_ref())?;
     if knobs.max_tokens == Some(0) {
         return Err(RpcError::invalid_params(
             "params.max_tokens: must be at least 1",
@@ -179,6 +224,7 @@ fn generate_request(p: GenerateParams) -> Result<(Option<String>, GenerateReques
         tools,
         tool_choice,
         parallel_tool_calls: knobs.parallel_tool_calls,
+        cache,
     };
     Ok((p.model.map(Name::into_string), request))
 }
@@ -248,10 +294,17 @@ async fn generate(call: Call, mut params: GenerateParams, stream: bool) -> Resul
         if let Ok(r) = &out {
             if stream {
                 for event in [
-                    json!({"type": "usage", "prompt_tokens": r.usage.prompt_tokens, "completion_tokens": r.usage.completion_tokens, "input_tokens": r.usage.prompt_tokens, "output_tokens": r.usage.completion_tokens}),
+                    {
+                        let mut usage = usage_json(&r.usage);
+                        usage["type"] = json!("usage");
+                        usage
+                    },
                     json!({"type": "stop_reason", "data": r.stop_reason}),
                 ] {
-                    session.notify("inference.stream.event", &json!({"id": id, "request_id": id, "event": event}));
+                    session.notify(
+                        "inference.stream.event",
+                        &json!({"id": id, "request_id": id, "event": event}),
+                    );
                 }
             }
         }
@@ -260,13 +313,7 @@ async fn generate(call: Call, mut params: GenerateParams, stream: bool) -> Resul
     .await?;
     drop(guard);
     let model_used = result.model_identity.id.clone();
-    // CAR names the counts input/output tokens; the OpenAI-style names stay as aliases.
-    let usage = json!({
-        "input_tokens": result.usage.prompt_tokens,
-        "output_tokens": result.usage.completion_tokens,
-        "prompt_tokens": result.usage.prompt_tokens,
-        "completion_tokens": result.usage.completion_tokens,
-    });
+    let usage = usage_json(&result.usage);
     Ok(json!({
         "text": result.text,
         "tool_calls": result.tool_calls,
