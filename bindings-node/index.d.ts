@@ -156,6 +156,84 @@ export declare function executeProposal(
   sessionId?: string | null,
 ): Promise<string>
 
+/** A tool schema of an agent's config (CAR's `ToolSchema`, sent as given). */
+export interface AgentToolSchema {
+  name: string
+  description?: string
+  /** The JSON Schema of the tool's arguments. */
+  parameters?: Record<string, unknown>
+}
+
+/**
+ * A tool of `runAgent`'s `config.tools`: gets the call's arguments (the parsed JSON object
+ * the model produced) and, when it declares two or more parameters (`fn.length >= 2`), the
+ * whole call. Returns (a Promise of) any JSON value, which is what the model observes
+ * (`undefined` is `null`); throwing (or rejecting) fails that action and the model observes
+ * the error (`TerminalToolError` also halts the session).
+ */
+export type AgentToolFunction = (params: any, call: ToolCallJson) => unknown
+
+/**
+ * CAR's `AgentLoopConfig` with camelCase keys (as every option object of this package);
+ * `toolSchemas` and `policies` are CAR's objects, sent as given. Unknown keys are refused.
+ */
+export interface AgentLoopConfig {
+  /** The run's agent id; default `agentName`. */
+  agentId?: string | null
+  agentName: string
+  /** The system prompt. */
+  identity: string
+  toolSchemas?: AgentToolSchema[]
+  /** Tool name → function; a call for a tool with no function fails that action. */
+  tools?: Record<string, AgentToolFunction>
+  /** CAR's `PolicyDefinition`s, registered with the tools. */
+  policies?: Array<Record<string, unknown>>
+  /** The model every turn asks; default the daemon's default. */
+  defaultModel?: string | null
+  /** Per turn; default 1024. */
+  maxTokens?: number
+  /** Default 8. */
+  maxTurns?: number
+  /** Recorded with the run as its outcome description. */
+  targetOutcome?: string
+  /** The runtime to run on; default a new `CarRuntime`, closed when the run ends. */
+  runtime?: CarRuntime | null
+}
+
+/** CAR's `AgentMetrics`. */
+export interface AgentMetrics {
+  turns: number
+  tool_calls: number
+  actions_succeeded: number
+  actions_failed: number
+}
+
+/** CAR's `AgentOutcome` (CAR's field names, as the daemon records it). */
+export interface AgentOutcome {
+  run_id: string | null
+  /**
+   * `success` (the model called `finish`, or the status `finish` named), `done` (a turn
+   * without a tool call), `give_up` (out of turns), or `partial_success`, `timeout`,
+   * `failure`.
+   */
+  status: string
+  summary: string
+  evidence: unknown[]
+  metrics: AgentMetrics
+  /** Every tool the model called, in order, `finish` included. */
+  tools_called: string[]
+  /** RFC 3339, UTC. */
+  timestamp: string
+}
+
+/**
+ * Runs CAR's agent loop (propose → verify → execute → observe, until the model calls
+ * `finish` or the turns run out) on `goal`, in the shared Rust client; `maxTurns` overrides
+ * `config.maxTurns`. Rejects with a `TypeError` for a bad config (naming the key, e.g.
+ * `tools.add`), and with the client's errors when the daemon or the model fails.
+ */
+export declare function runAgent(config: AgentLoopConfig, goal: string, maxTurns?: number | null): Promise<AgentOutcome>
+
 /** The process-wide `tools.execute` handler (for `submitProposal` and unscoped tool calls). */
 export declare function registerToolHandler(fn: ToolFunction): void
 export declare function unregisterToolHandler(): void

@@ -3,7 +3,9 @@
 // by `npm run build` from src/). The addon owns the protocol (through car-daemon-client);
 // this file owns what cannot be generated: `CarRuntime`'s bridge (`daemonCall`, handlers,
 // `connectionEpoch`, `close`), the members that take callbacks (`submitProposal`,
-// `executeProposal`, `inferStream`), `Symbol.asyncDispose`, and the process-wide handlers.
+// `executeProposal`, `inferStream`), `Symbol.asyncDispose`, the process-wide handlers, and
+// `runAgent` (CAR's agent loop, which runs in the shared Rust client; lib/agent.js adapts
+// its config).
 // Every typed member (`addFact`, …) and JSON-string wrapper (`memoryAddFact`, …) is
 // generated from the daemon's method contract into `generated.js`; a typed member calls
 // the native `callMember`, which builds the params and projects the result in the shared
@@ -13,6 +15,7 @@
 const native = require('./native.js')
 const errors = require('./lib/errors.js')
 const { CALL_MEMBER } = require('./lib/typed.js')
+const { agentConfig, toolDispatcher } = require('./lib/agent.js')
 const { GENERATED_METHODS, TYPED_MEMBERS, installGenerated } = require('./generated.js')
 const {
   describe,
@@ -30,6 +33,9 @@ const { CarError, InvalidArgumentError, TerminalToolError } = errors
 native.setErrorFactory(errors.fromErrorObject)
 
 let defaultMemoryNamespace = null
+
+// The key of `CarRuntime`'s native agent run, which `runAgent` calls (not public API).
+const RUN_AGENT = Symbol('car-runtime.runAgent')
 
 // ---- argument checks of the hand-written members (a TypeError naming the argument) ----
 
@@ -247,6 +253,11 @@ class CarRuntime {
     return this.#stream('infer_stream', body, sink)
   }
 
+  /** `runAgent`'s native run: `configJson` in CAR's wire shape, `toolFn` from `toolDispatcher`. */
+  async [RUN_AGENT](configJson, goal, maxTurns, toolFn) {
+    return this.#native.runAgent(configJson, goal, maxTurns ?? null, toolFn)
+  }
+
   /** Runs one streaming call whose events go to `sink` (see `streamSink`). */
   async #stream(method, body, sink) {
     let result
@@ -276,6 +287,34 @@ function executeProposal(rt, proposalJson, toolFn, sessionId = undefined) {
   return rt.executeProposal(proposalJson, toolFn, sessionId)
 }
 
+/**
+ * Runs CAR's agent loop on `goal` and resolves to CAR's `AgentOutcome` (`{run_id, status,
+ * summary, evidence, metrics: {turns, tool_calls, actions_succeeded, actions_failed},
+ * tools_called, timestamp}`). `config` is CAR's `AgentLoopConfig` with camelCase keys
+ * (`agentId`, `agentName`, `identity`, `toolSchemas`, `policies`, `defaultModel`,
+ * `maxTokens`, `maxTurns`, `targetOutcome`), plus `tools` (tool name → `fn(params)` or
+ * `fn(params, call)`, chosen by `fn.length`, returning (a Promise of) the JSON value the
+ * model observes; a throw fails that action) and `runtime` (a `CarRuntime` to run on;
+ * without it one is created and closed around the run). `maxTurns` overrides
+ * `config.maxTurns`. The loop itself runs in the shared Rust client (see lib/agent.js).
+ */
+async function runAgent(config, goal, maxTurns = undefined) {
+  const { wire, tools, runtime } = agentConfig(config)
+  requireString('goal', goal)
+  const turns = optionalInteger('maxTurns', maxTurns, 1)
+  if (turns !== undefined && turns > 0xffffffff) throw new RangeError(`maxTurns must be at most 2^32 - 1, got ${turns}`)
+  if (runtime !== undefined && runtime !== null && !(runtime instanceof CarRuntime)) {
+    throw new TypeError(`config.runtime must be a CarRuntime, got ${describe(runtime)}`)
+  }
+  const owned = runtime === undefined || runtime === null
+  const rt = owned ? new CarRuntime() : runtime
+  try {
+    return JSON.parse(await rt[RUN_AGENT](JSON.stringify(wire), goal, turns, toolDispatcher(tools)))
+  } finally {
+    if (owned) rt.close()
+  }
+}
+
 function protocolVersion() {
   return native.protocolVersion()
 }
@@ -298,6 +337,7 @@ module.exports = {
   protocolVersion,
   clientVersion,
   executeProposal,
+  runAgent,
   registerToolHandler,
   unregisterToolHandler,
   registerToolCancelHandler,

@@ -4,11 +4,12 @@
 //! settings over the environment, the generic bridge (`call`, `callStreaming`,
 //! `callHostManagement`), the typed-member path (`callMember`, which runs
 //! `car_daemon_client::typed` for every generated member), `connectionEpoch`, handler
-//! registration, `executeProposal` and `disconnect`. Every call returns a Promise that
-//! settles on the JS thread: with the result, or rejected with the error object
-//! [`crate::errors::to_js`] builds from the client's structured error. It holds no protocol
-//! logic. Every client starts with the process-wide tool handler and tool-cancel listener
-//! wired in, so `registerToolHandler` serves every runtime, including ones created earlier.
+//! registration, `executeProposal`, `runAgent` (the shared agent loop) and `disconnect`.
+//! Every call returns a Promise that settles on the JS thread: with the result, or rejected
+//! with the error object [`crate::errors::to_js`] builds from the client's structured
+//! error. It holds no protocol logic. Every client starts with the process-wide tool
+//! handler and tool-cancel listener wired in, so `registerToolHandler` serves every
+//! runtime, including ones created earlier.
 //!
 //! `#[napi]` expands to unsafe FFI glue, hence the module-level `allow(unsafe_code)`; no
 //! hand-written code here is unsafe.
@@ -18,7 +19,10 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use car_daemon_client::{CallOptions, Client, ClientConfig, Error, Naming, Projected, ToolCall};
+use car_daemon_client::{
+    AgentConfig, CallOptions, Client, ClientConfig, Error, HandlerResult, Naming, Projected,
+    ToolCall,
+};
 use napi::bindgen_prelude::{Either, PromiseRaw, ToNapiValue};
 use napi::Env;
 use napi_derive::napi;
@@ -64,6 +68,22 @@ where
     env.spawn_future_with_callback(async move { Ok(fut.await) }, move |env, outcome| {
         outcome.map(done).map_err(|e| to_js(env, e))
     })
+}
+
+/// The tool function of one `execute_proposal` or `run_agent` run: each call goes to the
+/// wrapped JS `tool_fn` as its call JSON.
+///
+/// The client runs a run's tool function on its blocking pool (never on a tokio worker or
+/// the JS thread), so waiting there for the JS Promise is allowed and blocks no other task;
+/// the JS function itself runs on the JS thread, reached through the threadsafe function.
+fn serve_tools(tool_fn: JsHandler) -> impl Fn(ToolCall) -> HandlerResult + Send + Sync + Clone {
+    let tool_fn = Arc::new(tool_fn);
+    let runtime = tokio::runtime::Handle::current();
+    move |call: ToolCall| {
+        let tool_fn = tool_fn.clone();
+        let call_json = call.to_call_json().to_string();
+        runtime.block_on(async move { callbacks::invoke(&tool_fn, call_json).await })
+    }
 }
 
 fn install_global_tool_handler(client: &Client) {
@@ -285,19 +305,48 @@ impl NativeRuntime {
                 if let Some(id) = &session_id {
                     non_empty("sessionId", id)?;
                 }
-                let tool_fn = Arc::new(tool_fn);
-                let runtime = tokio::runtime::Handle::current();
-                // The client runs a run's tool function on its blocking pool (never on a
-                // worker), so waiting there for the JS Promise is allowed and blocks no
-                // other task.
-                let serve = move |call: ToolCall| {
-                    let tool_fn = tool_fn.clone();
-                    let call_json = call.to_call_json().to_string();
-                    runtime.block_on(async move { callbacks::invoke(&tool_fn, call_json).await })
-                };
-                client.execute_proposal(proposal, session_id, serve).await
+                client
+                    .execute_proposal(proposal, session_id, serve_tools(tool_fn))
+                    .await
             },
             |v| v.to_string(),
+        )
+    }
+
+    /// Runs CAR's agent loop (`car_daemon_client::agent_loop`) for `configJson` (CAR's
+    /// `AgentLoopConfig` in its wire shape) on `goal`; the tool calls go to `toolFn`
+    /// (wrapped by `index.js`), `maxTurns` overrides the config's. Resolves to CAR's
+    /// `AgentOutcome` as JSON.
+    #[napi]
+    pub fn run_agent<'env>(
+        &self,
+        env: &'env Env,
+        config_json: String,
+        goal: String,
+        max_turns: Option<u32>,
+        tool_fn: JsHandler,
+    ) -> napi::Result<PromiseRaw<'env, String>> {
+        let client = self.client.clone();
+        settle(
+            env,
+            async move {
+                let config: AgentConfig =
+                    serde_json::from_value(parse_json("configJson", &config_json)?)
+                        .map_err(|e| invalid_argument(format!("configJson: {e}")))?;
+                non_empty("goal", &goal)?;
+                if max_turns == Some(0) {
+                    return Err(invalid_argument("maxTurns must be a positive integer"));
+                }
+                let outcome = client
+                    .run_agent(&config, &goal, max_turns, serve_tools(tool_fn))
+                    .await?;
+                // Plain strings, numbers and JSON values: serialising cannot fail.
+                serde_json::to_string(&outcome).map_err(|e| Error::UnexpectedResult {
+                    method: "runs.complete".into(),
+                    detail: format!("the agent outcome is not serialisable: {e}"),
+                })
+            },
+            |v| v,
         )
     }
 

@@ -101,6 +101,11 @@ impl CarDaemonClient {
             inner: BlockingClient::with_handle(config, runtime::handle()?),
         }))
     }
+
+    /// The async client underneath (the agent loop runs it on the shared runtime).
+    pub(crate) fn client(&self) -> &car_daemon_client::Client {
+        self.inner.client()
+    }
 }
 
 /// The typed members' one path (see the module docs); each helper returns its kind.

@@ -13,6 +13,9 @@
 //!   interfaces foreign code implements, and their adapters onto the client's registry;
 //! - [`CarError`] (`error`): the client's error taxonomy as one enum, and the translation
 //!   of a foreign handler's failure into the JSON-RPC error the daemon receives;
+//! - [`AgentLoop`] (`agent_loop`): CAR's agent loop on the shared Rust loop
+//!   (`car_daemon_client::Client::run_agent`), with its typed config and outcome records and
+//!   the [`AgentTool`] callback interface foreign code implements;
 //! - `runtime`: the one tokio runtime of the process.
 //!
 //! Structured values cross the boundary as JSON strings so the native ABI stays stable as
@@ -25,6 +28,7 @@
 #[cfg(not(panic = "unwind"))]
 compile_error!("car-runtime-uniffi must be built with panic = \"unwind\"");
 
+mod agent_loop;
 mod client;
 mod error;
 // Written by the codegen as it stands; `cargo fmt` leaves it alone so `codegen --check`
@@ -34,6 +38,7 @@ mod generated;
 mod handlers;
 mod runtime;
 
+pub use agent_loop::{AgentLoop, AgentLoopConfig, AgentMetrics, AgentOutcome, AgentTool};
 pub use client::CarDaemonClient;
 pub use error::CarError;
 pub use handlers::{DaemonHandler, DaemonNotificationHandler};

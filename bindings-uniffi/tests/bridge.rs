@@ -2,18 +2,21 @@
 //! callback traits foreign code implements: results, generated typed members and
 //! wrappers, error variants (role refusals keep `data.reason`), reverse calls with
 //! declared and undeclared failures, `tools.execute` call_json, notifications, the
-//! host-management refusal, bad arguments, and `close` (which drops the connection; the
-//! next call reconnects under a new `connection_epoch`).
+//! host-management refusal, bad arguments, `close` (which drops the connection; the
+//! next call reconnects under a new `connection_epoch`), and `AgentLoop` runs against a
+//! scripted OpenAI-compatible model.
 
+use std::collections::HashMap;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use car_daemon_client::{ClientConfig, EnvSnapshot};
 use car_runtime_uniffi::{
-    client_version, protocol_version, CarDaemonClient, CarError, DaemonHandler,
-    DaemonNotificationHandler,
+    client_version, protocol_version, AgentLoop, AgentLoopConfig, AgentTool, CarDaemonClient,
+    CarError, DaemonHandler, DaemonNotificationHandler,
 };
+use car_test_harness::http_script::{Reply, Server};
 use car_test_harness::Daemon;
 use serde_json::{json, Value};
 
@@ -414,4 +417,189 @@ fn close_fails_pending_calls_and_the_next_call_reconnects() {
         call(&c, "debug.call_client", json!({"method": "t.alive"})).unwrap(),
         json!({"result": "still here"})
     );
+}
+
+/// One streamed tool call from the scripted model.
+fn model_call(id: &str, name: &str, arguments: Value) -> Reply {
+    let call = json!({"index": 0, "id": id, "type": "function",
+        "function": {"name": name, "arguments": arguments.to_string()}});
+    Reply::sse(
+        &[
+            json!({"choices": [{"index": 0, "delta": {"tool_calls": [call]}, "finish_reason": null}]}),
+            json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}),
+        ],
+        Duration::ZERO,
+    )
+}
+
+struct FnTool<F>(F);
+impl<F: Fn(Value, Value) -> Result<String, CarError> + Send + Sync> AgentTool for FnTool<F> {
+    fn call(&self, params_json: String, call_json: String) -> Result<String, CarError> {
+        let params = serde_json::from_str(&params_json).expect("params are JSON");
+        (self.0)(
+            params,
+            serde_json::from_str(&call_json).expect("call_json is JSON"),
+        )
+    }
+}
+
+fn tools(add: impl AgentTool + 'static) -> HashMap<String, Arc<dyn AgentTool>> {
+    HashMap::from([("add".to_string(), Arc::new(add) as Arc<dyn AgentTool>)])
+}
+
+fn calc_config() -> AgentLoopConfig {
+    AgentLoopConfig {
+        agent_name: "calc".into(),
+        identity: "You are a calculator.".into(),
+        agent_id: None,
+        tool_schemas_json: json!([{"name": "add", "description": "add two numbers", "parameters": {
+            "type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "number"}},
+            "required": ["a", "b"]}}])
+        .to_string(),
+        policies_json: "[]".into(),
+        default_model: Some("scripted".into()),
+        max_tokens: 64,
+        max_turns: 4,
+        target_outcome: "the sum".into(),
+    }
+}
+
+/// The `tool` message of one request the scripted model received.
+fn observed(server: &Server, request: usize) -> Value {
+    let requests = server.requests();
+    let messages = requests[request].body["messages"]
+        .as_array()
+        .unwrap()
+        .clone();
+    messages
+        .into_iter()
+        .find(|m| m["role"] == "tool")
+        .unwrap_or_else(|| panic!("request {request} has no tool message"))
+}
+
+#[test]
+fn an_agent_loop_runs_tools_observes_results_and_finishes() {
+    let server = Server::start(vec![
+        model_call("call_1", "add", json!({"a": 2, "b": 3})),
+        model_call("call_2", "finish", json!({"answer": "the sum is 5"})),
+        model_call("call_3", "add", json!({"a": 2, "b": 3})),
+        model_call("call_4", "finish", json!({"answer": "the adder failed"})),
+    ]);
+    let d = daemon();
+    let c = client_for(&d);
+    let model =
+        json!({"id": "scripted", "base_url": format!("{}/v1", server.base_url), "model": "m"});
+    c.register_model(model.to_string()).unwrap();
+
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let log = seen.clone();
+    let add = FnTool(move |params: Value, call: Value| {
+        log.lock().unwrap().push((params.clone(), call));
+        let sum = params["a"].as_i64().unwrap() + params["b"].as_i64().unwrap();
+        Ok(json!({"sum": sum}).to_string())
+    });
+    let agent = AgentLoop::new(c.clone(), tools(add));
+    let outcome = agent
+        .run(calc_config(), "add 2 and 3".into(), None)
+        .unwrap();
+    assert_eq!(
+        (outcome.status.as_str(), outcome.summary.as_str()),
+        ("success", "the sum is 5"),
+        "{outcome:?}"
+    );
+    assert_eq!(outcome.tools_called, ["add", "finish"]);
+    let m = outcome.metrics;
+    assert_eq!(
+        (m.turns, m.tool_calls, m.actions_succeeded, m.actions_failed),
+        (2, 2, 2, 0)
+    );
+    let evidence: Value = serde_json::from_str(&outcome.evidence_json).unwrap();
+    assert_eq!(evidence[0]["data"]["answer"], "the sum is 5", "{evidence}");
+    {
+        let seen = seen.lock().unwrap();
+        assert_eq!(seen.len(), 1);
+        assert_eq!(seen[0].0, json!({"a": 2, "b": 3}));
+        assert_eq!(
+            (&seen[0].1["tool"], &seen[0].1["action_id"]),
+            (&json!("add"), &json!("call_1"))
+        );
+    }
+    // The model observed the tool's output, linked to its call.
+    let result = observed(&server, 1);
+    assert_eq!(result["tool_call_id"], "call_1", "{result}");
+    assert_eq!(result["content"], r#"{"sum":5}"#, "{result}");
+
+    // The run's trace: a host session may read it (the operator session may not: CAR's
+    // rule), with its model turns and tool call in order and the outcome recorded.
+    let run_id = outcome.run_id.clone().expect("run id");
+    let trace = c
+        .daemon_call_host_management(
+            "runs.get_trace".into(),
+            json!({"run_id": run_id}).to_string(),
+        )
+        .unwrap();
+    let trace: Value = serde_json::from_str(&trace).unwrap();
+    let kinds: Vec<&str> = trace["records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds,
+        ["started", "model_turn", "turn", "model_turn", "completed"],
+        "{trace}"
+    );
+    assert_eq!(
+        trace["records"][4]["data"]["agent_outcome"]["summary"],
+        "the sum is 5"
+    );
+    let err = c
+        .runs_get_trace(json!({"run_id": run_id}).to_string())
+        .unwrap_err();
+    assert!(
+        matches!(&err, CarError::DaemonRpc { data_json, .. } if data_json.contains("not_owner")),
+        "{err:?}"
+    );
+
+    // A tool that throws fails its action; the model observes the error and the run still
+    // ends, as a new run.
+    let broken = FnTool(|_: Value, _: Value| {
+        Err(CarError::Handler {
+            detail: "the adder is broken".into(),
+            terminal: false,
+        })
+    });
+    let failing = AgentLoop::new(c.clone(), tools(broken))
+        .run(calc_config(), "add 2 and 3".into(), Some(3))
+        .unwrap();
+    assert_eq!(
+        (failing.status.as_str(), failing.summary.as_str()),
+        ("success", "the adder failed"),
+        "{failing:?}"
+    );
+    assert_ne!(failing.run_id, outcome.run_id);
+    let m = failing.metrics;
+    assert_eq!((m.actions_succeeded, m.actions_failed), (1, 1), "{m:?}");
+    let result = observed(&server, 3);
+    assert_eq!(result["tool_call_id"], "call_3", "{result}");
+    let content: Value = serde_json::from_str(result["content"].as_str().unwrap()).unwrap();
+    assert!(
+        content["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("the adder is broken")),
+        "{content}"
+    );
+
+    // A config that cannot be sent is refused before anything is sent.
+    let bad = AgentLoopConfig {
+        tool_schemas_json: r#"{"name":"add"}"#.into(),
+        ..calc_config()
+    };
+    let err = agent.run(bad, "add".into(), None).unwrap_err();
+    assert!(
+        matches!(&err, CarError::InvalidArgument { detail } if detail.starts_with("AgentLoopConfig: toolSchemasJson must be a JSON array")),
+        "{err:?}"
+    );
+    assert_eq!(server.requests().len(), 4);
 }

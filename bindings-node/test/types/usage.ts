@@ -15,6 +15,7 @@ import {
   executeProposal,
   getMemoryNamespace,
   protocolVersion,
+  runAgent,
   registerToolCancelHandler,
   registerToolHandler,
   setMemoryNamespace,
@@ -96,6 +97,35 @@ async function everything(): Promise<void> {
   })
   const executed2: string = await executeProposal(rt2, '{"actions":[]}', (tool: string, paramsJson: string) => tool + paramsJson, 'sid')
 
+  // The agent loop
+  const agentConfig: car.AgentLoopConfig = {
+    agentId: 'calc-1',
+    agentName: 'calc',
+    identity: 'You add.',
+    toolSchemas: [{ name: 'add', description: 'add', parameters: { type: 'object' } }],
+    tools: {
+      add: (params: { a: number; b: number }) => ({ sum: params.a + params.b }),
+      addAsync: async ({ a, b }) => a + b,
+      withCall: (_params, call: car.ToolCallJson) => call.action_id,
+      nothing: () => undefined,
+    },
+    policies: [{ name: 'p', rule: 'deny_tool', target: 'rm' }],
+    defaultModel: null,
+    maxTokens: 64,
+    maxTurns: 4,
+    targetOutcome: 'the sum',
+    runtime: rt,
+  }
+  const outcome: car.AgentOutcome = await runAgent(agentConfig, 'add 2 and 3', 2)
+  const again: car.AgentOutcome = await car.runAgent({ agentName: 'a', identity: 'i' }, 'goal')
+  const metrics: car.AgentMetrics = outcome.metrics
+  const runId: string | null = outcome.run_id
+  const texts: string[] = [outcome.status, outcome.summary, outcome.timestamp, ...again.tools_called]
+  const evidence: unknown[] = outcome.evidence
+  const counts: number[] = [metrics.turns, metrics.tool_calls, metrics.actions_succeeded, metrics.actions_failed]
+  const toolSchema: car.AgentToolSchema = { name: 'x' }
+  const toolFn: car.AgentToolFunction = (params) => params
+
   // Events and runs
   const events: number = await rt.eventCount()
   const query: string = await rt.eventQuery('{"limit":1}')
@@ -161,6 +191,7 @@ async function everything(): Promise<void> {
   rt.close()
   void [v, c, names, typed, kind, ns, out, flags, epoch, schema, caps, nothing, got, exists, keys, snap, count, n, rows, ctx, cons, deleted, persisted, loaded]
   void [skills, found, report, listed, tools, removed, unp, policies, verified, submitted, executed, executed2]
+  void [runId, texts, evidence, counts, toolSchema, toolFn]
   void [events, query, run, done, text, tracked, requested, registered, streamed, streamedAsync, embedded, classified, models, tokens, detok, gen, gen2, gen3, gen4]
 }
 

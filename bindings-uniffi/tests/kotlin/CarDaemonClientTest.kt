@@ -1,5 +1,5 @@
 // The Kotlin test of the UniFFI library (issue 8): drives real car-server processes through
-// the generated Kotlin bindings on the JVM with JNA.
+// the generated Kotlin bindings on the JVM with JNA (AgentLoop's tests: AgentLoopTest.kt).
 //
 // Run by bindings-uniffi/test.sh with CAR_HOME set to a fresh directory and CAR_SERVER_BIN
 // naming the daemon. Prints one line per test and exits non-zero when any test fails; the
@@ -273,6 +273,7 @@ fun main() {
     val scratch = Files.createTempDirectory("car-uniffi-kt").toFile()
     val daemon = Daemon(bin, home, scratch).start()
     val suite = Suite(daemon)
+    val agents = AgentLoopTests(suite.client)
     val tests: List<Pair<String, () -> Unit>> = listOf(
         "versions" to suite::versions,
         "daemonCall returns results" to suite::daemonCallReturnsResults,
@@ -285,6 +286,8 @@ fun main() {
         "terminal tool failure stops retries" to suite::terminalToolFailureStopsRetries,
         "handler calls back into the daemon" to suite::handlerCallsBackIntoTheDaemon,
         "notifications arrive in order" to suite::notificationsArriveInOrder,
+        "AgentLoop runs a tool, observes it and finishes" to agents::runsAToolObservesItAndFinishes,
+        "AgentLoop: a tool that throws is observed and the run ends" to agents::aToolThatThrowsIsObservedAndTheRunEnds,
         "close fails pending calls; the next call reconnects" to suite::closeFailsPendingCallsAndTheNextCallReconnects,
         "daemon killed mid-call, then restart" to suite::daemonKilledMidCallThenRestart,
     )
