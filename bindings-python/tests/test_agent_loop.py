@@ -80,3 +80,35 @@ def test_a_failing_tool_is_observed_and_bad_configs_are_refused(rt: car_runtime.
     bad["max_turns"] = "many"  # type: ignore[typeddict-item]
     with pytest.raises(car_runtime.InvalidArgumentError):
         agent_loop.run_agent(bad, "x")
+
+
+def test_a_tool_gets_its_budget_and_an_abort_event_the_daemons_cancel_sets(
+    rt: car_runtime.CarRuntime, scripted: ScriptedModel
+) -> None:
+    rt.register_model(json.dumps({"id": "scripted", "base_url": scripted.url, "model": "m"}))
+    seen: Dict[str, Any] = {}
+
+    def slow_add(params: Dict[str, Any], *, abort: Any, timeout_ms: Any) -> Dict[str, Any]:
+        seen["timeout_ms"] = timeout_ms
+        # The daemon gives up after the schema's 300 ms and sends `tools.cancel`; the event
+        # ends the wait (the bound only keeps a broken build from hanging the suite).
+        seen["aborted"] = abort.wait(60)
+        return {"sum": params["a"] + params["b"]}
+
+    cfg = config(rt, slow_add)
+    cfg["tool_schemas"] = [dict(cfg["tool_schemas"][0], timeoutMs=300)]
+    outcome = agent_loop.run_agent(cfg, "add 2 and 3")
+    assert seen == {"timeout_ms": 300, "aborted": True}
+    assert outcome["status"] == "success", outcome
+    assert outcome["summary"].startswith("the tool failed:") and "exceeded its timeout_ms (300ms)" in outcome["summary"], outcome
+    assert outcome["metrics"]["actions_failed"] == 1
+
+    # A program's own `tools.cancel` subscriber still hears the cancel.
+    heard: List[str] = []
+    car_runtime.register_tool_cancel_handler(heard.append)
+    try:
+        outcome = agent_loop.run_agent(cfg, "add 2 and 3")
+    finally:
+        car_runtime.unregister_tool_cancel_handler()
+    assert outcome["summary"].startswith("the tool failed:"), outcome
+    assert len(heard) == 1, heard

@@ -10,18 +10,20 @@
 //! 2. `runs.start {agent_id, agent_name, intent: goal, outcome_description}` brackets the
 //!    run;
 //! 3. each turn sends `infer` in CAR's request shape (`prompt: ""`, `messages`, `tools`,
-//!    `params {max_tokens, tool_choice: "auto"}`) and records it with
-//!    `runs.record_model_turn`;
+//!    `params {max_tokens, tool_choice: "auto", cache_ttl: "one_hour"}`, `cache_control:
+//!    true`: a local model keeps the conversation's KV prefix for the next turn) and
+//!    records it with `runs.record_model_turn`;
 //! 4. the requested calls other than `finish` become a proposal of `tool_call` actions
-//!    (ids = the call ids), checked with `verify` (an invalid proposal is observed by the
-//!    model as an error result for every call, not run) and run with
+//!    (ids = the call ids; `timeout_ms` the budget the tool's schema declares as
+//!    `timeoutMs`, as in CAR's loops), checked with `verify` (an invalid proposal is
+//!    observed by the model as an error result for every call, not run) and run with
 //!    [`Client::execute_proposal`] and the caller's tool function;
 //! 5. the model observes an assistant message with its calls and one `tool_result` message
 //!    per call (`{role: "tool_result", tool_use_id, content}`, content the output as JSON
 //!    text, or `{"error": …}`);
-//! 6. `finish {answer?, summary?, status?}` ends the run with `success` (or the status it
-//!    names); a turn with no call ends it with `done` and the text as summary; running out
-//!    of turns ends it with `give_up`. `runs.complete {run_id, outcome}` records CAR's
+//! 6. `finish {answer?, summary?, status?}` ends the run with `success` (or the CAR status
+//!    it names); a turn with no call ends it with `done` and the text as summary; running
+//!    out of turns ends it with `give_up`. `runs.complete {run_id, outcome}` records CAR's
 //!    `AgentOutcome`, which is also returned.
 //!
 //! Tool functions run on the blocking pool through the client's reverse-call handling,
@@ -101,6 +103,25 @@ fn finish_schema() -> Value {
     })
 }
 
+/// The per-call budget a tool's schema declares (`timeoutMs`, as CAR's loops read it, or
+/// `timeout_ms`); the daemon's default applies without one.
+fn timeout_of(schemas: &[Value], name: &Value) -> Option<u64> {
+    let schema = schemas.iter().find(|s| &s["name"] == name)?;
+    schema["timeoutMs"]
+        .as_u64()
+        .or_else(|| schema["timeout_ms"].as_u64())
+}
+
+/// CAR's `AgentOutcome` statuses; a `finish` naming another ends the run with `success`.
+const STATUSES: &[&str] = &[
+    "success",
+    "partial_success",
+    "done",
+    "give_up",
+    "timeout",
+    "failure",
+];
+
 /// A `ToolSchema` without `parameters` takes no arguments: `{"type": "object"}` is sent
 /// for it, since a model's tool list needs a JSON Schema object per tool.
 fn with_parameters(mut schema: Value) -> Value {
@@ -165,7 +186,9 @@ impl Client {
             metrics.turns = turn;
             let mut request = json!({
                 "prompt": "", "messages": messages, "tools": schemas,
-                "params": {"max_tokens": config.max_tokens, "tool_choice": "auto"},
+                "params": {"max_tokens": config.max_tokens, "tool_choice": "auto",
+                           "cache_ttl": "one_hour"},
+                "cache_control": true,
             });
             if let Some(model) = &config.default_model {
                 request["model"] = json!(model);
@@ -192,7 +215,7 @@ impl Client {
             let (finish, work): (Vec<&Value>, Vec<&Value>) =
                 calls.iter().partition(|c| c["name"] == FINISH_TOOL);
             let results = self
-                .run_calls(&work, &tool_fn, &mut metrics, &mut tools_called)
+                .run_calls(&work, &schemas, &tool_fn, &mut metrics, &mut tools_called)
                 .await?;
             for (call, content) in work.iter().zip(results) {
                 messages.push(
@@ -212,7 +235,11 @@ impl Client {
                 evidence.push(
                     json!({"kind": "tool_result", "description": "finish called", "data": args}),
                 );
-                let status = args["status"].as_str().unwrap_or("success").to_string();
+                let status = args["status"]
+                    .as_str()
+                    .filter(|s| STATUSES.contains(s))
+                    .unwrap_or("success")
+                    .to_string();
                 ending = Some((status, summary));
                 break;
             }
@@ -274,6 +301,7 @@ impl Client {
     async fn run_calls<F>(
         &self,
         calls: &[&Value],
+        schemas: &[Value],
         tool_fn: &F,
         metrics: &mut AgentMetrics,
         tools_called: &mut Vec<String>,
@@ -287,8 +315,12 @@ impl Client {
         let actions: Vec<Value> = calls
             .iter()
             .map(|c| {
-                json!({"id": c["id"], "type": "tool_call", "tool": c["name"],
-                            "parameters": c["arguments"], "dependencies": []})
+                let mut action = json!({"id": c["id"], "type": "tool_call", "tool": c["name"],
+                            "parameters": c["arguments"], "dependencies": []});
+                if let Some(budget) = timeout_of(schemas, &c["name"]) {
+                    action["timeout_ms"] = json!(budget);
+                }
+                action
             })
             .collect();
         let proposal = json!({"actions": actions, "source": "agent_loop"});

@@ -1,8 +1,9 @@
 """A scripted OpenAI-compatible chat endpoint for agent-loop tests (shared by the Python
 binding suite and the interop suite; each imports it by path). It streams one tool call per
 request: `add(2, 3)` first, then, once the request carries a `tool` message, `finish` with
-an answer built from that tool result (`the sum is <sum>`), so a passing test proves the
-tool's output reached the model."""
+an answer built from that tool result (`the sum is <sum>`, or `the tool failed: <what it
+observed>` when the result holds no sum), so a passing test proves the tool's output
+reached the model."""
 
 from __future__ import annotations
 
@@ -23,8 +24,12 @@ class ScriptedModel:
                 model.requests.append(body)
                 results = [m for m in body["messages"] if m["role"] == "tool"]
                 if results:
-                    total = json.loads(results[-1]["content"])["sum"]
-                    name, args = "finish", {"answer": f"the sum is {total}"}
+                    observed = json.loads(results[-1]["content"])
+                    if isinstance(observed, dict) and "sum" in observed:
+                        answer = f"the sum is {observed['sum']}"
+                    else:
+                        answer = f"the tool failed: {results[-1]['content']}"
+                    name, args = "finish", {"answer": answer}
                 else:
                     name, args = "add", {"a": 2, "b": 3}
                 call = {"index": 0, "id": f"call_{len(model.requests)}", "type": "function",

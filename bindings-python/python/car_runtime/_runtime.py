@@ -63,18 +63,57 @@ def unregister_tool_handler() -> None:
     _native.set_tool_handler(None)
 
 
+_cancel_lock = threading.Lock()
+_user_cancel: Optional[Callable[[str], None]] = None
+# `request_id` (as `tools.cancel` names it) → the abort event of an agent-loop tool call.
+_aborts: Dict[str, threading.Event] = {}
+
+
+def _on_tool_cancel(request_id: str) -> None:
+    # Every `tools.cancel` first sets the abort event of the agent-loop call it names, then
+    # reaches the subscriber the program registered, if any.
+    with _cancel_lock:
+        event = _aborts.get(request_id)
+        user = _user_cancel
+    if event is not None:
+        event.set()
+    if user is not None:
+        user(request_id)
+
+
+def watch_abort(request_id: str) -> threading.Event:
+    """An event set when the daemon sends `tools.cancel` for `request_id` (until
+    `forget_abort`); the agent loop hands it to tools that take an `abort` keyword."""
+    event = threading.Event()
+    with _cancel_lock:
+        _aborts[request_id] = event
+    _callbacks.POOL.ensure_started()
+    _native.set_tool_cancel_handler(_on_tool_cancel)
+    return event
+
+
+def forget_abort(request_id: str) -> None:
+    with _cancel_lock:
+        _aborts.pop(request_id, None)
+
+
 def register_tool_cancel_handler(fn: Callable[[str], None]) -> None:
     """Sets the process-wide `tools.cancel` subscriber; it gets the cancelled call's
     `request_id`."""
+    global _user_cancel
     if not callable(fn):
         raise TypeError(f"fn must be callable, got {type(fn).__name__}")
     _callbacks.POOL.ensure_started()
-    _native.set_tool_cancel_handler(fn)
+    with _cancel_lock:
+        _user_cancel = fn
+    _native.set_tool_cancel_handler(_on_tool_cancel)
 
 
 def unregister_tool_cancel_handler() -> None:
     """Removes the process-wide `tools.cancel` subscriber."""
-    _native.set_tool_cancel_handler(None)
+    global _user_cancel
+    with _cancel_lock:
+        _user_cancel = None
 
 
 class CarRuntime(GeneratedMethods):

@@ -7,8 +7,12 @@ runs in `car-daemon-client`; this module only adapts CAR's `AgentLoopConfig`:
 (`fn(params)`), or the parameters and the call (`fn(params, call)`, with `tool`,
 `action_id`, `request_id`, `timeout_ms`, `attempt`); its return value (any JSON value) is
 what the model observes. A callable that raises fails that action; the model observes the
-error and may try again. `runtime` (a `CarRuntime`) is used when given, else one is created
-and closed around the run."""
+error and may try again. As in CAR's loop, a callable that declares an `abort` keyword (or
+`**kwargs`) gets a `threading.Event` that is set when the daemon cancels the call
+(`tools.cancel`, e.g. when the call's budget runs out), and one that declares `timeout_ms`
+gets that budget in milliseconds (`None`: the daemon's default); a tool's budget is the
+`timeoutMs` its schema declares. `runtime` (a `CarRuntime`) is used when given, else one is
+created and closed around the run."""
 
 from __future__ import annotations
 
@@ -16,7 +20,7 @@ import inspect
 import json
 from typing import Any, Callable, Dict, List, Mapping, Optional, TypedDict
 
-from . import _callbacks
+from . import _callbacks, _runtime
 from ._runtime import CarRuntime
 
 
@@ -53,6 +57,7 @@ class AgentLoopConfig(TypedDict, total=False):
 
 def _dispatcher(tools: Mapping[str, Callable[..., Any]]) -> Callable[[str], str]:
     arity = {name: _positional(fn) for name, fn in tools.items()}
+    wants = {name: (_keyword(fn, "abort"), _keyword(fn, "timeout_ms")) for name, fn in tools.items()}
 
     def dispatch(call_json: str) -> str:
         call = json.loads(call_json)
@@ -61,10 +66,33 @@ def _dispatcher(tools: Mapping[str, Callable[..., Any]]) -> Callable[[str], str]
         if fn is None:
             raise LookupError(f"no tool function named {name!r} in the config's tools")
         params = call.get("params") or {}
-        result = fn(params, call) if arity[name] >= 2 else fn(params)
+        args = (params, call) if arity[name] >= 2 else (params,)
+        wants_abort, wants_timeout = wants[name]
+        kwargs: Dict[str, Any] = {}
+        if wants_timeout:
+            kwargs["timeout_ms"] = call.get("timeout_ms")
+        rid = call.get("request_id")
+        request_id = rid if isinstance(rid, str) else json.dumps(rid)
+        if wants_abort:
+            kwargs["abort"] = _runtime.watch_abort(request_id)
+        try:
+            result = fn(*args, **kwargs)
+        finally:
+            if wants_abort:
+                _runtime.forget_abort(request_id)
         return json.dumps(result)
 
     return dispatch
+
+
+def _keyword(fn: Callable[..., Any], name: str) -> bool:
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+    if name in params and params[name].kind is not inspect.Parameter.POSITIONAL_ONLY:
+        return True
+    return any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
 
 
 def _positional(fn: Callable[..., Any]) -> int:
@@ -73,7 +101,8 @@ def _positional(fn: Callable[..., Any]) -> int:
     except (TypeError, ValueError):
         return 1
     kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    return sum(1 for p in sig.parameters.values() if p.kind in kinds)
+    extras = ("abort", "timeout_ms")
+    return sum(1 for p in sig.parameters.values() if p.kind in kinds and p.name not in extras)
 
 
 def run_agent(config: AgentLoopConfig, goal: str, max_turns: Optional[int] = None) -> AgentOutcome:
