@@ -196,6 +196,10 @@ export interface AgentLoopConfig {
   maxTurns?: number
   /** Recorded with the run as its outcome description. */
   targetOutcome?: string
+  /** Not in CAR's config: every turn's `tool_choice` (default `'auto'`); small local models want `'required'`. */
+  toolChoice?: 'auto' | 'required' | 'none' | (string & {})
+  /** Not in CAR's config: every turn's sampling temperature (default the model's); `0` makes a local run repeatable. */
+  temperature?: number
   /** The runtime to run on; default a new `CarRuntime`, closed when the run ends. */
   runtime?: CarRuntime | null
 }

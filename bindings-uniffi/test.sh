@@ -8,7 +8,8 @@
 #      Kotlin/Swift mention every exported item);
 #   4. generates the Kotlin and Swift sources from the built library;
 #   5. compiles the Kotlin test program and the Kotlin example once, with one kotlinc run;
-#   6. runs the Kotlin test against real daemons, then the example against a daemon.
+#   6. runs the Kotlin test against real daemons, then the examples against a daemon (the
+#      local-agent one on the test model, CAR_TEST_GGUF).
 #
 # Uses ${CARGO_TARGET_DIR:-<repo>/target}; nothing is downloaded after step 1.
 set -euo pipefail
@@ -32,6 +33,13 @@ apt_install() {
     DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$@" >/dev/null
   }
 }
+
+# The local-agent example runs on the test model; scripts/test exports it, standalone runs
+# fetch it once (cached).
+if [ -z "${CAR_TEST_GGUF:-}" ]; then
+  eval "$("$root/scripts/fetch-models")"
+fi
+export CAR_TEST_GGUF
 
 t=$(date +%s)
 step "install Java, JNA and kotlinc $kotlin_version"
@@ -132,6 +140,9 @@ done
 jvm "$home" example.MainKt | tee "$scratch/example.log"
 grep -q 'HELLO FROM KOTLIN' "$scratch/example.log"
 grep -q 'code -32601' "$scratch/example.log"
+# The local-model agent example (SmolLM2 from CAR_TEST_GGUF, offline).
+jvm "$home" example.LocalAgentKt "$CAR_TEST_GGUF" | tee "$scratch/local-agent.log"
+grep -q '^local agent done' "$scratch/local-agent.log"
 kill -TERM "$example_daemon"
 wait "$example_daemon"
 example_daemon=""

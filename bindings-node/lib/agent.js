@@ -22,6 +22,8 @@ const FIELDS = {
   maxTokens: ['max_tokens', 'count'],
   maxTurns: ['max_turns', 'count'],
   targetOutcome: ['target_outcome', 'string?'],
+  toolChoice: ['tool_choice', 'string?'],
+  temperature: ['temperature', 'number?'],
 }
 // Read by `runAgent` itself, never sent.
 const LOCAL = new Set(['tools', 'runtime'])
@@ -43,6 +45,12 @@ function checkValue(key, check, value) {
     case 'string?':
       if (absent) return undefined
       if (typeof value !== 'string') throw new InvalidArgumentError(`config.${key} must be a string, got ${describe(value)}`)
+      return value
+    case 'number?':
+      if (absent) return undefined
+      if (typeof value !== 'number' || !Number.isFinite(value)) {
+        throw new InvalidArgumentError(`config.${key} must be a finite number, got ${describe(value)}`)
+      }
       return value
     case 'objects':
       if (absent) return undefined

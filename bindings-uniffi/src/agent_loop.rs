@@ -32,7 +32,7 @@ use crate::error::CarError;
 use crate::runtime;
 
 /// CAR's `AgentLoopConfig` without its callables (the tools are the loop's).
-#[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
+#[derive(Debug, Clone, PartialEq, uniffi::Record)]
 pub struct AgentLoopConfig {
     pub agent_name: String,
     /// The system prompt.
@@ -57,6 +57,14 @@ pub struct AgentLoopConfig {
     /// `runs.start`'s `outcome_description`.
     #[uniffi(default = "")]
     pub target_outcome: String,
+    /// Not in CAR's config: the `tool_choice` every turn sends (`"auto"` when absent);
+    /// small local models want `"required"`.
+    #[uniffi(default = None)]
+    pub tool_choice: Option<String>,
+    /// Not in CAR's config: every turn's sampling temperature (the model's when absent);
+    /// `0` makes a local model's run repeatable.
+    #[uniffi(default = None)]
+    pub temperature: Option<f32>,
 }
 
 impl AgentLoopConfig {
@@ -73,6 +81,8 @@ impl AgentLoopConfig {
             max_tokens: self.max_tokens,
             max_turns: self.max_turns,
             target_outcome: self.target_outcome.clone(),
+            tool_choice: self.tool_choice.clone(),
+            temperature: self.temperature,
         })
     }
 }
@@ -239,6 +249,8 @@ mod tests {
             max_tokens: 64,
             max_turns: 4,
             target_outcome: "the sum".into(),
+            tool_choice: None,
+            temperature: None,
         }
     }
 

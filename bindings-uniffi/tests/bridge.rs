@@ -461,6 +461,8 @@ fn calc_config() -> AgentLoopConfig {
         max_tokens: 64,
         max_turns: 4,
         target_outcome: "the sum".into(),
+        tool_choice: None,
+        temperature: None,
     }
 }
 

@@ -21,8 +21,9 @@
 //! 5. the model observes an assistant message with its calls and one `tool_result` message
 //!    per call (`{role: "tool_result", tool_use_id, content}`, content the output as JSON
 //!    text, or `{"error": …}`);
-//! 6. `finish {answer?, summary?, status?}` ends the run with `success` (or the CAR status
-//!    it names); a turn with no call ends it with `done` and the text as summary; running
+//! 6. `finish {answer?, summary?, status?}` called alone ends the run with `success` (or
+//!    the CAR status it names); called beside other tools, it is refused (an error result:
+//!    its answer was written before their results) and the turns go on; a turn with no call ends it with `done` and the text as summary; running
 //!    out of turns ends it with `give_up`. `runs.complete {run_id, outcome}` records CAR's
 //!    `AgentOutcome`, which is also returned.
 //!
@@ -61,6 +62,15 @@ pub struct AgentConfig {
     pub max_turns: u32,
     #[serde(default)]
     pub target_outcome: String,
+    /// The `tool_choice` every turn sends (default `"auto"`). Not in CAR's config: a
+    /// small local model rarely opens a call on its own, and `"required"` makes each turn
+    /// a call (the grammar constrains it), `finish` included.
+    #[serde(default)]
+    pub tool_choice: Option<String>,
+    /// The sampling temperature every turn sends (default: the model's). Not in CAR's
+    /// config either; `0` makes a local model's run repeatable.
+    #[serde(default)]
+    pub temperature: Option<f32>,
 }
 
 fn default_max_tokens() -> u32 {
@@ -96,9 +106,9 @@ pub struct AgentOutcome {
 fn finish_schema() -> Value {
     json!({
         "name": FINISH_TOOL,
-        "description": "Return the final answer to the user and stop. Call this exactly once, when the task is complete or cannot proceed.",
+        "description": "End the task: give the user your answer, built from what the other tools returned. Call it once, alone, when the task is done or cannot be done.",
         "parameters": {"type": "object", "properties": {
-            "answer": {"type": "string", "description": "The final answer or status for the user."}
+            "answer": {"type": "string", "description": "Your answer, stating the result."}
         }, "required": ["answer"]}
     })
 }
@@ -186,12 +196,16 @@ impl Client {
             metrics.turns = turn;
             let mut request = json!({
                 "prompt": "", "messages": messages, "tools": schemas,
-                "params": {"max_tokens": config.max_tokens, "tool_choice": "auto",
+                "params": {"max_tokens": config.max_tokens,
+                           "tool_choice": config.tool_choice.as_deref().unwrap_or("auto"),
                            "cache_ttl": "one_hour"},
                 "cache_control": true,
             });
             if let Some(model) = &config.default_model {
                 request["model"] = json!(model);
+            }
+            if let Some(t) = config.temperature {
+                request["params"]["temperature"] = json!(t);
             }
             let started = std::time::Instant::now();
             let answer = self.call("infer", request).await?;
@@ -221,6 +235,16 @@ impl Client {
                 messages.push(
                     json!({"role": "tool_result", "tool_use_id": call["id"], "content": content}),
                 );
+            }
+            if !work.is_empty() {
+                // An answer given beside other calls was written before their results: the
+                // model observes them and is asked again.
+                for call in &finish {
+                    let content = json!({"error": format!("`{FINISH_TOOL}` was called together with other tools, before their results; call it alone once you have read them")});
+                    messages.push(json!({"role": "tool_result", "tool_use_id": call["id"],
+                                         "content": content.to_string()}));
+                }
+                continue;
             }
             if let Some(call) = finish.first() {
                 metrics.tool_calls += 1;

@@ -194,3 +194,52 @@ async fn a_later_run_with_other_tools_registers_them() {
         "{tools}"
     );
 }
+
+/// A `finish` requested beside another call was written before that call's result: it is
+/// refused (the model observes why), and a later `finish` alone ends the run.
+#[tokio::test]
+async fn finish_beside_other_calls_waits_for_their_results() {
+    let both = Reply::sse(
+        &[
+            json!({"choices": [{"index": 0, "delta": {"tool_calls": [
+                {"index": 0, "id": "c1", "type": "function", "function": {"name": "add", "arguments": "{\"a\": 2, \"b\": 2}"}},
+                {"index": 1, "id": "c2", "type": "function", "function": {"name": "finish", "arguments": "{\"answer\": \"a guess\"}"}}
+            ]}, "finish_reason": null}]}),
+            json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}),
+        ],
+        Duration::ZERO,
+    );
+    let server = Server::start(vec![both, call("c3", "finish", json!({"answer": "4"}))]);
+    let d = Daemon::start();
+    let client = client_with_model(&d, &server).await;
+    let outcome = client
+        .run_agent(&config(), "add 2 and 2", None, |call: ToolCall| {
+            Ok(json!({"sum": call.params["a"].as_i64().unwrap() + call.params["b"].as_i64().unwrap()}))
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        (outcome.status.as_str(), outcome.summary.as_str()),
+        ("success", "4"),
+        "{outcome:?}"
+    );
+    assert_eq!(outcome.metrics.turns, 2);
+    assert_eq!(outcome.tools_called, ["add", "finish"]);
+    let second = &server.requests()[1].body["messages"];
+    let results: Vec<&Value> = second
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .collect();
+    assert_eq!(results.len(), 2, "{second}");
+    assert_eq!(results[0]["tool_call_id"], "c1");
+    assert_eq!(results[1]["tool_call_id"], "c2");
+    assert!(
+        results[1]["content"]
+            .as_str()
+            .unwrap()
+            .contains("called together with other tools"),
+        "{second}"
+    );
+}

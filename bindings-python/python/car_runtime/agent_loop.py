@@ -52,6 +52,10 @@ class AgentLoopConfig(TypedDict, total=False):
     max_tokens: int
     max_turns: int
     target_outcome: str
+    # Not in CAR's config: what every turn sends as `tool_choice` (default "auto") and
+    # `temperature` (default: the model's); small local models want "required" and 0.
+    tool_choice: str
+    temperature: float
     runtime: CarRuntime
 
 
