@@ -162,20 +162,31 @@ export interface AgentToolSchema {
   description?: string
   /** The JSON Schema of the tool's arguments. */
   parameters?: Record<string, unknown>
+  /** The call's budget (the action's `timeout_ms`); the daemon's default without it. */
+  timeoutMs?: number
+}
+
+/** CAR's `AgentToolContext`, beside the call's own fields. */
+export interface AgentToolContext extends ToolCallJson {
+  /** Aborted when the daemon cancels the call (`tools.cancel`: its budget ran out). */
+  signal: AbortSignal
+  timeoutMs?: number
 }
 
 /**
  * A tool of `runAgent`'s `config.tools`: gets the call's arguments (the parsed JSON object
- * the model produced) and, when it declares two or more parameters (`fn.length >= 2`), the
- * whole call. Returns (a Promise of) any JSON value, which is what the model observes
+ * the model produced) and, when it declares two or more parameters (`fn.length >= 2`), CAR's
+ * context: an AbortSignal the daemon's `tools.cancel` aborts, the budget, and the call's
+ * fields. Returns (a Promise of) any JSON value, which is what the model observes
  * (`undefined` is `null`); throwing (or rejecting) fails that action and the model observes
  * the error (`TerminalToolError` also halts the session).
  */
-export type AgentToolFunction = (params: any, call: ToolCallJson) => unknown
+export type AgentToolFunction = (params: any, context: AgentToolContext) => unknown
 
 /**
  * CAR's `AgentLoopConfig` with camelCase keys (as every option object of this package);
- * `toolSchemas` and `policies` are CAR's objects, sent as given. Unknown keys are refused.
+ * `toolSchemas` are CAR's objects, sent as given; `policies` CAR's `registerPolicy` tuples
+ * or `PolicyDefinition` objects. Unknown keys are refused.
  */
 export interface AgentLoopConfig {
   /** The run's agent id; default `agentName`. */
@@ -187,7 +198,7 @@ export interface AgentLoopConfig {
   /** Tool name → function; a call for a tool with no function fails that action. */
   tools?: Record<string, AgentToolFunction>
   /** CAR's `PolicyDefinition`s, registered with the tools. */
-  policies?: Array<Record<string, unknown>>
+  policies?: Array<[string, string, (string | null)?, (string | null)?, (string | null)?, (string | null)?] | Record<string, unknown>>
   /** The model every turn asks; default the daemon's default. */
   defaultModel?: string | null
   /** Per turn; default 1024. */

@@ -15,7 +15,7 @@
 const native = require('./native.js')
 const errors = require('./lib/errors.js')
 const { CALL_MEMBER } = require('./lib/typed.js')
-const { agentConfig, toolDispatcher } = require('./lib/agent.js')
+const { abortToolCall, agentConfig, toolDispatcher } = require('./lib/agent.js')
 const { GENERATED_METHODS, TYPED_MEMBERS, installGenerated } = require('./generated.js')
 const {
   describe,
@@ -85,13 +85,25 @@ function unregisterToolHandler() {
   native.clearToolHandler()
 }
 
+// `tools.cancel` reaches one native listener: it aborts the `runAgent` tool call it names
+// (lib/agent.js watches them) and then calls the program's own listener, if any.
+let userCancelListener = null
+function onToolCancel(requestId) {
+  abortToolCall(requestId)
+  if (userCancelListener) userCancelListener(requestId)
+}
+function installCancelListener() {
+  native.setToolCancelHandler(onToolCancel)
+}
+
 /** Registers the process-wide `tools.cancel` listener: `fn(requestId)`. */
 function registerToolCancelHandler(fn) {
-  native.setToolCancelHandler(wrapListener(fn, 'tool cancel handler'))
+  userCancelListener = wrapListener(fn, 'tool cancel handler')
+  installCancelListener()
 }
 
 function unregisterToolCancelHandler() {
-  native.clearToolCancelHandler()
+  userCancelListener = null
 }
 
 /** The memory namespace given to runtimes constructed later without their own. */
@@ -309,6 +321,7 @@ async function runAgent(config, goal, maxTurns = undefined) {
   const owned = runtime === undefined || runtime === null
   const rt = owned ? new CarRuntime() : runtime
   try {
+    installCancelListener()
     return JSON.parse(await rt[RUN_AGENT](JSON.stringify(wire), goal, turns, toolDispatcher(tools)))
   } finally {
     if (owned) rt.close()

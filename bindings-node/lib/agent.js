@@ -17,7 +17,7 @@ const FIELDS = {
   agentName: ['agent_name', 'name'],
   identity: ['identity', 'string'],
   toolSchemas: ['tool_schemas', 'objects'],
-  policies: ['policies', 'objects'],
+  policies: ['policies', 'policies'],
   defaultModel: ['default_model', 'string?'],
   maxTokens: ['max_tokens', 'count'],
   maxTurns: ['max_turns', 'count'],
@@ -52,6 +52,30 @@ function checkValue(key, check, value) {
         throw new InvalidArgumentError(`config.${key} must be a finite number, got ${describe(value)}`)
       }
       return value
+    case 'policies':
+      // CAR's Node shape: `[name, rule, target?, key?, pattern?, valueJson?]` tuples (the
+      // arguments of `registerPolicy`); `PolicyDefinition` objects are taken as they are.
+      if (absent) return undefined
+      if (!Array.isArray(value)) throw new InvalidArgumentError(`config.${key} must be an array, got ${describe(value)}`)
+      return value.map((p, i) => {
+        if (isPlainObject(p)) return p
+        if (!Array.isArray(p) || p.length < 2 || p.length > 6 || !p.every((x) => x === null || x === undefined || typeof x === 'string')) {
+          throw new InvalidArgumentError(`config.${key}[${i}] must be a PolicyDefinition object or a [name, rule, target?, key?, pattern?, valueJson?] tuple of strings, got ${describe(p)}`)
+        }
+        const [name, rule, target, k, pattern, valueJson] = p
+        const out = { name, rule }
+        if (target != null) out.target = target
+        if (k != null) out.key = k
+        if (pattern != null) out.pattern = pattern
+        if (valueJson != null) {
+          try {
+            out.value = JSON.parse(valueJson)
+          } catch (err) {
+            throw new InvalidArgumentError(`config.${key}[${i}][5] (valueJson) is not JSON: ${err.message}`)
+          }
+        }
+        return out
+      })
     case 'objects':
       if (absent) return undefined
       if (!Array.isArray(value) || !value.every(isPlainObject)) {
@@ -100,13 +124,24 @@ function agentConfig(config) {
 
 /**
  * The native run's tool function (an envelope-returning async function, see
- * lib/callbacks.js): a call goes to `tools[call.tool]` with the call's parameters, or with
- * the parameters and the whole call (`{tool, params, action_id, request_id, timeout_ms,
- * session_id, attempt}`) when the function declares two or more parameters. What it
+ * lib/callbacks.js): a call goes to `tools[call.tool]` with the call's parameters, or, when
+ * the function declares two or more parameters, with the parameters and CAR's
+ * `AgentToolContext` (`{signal, timeoutMs}`: an AbortSignal aborted when the daemon sends
+ * `tools.cancel` for the call, and its budget) beside the call's own fields (`tool, params,
+ * action_id, request_id, timeout_ms, session_id, attempt`). What it
  * returns (or its Promise resolves to), as JSON, is what the model observes (`undefined` is
  * `null`); a throw, a rejection, a value JSON cannot represent or a call for a tool with no
  * function fails that action, and the model observes the error.
  */
+// `request_id` → the AbortController of a tool call in flight.
+const inFlight = new Map()
+
+/** Aborts the tool call the daemon cancelled (`tools.cancel`), if one is in flight. */
+function abortToolCall(requestId) {
+  const controller = inFlight.get(requestId)
+  if (controller) controller.abort(new Error(`the daemon cancelled tool call ${requestId}`))
+}
+
 function toolDispatcher(tools) {
   const names = Object.keys(tools)
   return wrapRequestHandler(async (callJson) => {
@@ -118,7 +153,21 @@ function toolDispatcher(tools) {
     }
     const fn = tools[name]
     const params = call.params === undefined || call.params === null ? {} : call.params
-    const out = fn.length >= 2 ? await fn(params, call) : await fn(params)
+    let out
+    if (fn.length >= 2) {
+      // CAR's `AgentToolContext` (`signal`, `timeoutMs`) beside the call's own fields.
+      const requestId = typeof call.request_id === 'string' ? call.request_id : JSON.stringify(call.request_id)
+      const controller = new AbortController()
+      inFlight.set(requestId, controller)
+      const context = { ...call, signal: controller.signal, timeoutMs: call.timeout_ms ?? undefined }
+      try {
+        out = await fn(params, context)
+      } finally {
+        inFlight.delete(requestId)
+      }
+    } else {
+      out = await fn(params)
+    }
     if (out === undefined) return 'null'
     let text
     try {
@@ -131,4 +180,4 @@ function toolDispatcher(tools) {
   }, 'agent tool')
 }
 
-module.exports = { agentConfig, toolDispatcher }
+module.exports = { abortToolCall, agentConfig, toolDispatcher }

@@ -171,6 +171,48 @@ test('a two-parameter tool gets the call; an async tool is awaited; maxTurns ove
   assert.equal(ran, 1)
 })
 
+test('a two-parameter tool gets CAR\'s context: the schema\'s timeoutMs, and a signal the daemon\'s tools.cancel aborts; policy tuples are registered', async () => {
+  const seen = {}
+  const heard = []
+  car.registerToolCancelHandler((id) => heard.push(id))
+  try {
+    const outcome = await car.runAgent(
+      config(
+        {
+          add: async (params, ctx) => {
+            seen.timeoutMs = ctx.timeoutMs
+            seen.tool = ctx.tool
+            // The daemon gives up after 300 ms and sends tools.cancel; the guard only keeps
+            // a broken build from hanging the suite.
+            seen.aborted = await new Promise((resolve) => {
+              const guard = setTimeout(() => resolve(false), 60000)
+              ctx.signal.addEventListener('abort', () => {
+                clearTimeout(guard)
+                resolve(true)
+              })
+            })
+            return { sum: params.a + params.b }
+          },
+        },
+        { toolSchemas: [{ ...ADD_SCHEMA, timeoutMs: 300 }], policies: [['no-shell', 'deny_tool', 'shell']] },
+      ),
+      'add 2 and 3',
+    )
+    assert.deepEqual(seen, { timeoutMs: 300, tool: 'add', aborted: true })
+    assert.equal(outcome.status, 'success', JSON.stringify(outcome))
+    assert.match(outcome.summary, /^the tool failed: .*exceeded its timeout_ms \(300ms\)/)
+    assert.equal(heard.length, 1, 'the program\'s own tools.cancel listener heard it too')
+  } finally {
+    car.unregisterToolCancelHandler()
+  }
+  const policies = JSON.parse(await rt.daemonCall('policy.list', '{}'))
+  assert.ok(policies.policies.some((p) => p.name === 'no-shell'), JSON.stringify(policies))
+  await assert.rejects(
+    car.runAgent(config({}, { policies: [['only-a-name']] }), 'x'),
+    /config\.policies\[0\] must be a PolicyDefinition object or a \[name, rule/,
+  )
+})
+
 test('a tool that throws, a tool with no function and a result JSON cannot hold fail that action; the model observes the error and the run ends', async () => {
   let attempts = 0
   const broken = await car.runAgent(
@@ -247,7 +289,8 @@ test('bad configs and arguments are refused before anything is sent', async () =
     [() => car.runAgent(config([add]), 'x'), TypeError, /^config\.tools must be an object mapping tool names to functions, got an array$/],
     [() => car.runAgent(null, 'x'), TypeError, /^config must be an object, got null$/],
     [() => car.runAgent({ ...config({ add }), agent_name: 'calc' }, 'x'), TypeError, /^unknown config key agent_name: runAgent's config keys are camelCase \(agentName\)/],
-    [() => car.runAgent({ ...config({ add }), temperature: 1 }, 'x'), TypeError, /^unknown config key temperature; expected agentId, agentName, identity/],
+    [() => car.runAgent({ ...config({ add }), topK: 1 }, 'x'), TypeError, /^unknown config key topK; expected agentId, agentName, identity/],
+    [() => car.runAgent(config({ add }, { temperature: 'hot' }), 'x'), car.InvalidArgumentError, /^config\.temperature must be a finite number, got string$/],
     [() => car.runAgent({ ...config({ add }), agentName: undefined }, 'x'), car.InvalidArgumentError, /^config\.agentName must be a non-empty string, got undefined$/],
     [() => car.runAgent({ ...config({ add }), identity: 7 }, 'x'), car.InvalidArgumentError, /^config\.identity must be a string, got number$/],
     [() => car.runAgent(config({ add }, { maxTurns: 'many' }), 'x'), car.InvalidArgumentError, /^config\.maxTurns must be an integer, got string$/],
