@@ -377,6 +377,50 @@ impl NativeClient {
         })
     }
 
+    /// One chat turn on the shared loop (`Client::run_chat_turn`): `messages_json` is the
+    /// conversation (`[{role, content}]`, newest user turn last); returns CAR's
+    /// `ChatTurnResult` (`{text, run_id}`) as JSON.
+    #[pyo3(signature = (config_json, messages_json, tool_fn, requested_model=None))]
+    fn run_chat_turn(
+        &self,
+        py: Python<'_>,
+        config_json: &str,
+        messages_json: &str,
+        tool_fn: Py<PyAny>,
+        requested_model: Option<String>,
+    ) -> PyResult<String> {
+        guard_panics(|| {
+            let config: car_daemon_client::AgentConfig =
+                serde_json::from_value(parse_json(py, "config_json", config_json)?)
+                    .map_err(|e| to_py(py, Error::InvalidArgument(format!("config_json: {e}"))))?;
+            let messages = match parse_json(py, "messages_json", messages_json)? {
+                Value::Array(items) => items,
+                other => {
+                    return Err(to_py(
+                        py,
+                        Error::InvalidArgument(format!("messages: expected a list, got {other}")),
+                    ))
+                }
+            };
+            let (client, handle, hub) = self.current(py)?;
+            let f = Arc::new(tool_fn);
+            let run_tool = move |call: ToolCall| {
+                hub.dispatch(
+                    Target::Func(f.clone()),
+                    Kind::Request,
+                    call.to_call_json().to_string(),
+                )
+            };
+            let turn = wait(py, &handle, async move {
+                client
+                    .client()
+                    .run_chat_turn(&config, &messages, requested_model.as_deref(), run_tool)
+                    .await
+            })?;
+            Ok(serde_json::to_string(&turn).unwrap_or_default())
+        })
+    }
+
     /// Serves daemon→client requests named `method` with `handler(params_json) -> str`.
     fn register_handler(&self, py: Python<'_>, method: String, handler: Py<PyAny>) -> PyResult<()> {
         guard_panics(|| {

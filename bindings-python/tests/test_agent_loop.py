@@ -112,3 +112,29 @@ def test_a_tool_gets_its_budget_and_an_abort_event_the_daemons_cancel_sets(
         car_runtime.unregister_tool_cancel_handler()
     assert outcome["summary"].startswith("the tool failed:"), outcome
     assert len(heard) == 1, heard
+
+
+def test_a_chat_turn_answers_from_the_conversation(rt: car_runtime.CarRuntime, scripted: ScriptedModel) -> None:
+    rt.register_model(json.dumps({"id": "scripted", "base_url": scripted.url, "model": "m"}))
+    cfg = config(rt, lambda p: p)
+    schemas = cfg["tool_schemas"]
+    seen: List[Any] = []
+
+    def add(params: Dict[str, Any], *, timeout_ms: Any) -> Dict[str, Any]:
+        seen.append(timeout_ms)
+        return {"sum": params["a"] + params["b"]}
+
+    history = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "Hello."},
+               {"role": "user", "content": "add 2 and 3"}]
+    text = agent_loop.run_chat_turn(rt, cfg, schemas, {"add": add}, {"add": 5000}, "chat-1", history)
+    assert text == "the sum is 5"
+    assert seen == [5000]
+    roles = [m["role"] for m in scripted.requests[0]["messages"]]
+    assert roles == ["system", "user", "assistant", "user"]
+    turn = agent_loop.run_chat_turn(rt, cfg, schemas, {"add": add}, {}, "chat-1", history, "scripted",
+                                    include_run_id=True)
+    assert turn["text"] == "the sum is 5" and turn["run_id"], turn
+    with pytest.raises(car_runtime.InvalidArgumentError, match="messages"):
+        agent_loop.run_chat_turn(rt, cfg, schemas, {"add": add}, {}, "chat-1", [{"role": "assistant", "content": "x"}])
+    with pytest.raises(TypeError):
+        agent_loop.run_chat_turn(rt, cfg, schemas, {"add": add}, {}, 7, history)  # type: ignore[arg-type]

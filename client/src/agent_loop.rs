@@ -150,6 +150,13 @@ fn now_rfc3339() -> String {
     humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
 }
 
+/// CAR's `ChatTurnResult`: the reply and the run that recorded the turn.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChatTurn {
+    pub text: String,
+    pub run_id: Option<String>,
+}
+
 impl Client {
     /// Runs `config`'s agent on `goal` (see the module docs); `tool_fn` serves the tool
     /// calls. `max_turns` overrides the config's.
@@ -157,6 +164,72 @@ impl Client {
         &self,
         config: &AgentConfig,
         goal: &str,
+        max_turns: Option<u32>,
+        tool_fn: F,
+    ) -> Result<AgentOutcome, Error>
+    where
+        F: Fn(ToolCall) -> HandlerResult + Send + Sync + Clone + 'static,
+    {
+        let conversation = vec![json!({"role": "user", "content": goal})];
+        self.run_loop(config, goal, conversation, None, max_turns, tool_fn)
+            .await
+    }
+
+    /// One chat turn (CAR's `run_chat_turn`): the loop on a conversation the caller keeps
+    /// (`messages`: `{role: "user" | "assistant", content}` turns, the newest user turn
+    /// last), recorded as a run whose intent is that last user turn; the reply is the
+    /// model's text (or `finish`'s answer) once it stops calling tools. `requested_model`
+    /// overrides the config's model for this turn.
+    pub async fn run_chat_turn<F>(
+        &self,
+        config: &AgentConfig,
+        messages: &[Value],
+        requested_model: Option<&str>,
+        tool_fn: F,
+    ) -> Result<ChatTurn, Error>
+    where
+        F: Fn(ToolCall) -> HandlerResult + Send + Sync + Clone + 'static,
+    {
+        let intent = messages
+            .iter()
+            .rev()
+            .find(|m| m["role"] == "user")
+            .and_then(|m| m["content"].as_str())
+            .ok_or_else(|| {
+                Error::InvalidArgument("messages: needs a user turn with text content".into())
+            })?
+            .to_string();
+        for (i, m) in messages.iter().enumerate() {
+            if !matches!(m["role"].as_str(), Some("user" | "assistant"))
+                || !m["content"].is_string()
+            {
+                return Err(Error::InvalidArgument(format!(
+                    "messages[{i}]: expected {{role: \"user\" | \"assistant\", content: string}}, got {m}"
+                )));
+            }
+        }
+        let outcome = self
+            .run_loop(
+                config,
+                &intent,
+                messages.to_vec(),
+                requested_model,
+                None,
+                tool_fn,
+            )
+            .await?;
+        Ok(ChatTurn {
+            text: outcome.summary,
+            run_id: outcome.run_id,
+        })
+    }
+
+    async fn run_loop<F>(
+        &self,
+        config: &AgentConfig,
+        goal: &str,
+        conversation: Vec<Value>,
+        requested_model: Option<&str>,
         max_turns: Option<u32>,
         tool_fn: F,
     ) -> Result<AgentOutcome, Error>
@@ -186,8 +259,8 @@ impl Client {
         let run_id = run["run_id"].as_str().map(str::to_string);
         let mut messages = vec![
             json!({"role": "system", "content": format!("{}\n\nWhen the task is complete or you cannot proceed, call the `{FINISH_TOOL}` tool with a concise answer.", config.identity)}),
-            json!({"role": "user", "content": goal}),
         ];
+        messages.extend(conversation);
         let mut metrics = AgentMetrics::default();
         let mut tools_called = Vec::new();
         let mut evidence = Vec::new();
@@ -201,7 +274,7 @@ impl Client {
                            "cache_ttl": "one_hour"},
                 "cache_control": true,
             });
-            if let Some(model) = &config.default_model {
+            if let Some(model) = requested_model.or(config.default_model.as_deref()) {
                 request["model"] = json!(model);
             }
             if let Some(t) = config.temperature {

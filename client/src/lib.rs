@@ -33,7 +33,7 @@ mod proposals;
 pub mod timeouts;
 pub mod typed;
 
-pub use agent_loop::{AgentConfig, AgentMetrics, AgentOutcome};
+pub use agent_loop::{AgentConfig, AgentMetrics, AgentOutcome, ChatTurn};
 pub use blocking::BlockingClient;
 pub use car_proto::handshake::HandshakeReply;
 pub use client::{CallOptions, Client, ClientConfig, Session};

@@ -243,3 +243,62 @@ async fn finish_beside_other_calls_waits_for_their_results() {
         "{second}"
     );
 }
+
+/// A chat turn (CAR's `run_chat_turn`): the caller's conversation goes to the model after
+/// the system prompt, tools run as in a task, and the reply is the text the model ends on.
+#[tokio::test]
+async fn a_chat_turn_answers_from_the_conversation_with_tools() {
+    let text = Reply::sse(
+        &[
+            json!({"choices": [{"index": 0, "delta": {"content": "It is 5."}, "finish_reason": null}]}),
+            json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}),
+        ],
+        Duration::ZERO,
+    );
+    let server = Server::start(vec![call("c1", "add", json!({"a": 2, "b": 3})), text]);
+    let d = Daemon::start();
+    let client = client_with_model(&d, &server).await;
+    let history = [
+        json!({"role": "user", "content": "hi"}),
+        json!({"role": "assistant", "content": "Hello! What shall I add?"}),
+        json!({"role": "user", "content": "add 2 and 3"}),
+    ];
+    let turn = client
+        .run_chat_turn(&config(), &history, Some("scripted"), |call: ToolCall| {
+            Ok(json!({"sum": call.params["a"].as_i64().unwrap() + call.params["b"].as_i64().unwrap()}))
+        })
+        .await
+        .unwrap();
+    assert_eq!(turn.text, "It is 5.");
+    let first = &server.requests()[0].body["messages"];
+    let roles: Vec<&str> = first
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(roles, ["system", "user", "assistant", "user"], "{first}");
+    assert_eq!(first[3]["content"], "add 2 and 3");
+    let host = Client::new(ClientConfig::with_env(EnvSnapshot::with_car_home(&d.home)));
+    let trace = host
+        .call_host_management("runs.get_trace", json!({"run_id": turn.run_id}))
+        .await
+        .unwrap();
+    assert_eq!(trace["run"]["intent"], "add 2 and 3", "{trace}");
+
+    for bad in [
+        vec![json!({"role": "assistant", "content": "no user turn"})],
+        vec![
+            json!({"role": "tool", "content": "x"}),
+            json!({"role": "user", "content": "y"}),
+        ],
+        vec![json!({"role": "user", "content": {"text": "y"}})],
+    ] {
+        let err = client
+            .run_chat_turn(&config(), &bad, None, |_: ToolCall| Ok(json!(null)))
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("messages"), "{bad:?}: {err}");
+    }
+    assert_eq!(server.requests().len(), 2, "refused turns reach no model");
+}

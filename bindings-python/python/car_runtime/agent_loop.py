@@ -1,4 +1,5 @@
-"""CAR's agent loop on the shared Rust client: `run_agent(config, goal, max_turns=None)`.
+"""CAR's agent loop on the shared Rust client: `run_agent(config, goal, max_turns=None)` and
+`run_chat_turn(rt, config, tool_schemas, tools, tool_timeouts, session_id, messages, ...)`.
 
 The loop itself (propose → verify → execute → observe, the `finish` tool, run bracketing
 with `runs.start` / `runs.complete`, model turns recorded with `runs.record_model_turn`)
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import inspect
 import json
-from typing import Any, Callable, Dict, List, Mapping, Optional, TypedDict
+from typing import Any, Callable, Dict, List, Literal, Mapping, Optional, TypedDict, Union, overload
 
 from . import _callbacks, _runtime
 from ._runtime import CarRuntime
@@ -39,6 +40,11 @@ class AgentOutcome(TypedDict):
     metrics: AgentMetrics
     tools_called: List[str]
     timestamp: str
+
+
+class ChatTurnResult(TypedDict):
+    text: str
+    run_id: Optional[str]
 
 
 class AgentLoopConfig(TypedDict, total=False):
@@ -128,3 +134,70 @@ def run_agent(config: AgentLoopConfig, goal: str, max_turns: Optional[int] = Non
     finally:
         if owned:
             rt.close()
+
+
+@overload
+def run_chat_turn(
+    rt: CarRuntime,
+    config: AgentLoopConfig,
+    tool_schemas: List[Dict[str, Any]],
+    tools: Mapping[str, Callable[..., Any]],
+    tool_timeouts: Mapping[str, int],
+    session_id: str,
+    messages: List[Dict[str, Any]],
+    requested_model: Optional[str] = ...,
+    *,
+    include_run_id: Literal[True],
+) -> ChatTurnResult: ...
+
+
+@overload
+def run_chat_turn(
+    rt: CarRuntime,
+    config: AgentLoopConfig,
+    tool_schemas: List[Dict[str, Any]],
+    tools: Mapping[str, Callable[..., Any]],
+    tool_timeouts: Mapping[str, int],
+    session_id: str,
+    messages: List[Dict[str, Any]],
+    requested_model: Optional[str] = ...,
+    *,
+    include_run_id: Literal[False] = ...,
+) -> str: ...
+
+
+def run_chat_turn(
+    rt: CarRuntime,
+    config: AgentLoopConfig,
+    tool_schemas: List[Dict[str, Any]],
+    tools: Mapping[str, Callable[..., Any]],
+    tool_timeouts: Mapping[str, int],
+    session_id: str,
+    messages: List[Dict[str, Any]],
+    requested_model: Optional[str] = None,
+    *,
+    include_run_id: bool = False,
+) -> Union[str, ChatTurnResult]:
+    """One chat turn on `rt` (CAR's signature): `messages` is the conversation so far
+    (`{role: "user" | "assistant", content}`, the newest user turn last), `tool_schemas`
+    and `tools` the turn's tools (`tool_timeouts` maps a tool name to its budget in
+    milliseconds, as a schema's `timeoutMs` would), `requested_model` overrides the
+    config's model. The turn is recorded as a run; returns the reply text, or
+    `{text, run_id}` with `include_run_id=True`. `session_id` names the chat (CAR's per-turn
+    `agents.chat` id); it must be a string and is not otherwise used yet."""
+    if not isinstance(session_id, str):
+        raise TypeError(f"session_id must be a str, got {type(session_id).__name__}")
+    for name, fn in tools.items():
+        if not callable(fn):
+            raise TypeError(f"tools[{name!r}] must be callable, got {type(fn).__name__}")
+    schemas = []
+    for schema in tool_schemas:
+        budget = tool_timeouts.get(str(schema.get("name")))
+        schemas.append(dict(schema, timeoutMs=budget) if budget is not None else dict(schema))
+    wire: Dict[str, Any] = {k: v for k, v in config.items() if k not in ("tools", "runtime")}
+    wire["tool_schemas"] = schemas
+    _callbacks.POOL.ensure_started()
+    turn: ChatTurnResult = json.loads(
+        rt._native.run_chat_turn(json.dumps(wire), json.dumps(messages), _dispatcher(tools), requested_model)
+    )
+    return turn if include_run_id else turn["text"]
