@@ -92,3 +92,33 @@ def test_run_agent_completes_a_two_tool_task(
     order = [(r["kind"], r["data"].get("tool") or r["data"].get("requested_tool_calls", [{}])[0].get("name"))
              for r in trace["records"] if r["kind"] in ("model_turn", "turn")]
     assert order == [("model_turn", "add"), ("turn", "add"), ("model_turn", "finish"), ("turn", "finish")]
+
+
+def test_run_chat_turn_answers_a_conversation(daemon: Daemon, rt: car_runtime.CarRuntime) -> None:
+    """CAR's `run_chat_turn` (the turn its `serve_chat` runs per message) on this daemon:
+    the tool runs, and the model's text reply after its result is the answer."""
+    scripted = ScriptedModel(answer_as_text=True)
+    try:
+        _chat_turn(rt, scripted)
+    finally:
+        scripted.close()
+
+
+def _chat_turn(rt: car_runtime.CarRuntime, scripted: ScriptedModel) -> None:
+    rt.register_model(json.dumps({"id": "scripted", "name": "scripted", "provider": "openai",
+                                  "source": {"type": "remote_api", "endpoint": scripted.url}}))
+    schemas = [{"name": "add", "description": "add two numbers", "parameters": {
+        "type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "number"}},
+        "required": ["a", "b"]}}]
+    config: Dict[str, Any] = {"agent_name": "calc", "identity": "You are a calculator.",
+                              "tool_schemas": schemas, "default_model": "scripted",
+                              "max_tokens": 64, "max_turns": 4, "runtime": rt}
+    history = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "Hello."},
+               {"role": "user", "content": "add 2 and 3"}]
+    result = agent_loop.run_chat_turn(  # type: ignore[call-overload]
+        rt, config, schemas, {"add": lambda p: {"sum": p["a"] + p["b"]}}, {}, "chat-1", history,
+        include_run_id=True)
+    assert result["text"] == "the sum is 5", result
+    assert result["run_id"], result
+    roles = [m["role"] for m in scripted.requests[0]["messages"]]
+    assert roles[-3:] == ["user", "assistant", "user"], roles

@@ -14,7 +14,10 @@ from typing import Any, Dict, List
 
 
 class ScriptedModel:
-    def __init__(self) -> None:
+    """`answer_as_text=True` gives the answer as plain assistant text instead of a `finish`
+    call (how a chat reply ends)."""
+
+    def __init__(self, answer_as_text: bool = False) -> None:
         self.requests: List[Dict[str, Any]] = []
         model = self
 
@@ -34,13 +37,20 @@ class ScriptedModel:
                     name, args = "add", {"a": 2, "b": 3}
                 call = {"index": 0, "id": f"call_{len(model.requests)}", "type": "function",
                         "function": {"name": name, "arguments": json.dumps(args)}}
+                if name == "finish" and answer_as_text:
+                    chunks = [
+                        {"choices": [{"index": 0, "delta": {"content": args["answer"]}, "finish_reason": None}]},
+                        {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+                    ]
+                else:
+                    chunks = [
+                        {"choices": [{"index": 0, "delta": {"tool_calls": [call]}, "finish_reason": None}]},
+                        {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]},
+                    ]
                 self.send_response(200)
                 self.send_header("content-type", "text/event-stream")
                 self.end_headers()
-                for chunk in (
-                    {"choices": [{"index": 0, "delta": {"tool_calls": [call]}, "finish_reason": None}]},
-                    {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]},
-                ):
+                for chunk in chunks:
                     self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
                 self.wfile.write(b"data: [DONE]\n\n")
 
