@@ -110,8 +110,9 @@ pub struct GenerateRequest {
     /// Generation ends before the first occurrence of any of these strings.
     #[serde(default)]
     pub stop: Vec<String>,
-    /// Tools the model may call (local GGUF models call them through a generic tool prompt
-    /// and grammar-constrained decoding).
+    /// Tools the model may call (local GGUF models get them through their own chat
+    /// template when it supports tools in a recognised format, else a generic tool prompt;
+    /// decoding is grammar-constrained either way).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tools: Vec<ToolSpec>,
     /// Whether and which tool to call (provider default: `Auto`). Only sent with tools.

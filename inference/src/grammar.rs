@@ -1,7 +1,9 @@
 //! JSON Schema → GBNF (llama.cpp's grammar format), for constrained tool calling.
 //!
 //! Owns: converting the JSON Schema subset that tool `parameters` use into a GBNF grammar,
-//! and the grammar of a whole tool-call answer (`{"tool_calls": [{"name", "arguments"}]}`).
+//! and the grammar of a whole tool-call answer: the generic `{"tool_calls": [{"name",
+//! "arguments"}]}` ([`tool_calls_gbnf`]) or a model's own format such as Hermes'
+//! `<tool_call>\n{"name": …, "arguments": …}\n</tool_call>` ([`native_calls_gbnf`]).
 //! Must not touch: llama.cpp itself (see `llama_tools`) or the tool IR's checks (`tools`).
 //!
 //! Supported: `type` (`object`, `string`, `number`, `integer`, `boolean`, `null`, or a list
@@ -54,16 +56,7 @@ pub fn schema_to_gbnf(schema: &Value) -> String {
 pub fn tool_calls_gbnf(tools: &[&ToolSpec], parallel: bool) -> String {
     let mut b = Builder::default();
     let ws = b.prim("ws");
-    let mut calls = Vec::new();
-    for (i, tool) in tools.iter().enumerate() {
-        let args = b.visit(&tool.parameters, &format!("t{i}-args"));
-        let name = literal(&Value::String(tool.name.clone()));
-        let body = format!(
-            r#""{{" {ws} "\"name\"" {ws} ":" {ws} {name} {ws} "," {ws} "\"arguments\"" {ws} ":" {ws} {args} {ws} "}}""#
-        );
-        calls.push(b.add(&format!("t{i}-call"), body));
-    }
-    let call = b.add("call", calls.join(" | "));
+    let call = call_rule(&mut b, tools, "arguments", false);
     let more = if parallel {
         format!(r#" ( "," {ws} {call} {ws} )*"#)
     } else {
@@ -76,12 +69,86 @@ pub fn tool_calls_gbnf(tools: &[&ToolSpec], parallel: bool) -> String {
     b.finish()
 }
 
+/// How a model's own call format writes an answer: each call is `open`, then the object
+/// `{"name": N, args_key: A}` (`args_key` first when `args_first`), then `close`; calls are
+/// separated by `separator`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CallSyntax {
+    /// Text before each call object (e.g. `<tool_call>\n`); may be empty.
+    pub open: &'static str,
+    /// Text after each call object (e.g. `\n</tool_call>`); may be empty.
+    pub close: &'static str,
+    /// Text between calls.
+    pub separator: &'static str,
+    /// The key of the arguments object (`arguments`, or Llama 3's `parameters`).
+    pub args_key: &'static str,
+    /// Whether the arguments come before the name.
+    pub args_first: bool,
+}
+
+/// The grammar of an answer in `syntax`: one call, or with `parallel` one or more, each
+/// naming one of `tools` with arguments valid against its `parameters`.
+pub fn native_calls_gbnf(tools: &[&ToolSpec], parallel: bool, syntax: &CallSyntax) -> String {
+    let mut b = Builder::default();
+    let call = call_rule(&mut b, tools, syntax.args_key, syntax.args_first);
+    let parts: Vec<String> = [syntax.open, call.as_str(), syntax.close]
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| !p.is_empty())
+        .map(|(i, p)| {
+            if i == 1 {
+                p.to_string()
+            } else {
+                text_literal(p)
+            }
+        })
+        .collect();
+    let block = b.add("block", parts.join(" "));
+    let root = if parallel {
+        let sep = if syntax.separator.is_empty() {
+            String::new()
+        } else {
+            format!("{} ", text_literal(syntax.separator))
+        };
+        format!("{block} ( {sep}{block} )*")
+    } else {
+        block
+    };
+    b.add("root", root);
+    b.finish()
+}
+
+/// The rule `call`: one call object for any of `tools` (rules `t<i>-call`, `t<i>-args`).
+fn call_rule(b: &mut Builder, tools: &[&ToolSpec], args_key: &str, args_first: bool) -> String {
+    let ws = b.prim("ws");
+    let mut calls = Vec::new();
+    for (i, tool) in tools.iter().enumerate() {
+        let args = b.visit(&tool.parameters, &format!("t{i}-args"));
+        let name = literal(&Value::String(tool.name.clone()));
+        let name_kv = format!(r#""\"name\"" {ws} ":" {ws} {name} {ws}"#);
+        let key = literal(&Value::String(args_key.to_owned()));
+        let args_kv = format!(r#"{key} {ws} ":" {ws} {args} {ws}"#);
+        let (first, second) = if args_first {
+            (args_kv, name_kv)
+        } else {
+            (name_kv, args_kv)
+        };
+        let body = format!(r#""{{" {ws} {first} "," {ws} {second} "}}""#);
+        calls.push(b.add(&format!("t{i}-call"), body));
+    }
+    b.add("call", calls.join(" | "))
+}
+
 /// `v` as JSON text in a GBNF string literal.
 fn literal(v: &Value) -> String {
-    let json = serde_json::to_string(v).unwrap_or_default();
-    let mut out = String::with_capacity(json.len() + 2);
+    text_literal(&serde_json::to_string(v).unwrap_or_default())
+}
+
+/// `text` as a GBNF string literal.
+fn text_literal(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
     out.push('"');
-    for c in json.chars() {
+    for c in text.chars() {
         match c {
             '"' => out.push_str("\\\""),
             '\\' => out.push_str("\\\\"),

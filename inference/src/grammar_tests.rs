@@ -77,6 +77,34 @@ fn tool_calls_allow_one_or_many() {
     );
 }
 
+fn hermes() -> CallSyntax {
+    CallSyntax {
+        open: "<tool_call>\n",
+        close: "\n</tool_call>",
+        separator: "\n",
+        args_key: "arguments",
+        args_first: false,
+    }
+}
+
+#[test]
+fn native_calls_use_the_format_s_wrapping_and_keys() {
+    let tool = weather();
+    let g = native_calls_gbnf(&[&tool], true, &hermes());
+    let want_call = concat!(
+        "t0-call ::= \"{\" ws \"\\\"name\\\"\" ws \":\" ws \"\\\"get_weather\\\"\" ws",
+        " \",\" ws \"\\\"arguments\\\"\" ws \":\" ws t0-args ws \"}\"\n",
+    );
+    assert!(g.contains(want_call), "{g}");
+    assert!(
+        g.contains("block ::= \"<tool_call>\\n\" call \"\\n</tool_call>\"\n"),
+        "{g}"
+    );
+    assert!(g.ends_with("root ::= block ( \"\\n\" block )*\n"), "{g}");
+    // The generic grammar's call objects are the same.
+    assert!(tool_calls_gbnf(&[&tool], false).contains(want_call));
+}
+
 #[test]
 fn rule_names_stay_valid_and_distinct() {
     let g = schema_to_gbnf(&json!({
@@ -118,6 +146,18 @@ fn llama_cpp_accepts_the_grammars() {
         schema_to_gbnf(&json!({})),
         tool_calls_gbnf(&[&tool, &nested], true),
         tool_calls_gbnf(&[&nested], false),
+        native_calls_gbnf(&[&tool, &nested], true, &hermes()),
+        native_calls_gbnf(
+            &[&nested],
+            false,
+            &CallSyntax {
+                open: "",
+                close: "",
+                separator: "",
+                args_key: "parameters",
+                args_first: false,
+            },
+        ),
     ] {
         assert!(
             LlamaSampler::grammar(&model.model, &g, "root").is_ok(),

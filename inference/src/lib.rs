@@ -2,7 +2,9 @@
 //! `infer`, `infer_stream`, `embed`, `classify`, `tokenize`, `detokenize` and `models.*`.
 //!
 //! Owns: the model registry (`CAR_HOME/models/registry.json`), GGUF validation, local
-//! generation with llama.cpp (tool calls constrained by [`grammar`]), local embeddings with candle BERT, zero-shot classification,
+//! generation with llama.cpp (prompts through the model's own Jinja chat template when it
+//! supports tools, tool calls constrained by [`grammar`]), local embeddings with candle
+//! BERT, zero-shot classification,
 //! remote OpenAI-compatible providers (with tool calling, see [`tools`]) and the
 //! loaded-model cache. Must not touch: JSON-RPC,
 //! sockets, sessions, admission control or progress heartbeats: the daemon owns those and
@@ -12,6 +14,7 @@
 //! (invalid params, not found, content refused, internal) each one belongs to.
 
 pub mod cache;
+mod chat_template;
 pub mod classify;
 pub mod embed;
 pub mod engine;
@@ -30,6 +33,7 @@ pub mod registry;
 pub mod remote;
 mod remote_read;
 pub mod sse;
+mod tool_formats;
 pub mod tools;
 
 pub use classify::LabelScore;
@@ -45,3 +49,6 @@ pub use prefix_cache::CacheHint;
 pub use registry::{ModelEntry, ModelRegistry, ModelSource, RegisterRequest};
 pub use remote::RemoteConfig;
 pub use tools::{ToolCall, ToolChoice, ToolSpec};
+
+#[cfg(test)]
+mod native_tools_tests;

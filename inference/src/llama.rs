@@ -10,6 +10,12 @@
 //! state. The loaded model itself is shared (`LlamaModel` is `Send + Sync`). A context
 //! starts from the saved sequence of an earlier request that shares a prefix of its prompt
 //! (see `prefix_cache`), and leaves its own sequence there when it ends.
+//!
+//! Prompts: a GGUF whose Jinja chat template supports tools in a recognised call format
+//! (`tool_formats`) is rendered through that template (`chat_template`, minijinja), tools
+//! and tool turns included; any other, or one whose rendering fails (logged as a warning),
+//! goes through llama.cpp's built-in template matcher with tool turns as plain text and the
+//! generic tool prompt (`llama_tools`).
 
 use std::num::NonZeroU32;
 use std::path::Path;
@@ -20,19 +26,24 @@ use llama_cpp_2::context::params::LlamaContextParams;
 use llama_cpp_2::llama_backend::LlamaBackend;
 use llama_cpp_2::llama_batch::LlamaBatch;
 use llama_cpp_2::model::params::LlamaModelParams;
-use llama_cpp_2::model::{LlamaChatMessage, LlamaChatTemplate, LlamaModel};
+use llama_cpp_2::model::{LlamaChatTemplate, LlamaModel};
 use llama_cpp_2::sampling::LlamaSampler;
 use llama_cpp_2::token::LlamaToken;
 use llama_cpp_2::{LlamaStateSeqFlags, SeqState};
 
+use crate::chat_template::ChatTemplate;
 use crate::error::{InferenceError, Result};
 use crate::generate::{
-    CancelToken, GenerateRequest, Message, StopReason, StreamControl, StreamEvent, TextAssembler,
-    Usage, DEFAULT_TEMPERATURE, DEFAULT_TOP_P,
+    CancelToken, GenerateRequest, StopReason, StreamControl, StreamEvent, TextAssembler, Usage,
+    DEFAULT_TEMPERATURE, DEFAULT_TOP_P,
 };
 use crate::gguf;
-use crate::llama_tools::{self, ToolPlan};
+use crate::llama_tools::{self, Probe};
 use crate::prefix_cache::{CacheStats, PrefixCache};
+use crate::tool_formats::ToolFormat;
+
+#[path = "llama_render.rs"]
+mod render;
 
 /// Tokens decoded per llama.cpp batch while reading the prompt.
 pub(crate) const PROMPT_BATCH: u32 = 512;
@@ -79,6 +90,9 @@ fn backend() -> Result<&'static LlamaBackend> {
 pub struct LlamaEngineModel {
     pub(crate) model: LlamaModel,
     template: Option<LlamaChatTemplate>,
+    /// The model's template compiled with minijinja, when it supports tools in a
+    /// recognised format (otherwise `template` renders through llama.cpp).
+    native: Option<(ChatTemplate, ToolFormat)>,
     /// llama-cpp-2 documents that creating contexts from one model in parallel is unsound
     /// (llama.cpp may write to the model while doing so), so creation is serialised.
     context_lock: Mutex<()>,
@@ -91,6 +105,7 @@ impl std::fmt::Debug for LlamaEngineModel {
         f.debug_struct("LlamaEngineModel")
             .field("n_ctx_train", &self.model.n_ctx_train())
             .field("has_template", &self.template.is_some())
+            .field("tool_format", &self.tool_format().name())
             .field("prefix", &self.prefix)
             .finish()
     }
@@ -110,19 +125,28 @@ impl LlamaEngineModel {
                 InferenceError::Engine(format!("loading {} failed: {e}", path.display()))
             })?;
         let template = model.chat_template(None).ok();
+        let source = template
+            .as_ref()
+            .and_then(|t| t.to_str().ok().map(str::to_owned));
+        let mut loaded = Self {
+            model,
+            template,
+            native: None,
+            context_lock: Mutex::new(()),
+            prefix: PrefixCache::new(config.prefix_cache_bytes),
+        };
+        if let Some(source) = source {
+            loaded.native = loaded.native_template(&source);
+        }
         tracing::info!(
             path = %path.display(),
             architecture = summary.architecture.as_deref().unwrap_or("unknown"),
-            has_template = template.is_some(),
+            has_template = loaded.template.is_some(),
+            tool_format = loaded.tool_format().name(),
             elapsed_ms = started.elapsed().as_millis() as u64,
             "gguf model loaded"
         );
-        Ok(Self {
-            model,
-            template,
-            context_lock: Mutex::new(()),
-            prefix: PrefixCache::new(config.prefix_cache_bytes),
-        })
+        Ok(loaded)
     }
 
     /// A fresh context of `n_ctx` tokens with the configured threads. Creation is
@@ -148,43 +172,6 @@ impl LlamaEngineModel {
     /// The model's training context length.
     pub fn n_ctx_train(&self) -> u32 {
         self.model.n_ctx_train()
-    }
-
-    /// Renders a conversation with the model's chat template (ChatML if it has none or
-    /// llama.cpp does not recognise it), ending with the assistant's opening tag. Tool
-    /// calls and tool results are rendered as plain text turns (`tools::plain_turns`).
-    pub fn render(&self, conversation: &[Message]) -> Result<String> {
-        let chat = crate::tools::plain_turns(conversation)
-            .into_iter()
-            .map(|(role, content)| LlamaChatMessage::new(role, content))
-            .collect::<std::result::Result<Vec<_>, _>>()
-            .map_err(|e| InferenceError::invalid("messages", format!("{e}")))?;
-        if let Some(t) = &self.template {
-            match self.model.apply_chat_template(t, &chat, true) {
-                Ok(s) => return Ok(s),
-                Err(e) => tracing::warn!(error = %e, "model chat template failed, using chatml"),
-            }
-        }
-        let fallback = LlamaChatTemplate::new(FALLBACK_TEMPLATE)
-            .map_err(|e| InferenceError::Engine(format!("chat template: {e}")))?;
-        self.model
-            .apply_chat_template(&fallback, &chat, true)
-            .map_err(|e| InferenceError::Engine(format!("chat template: {e}")))
-    }
-
-    /// The request's tool plan, if it has tools, and its rendered prompt (the tool prompt
-    /// added to the conversation first).
-    pub(crate) fn prompt_for(
-        &self,
-        request: &GenerateRequest,
-    ) -> Result<(Option<ToolPlan>, String)> {
-        let plan = ToolPlan::for_request(request);
-        let mut conversation = request.conversation()?;
-        if let Some(p) = &plan {
-            conversation = llama_tools::with_tool_prompt(conversation, &p.prompt);
-        }
-        let prompt = self.render(&conversation)?;
-        Ok((plan, prompt))
     }
 
     /// Plain-text tokenization: no BOS, and control-token text such as `<|im_start|>` is
@@ -306,7 +293,13 @@ impl LlamaEngineModel {
         // The token ids whose cells the context holds, for saving it afterwards.
         let mut in_cells = ids;
 
-        // `auto` first probes freely (see `llama_tools`); a `{` start restarts constrained.
+        // `auto` first probes freely (see `llama_tools`); a start with the format's trigger
+        // restarts constrained. A native format's answer keeps special-token text (such as
+        // a `<tool_call>` token), which its parser reads.
+        let trigger = plan.as_ref().map_or("{", |p| p.format.trigger());
+        let special = plan
+            .as_ref()
+            .is_some_and(|p| p.format != ToolFormat::Generic);
         let mut constrained = plan.as_ref().is_some_and(|p| p.eager);
         let mut probing = plan.is_some() && !constrained;
         let mut callback_stopped = false;
@@ -322,6 +315,7 @@ impl LlamaEngineModel {
                 TextAssembler::new(if constrained { no_stops } else { &request.stop });
             let mut stop_reason = StopReason::Length;
             let mut held = String::new();
+            let mut probe: Vec<u8> = Vec::new();
             let mut restart = false;
             let mut emit = |piece: String| {
                 if !piece.is_empty() && !callback_stopped {
@@ -344,20 +338,26 @@ impl LlamaEngineModel {
                     break;
                 }
                 out.usage.completion_tokens += 1;
-                let (mut piece, hit) =
-                    assembler.push_bytes(&vocab.token_to_piece(token, false, None));
+                let (mut piece, hit) = assembler.push_bytes(&vocab.token_to_piece(
+                    token,
+                    constrained && special,
+                    None,
+                ));
                 if probing {
-                    // Hold text back until its first non-whitespace character decides.
+                    // Hold text back until its start shows whether it is the trigger.
                     held.push_str(&piece);
                     piece = String::new();
-                    let start = assembler.text().trim_start();
-                    if start.starts_with('{') {
-                        restart = true;
-                        break;
-                    }
-                    if !start.is_empty() {
-                        probing = false;
-                        piece = std::mem::take(&mut held);
+                    probe.extend(vocab.token_to_piece(token, true, None));
+                    match llama_tools::probe(&String::from_utf8_lossy(&probe), trigger) {
+                        Probe::Call => {
+                            restart = true;
+                            break;
+                        }
+                        Probe::Text => {
+                            probing = false;
+                            piece = std::mem::take(&mut held);
+                        }
+                        Probe::Undecided => {}
                     }
                 }
                 if constrained {
@@ -419,10 +419,10 @@ impl LlamaEngineModel {
         out.stop_reason = stop_reason;
         let parsed = match (&plan, stop_reason) {
             (Some(p), StopReason::Stop) if constrained => {
-                llama_tools::parse_calls(&out.text, p.first_id)
+                p.format.parse(&out.text, p.first_id, false)
             }
             (Some(p), StopReason::Length) if constrained => {
-                llama_tools::parse_truncated_calls(&out.text, p.first_id)
+                p.format.parse(&out.text, p.first_id, true)
             }
             _ => None,
         };

@@ -1,21 +1,25 @@
-//! Tool calling on local GGUF models: the tool prompt, the call grammar, and parsing.
+//! Tool calling on local GGUF models: the tool plan, the generic tool prompt, and parsing
+//! the generic answer.
 //!
 //! Owns: deciding how a request's tools apply to a llama.cpp generation (`ToolPlan`),
-//! rendering the tools into the system message, and turning the constrained output into
-//! `ToolCall`s. Must not touch: the decode loop (`llama`) or the schema conversion
-//! (`grammar`).
+//! the generic tool prompt and adding it to the system message, and turning a constrained
+//! generic answer into `ToolCall`s. Must not touch: the decode loop (`llama`), the schema
+//! conversion (`grammar`) or the model-native formats (`tool_formats`).
 //!
-//! Prompt: llama-cpp-2 0.1.160 exposes no tools-aware template application
-//! (`apply_chat_template` is llama.cpp's built-in, non-Jinja template matcher, which has no
-//! tools input even when the GGUF's template mentions `tools`), so every model gets the same
-//! documented generic prompt ([`tool_prompt`]) in its system message.
+//! Prompt: when the model's own chat template supports tools in a format `tool_formats`
+//! recognises (Hermes/Qwen `<tool_call>`, Llama 3 JSON), the tools and tool turns go
+//! through that template and the answer is constrained to that format. Otherwise (see
+//! `tool_formats` for the rule) the model gets the documented generic prompt
+//! ([`tool_prompt`]) in its system message, tool turns as plain text, and the generic
+//! `{"tool_calls": [...]}` answer.
 //!
 //! `tool_choice`: `required` and a named tool constrain the answer with the call grammar
 //! from the first token; `none` renders no tools and generates plain text; `auto` generates
-//! freely and, if the answer's first non-whitespace character is `{`, discards that start
-//! and generates again from the prompt with the grammar engaged (a restart rather than
-//! llama.cpp's lazy grammar, whose trigger replay aborts the process when the triggering
-//! token does not fit the grammar, e.g. a `{}` token).
+//! freely and, if the answer (after leading whitespace) starts with the format's trigger
+//! (`{`, or `<tool_call>` for the Hermes format), discards that start and generates again
+//! from the prompt with the grammar engaged (a restart rather than llama.cpp's lazy
+//! grammar, whose trigger replay aborts the process when the triggering token does not fit
+//! the grammar, e.g. a `{}` token).
 //!
 //! Parallel calls: a small model may keep listing calls until `max_tokens`; the calls
 //! completed by then are returned (`StopReason::ToolUse`), the unfinished one dropped.
@@ -24,18 +28,21 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::generate::{GenerateRequest, Message};
-use crate::grammar;
+use crate::tool_formats::ToolFormat;
 use crate::tools::{ToolCall, ToolChoice, ToolSpec};
 
 /// How a request's tools shape one local generation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct ToolPlan {
-    /// The system-prompt text describing the tools.
+    /// How the tools reach the model and how its calls are written.
+    pub format: ToolFormat,
+    /// The generic system-prompt text describing the tools (empty for a native format,
+    /// whose template renders them).
     pub prompt: String,
     /// GBNF for the whole answer (`root` rule).
     pub grammar: String,
     /// Whether the grammar applies from the first token (`required` or a named tool);
-    /// otherwise only once the answer starts with `{` (`auto`).
+    /// otherwise only once the answer starts with the format's trigger (`auto`).
     pub eager: bool,
     /// The number of the first call id (`call_<n>`): calls already in the conversation,
     /// so ids stay unique within it.
@@ -43,8 +50,8 @@ pub(crate) struct ToolPlan {
 }
 
 impl ToolPlan {
-    /// The plan for `request`, or `None` when it uses no tools.
-    pub fn for_request(request: &GenerateRequest) -> Option<Self> {
+    /// The plan for `request` in `format`, or `None` when it uses no tools.
+    pub fn for_request(request: &GenerateRequest, format: ToolFormat) -> Option<Self> {
         if !request.uses_tools() {
             return None;
         }
@@ -60,12 +67,40 @@ impl ToolPlan {
             .flatten()
             .map(|m| m.tool_calls.len())
             .sum();
+        let prompt = match format {
+            ToolFormat::Generic => tool_prompt(&request.tools, &choice, parallel),
+            _ => String::new(),
+        };
         Some(Self {
-            prompt: tool_prompt(&request.tools, &choice, parallel),
-            grammar: grammar::tool_calls_gbnf(&allowed, parallel),
+            format,
+            prompt,
+            grammar: format.grammar(&allowed, parallel),
             eager: !matches!(choice, ToolChoice::Auto),
             first_id,
         })
+    }
+}
+
+/// What the start of an `auto` answer says about it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Probe {
+    /// It may still become the trigger (nothing but whitespace, or a prefix of it).
+    Undecided,
+    /// It starts with the trigger: a call.
+    Call,
+    /// It cannot be a call: text.
+    Text,
+}
+
+/// Whether `text`, the answer so far, starts (after whitespace) with `trigger`.
+pub(crate) fn probe(text: &str, trigger: &str) -> Probe {
+    let start = text.trim_start();
+    if start.starts_with(trigger) {
+        Probe::Call
+    } else if start.is_empty() || trigger.starts_with(start) {
+        Probe::Undecided
+    } else {
+        Probe::Text
     }
 }
 
@@ -206,6 +241,18 @@ mod tests {
     }
 
     #[test]
+    fn the_probe_waits_for_the_trigger_or_text() {
+        assert_eq!(probe(" \n", "{"), Probe::Undecided);
+        assert_eq!(probe(" {\"", "{"), Probe::Call);
+        assert_eq!(probe("Sure", "{"), Probe::Text);
+        assert_eq!(probe("\n<tool", "<tool_call>"), Probe::Undecided);
+        assert_eq!(probe("<tool_call>\n{", "<tool_call>"), Probe::Call);
+        assert_eq!(probe("<tool_response>", "<tool_call>"), Probe::Text);
+        assert_eq!(probe("<b>bold", "<tool_call>"), Probe::Text);
+        assert_eq!(probe("{", "<tool_call>"), Probe::Text);
+    }
+
+    #[test]
     fn plans_follow_tool_choice() {
         let tool = |n: &str| ToolSpec {
             name: n.into(),
@@ -217,15 +264,15 @@ mod tests {
             tools: vec![tool("a"), tool("b")],
             ..Default::default()
         };
-        let auto = ToolPlan::for_request(&req).unwrap();
+        let auto = ToolPlan::for_request(&req, ToolFormat::Generic).unwrap();
         assert!(!auto.eager);
         assert!(auto.grammar.contains(r#""\"a\"""#) && auto.grammar.contains(r#""\"b\"""#));
         assert!(auto.prompt.contains("Otherwise, reply with plain text."));
         req.tool_choice = Some(ToolChoice::Named("b".into()));
-        let named = ToolPlan::for_request(&req).unwrap();
+        let named = ToolPlan::for_request(&req, ToolFormat::Generic).unwrap();
         assert!(named.eager);
         assert!(!named.grammar.contains(r#""\"a\"""#) && named.grammar.contains(r#""\"b\"""#));
         req.tool_choice = Some(ToolChoice::None);
-        assert_eq!(ToolPlan::for_request(&req), None);
+        assert_eq!(ToolPlan::for_request(&req, ToolFormat::Generic), None);
     }
 }
