@@ -134,12 +134,16 @@ export interface GeneratedMethods {
   policyUnregister(paramsJson?: string): Promise<string>
   /** `proposal.submit` (owner role): run a proposal, calling tools back on this connection. */
   proposalSubmit(paramsJson?: string): Promise<string>
+  /** `runs.cancel` (owner role): cancel a running run: stop its work and end it cancelled. */
+  runsCancel(paramsJson?: string): Promise<string>
   /** `runs.get_trace` (owner role): a run and its trace records. */
   runsGetTrace(paramsJson?: string): Promise<string>
   /** `runs.list` (owner role): runs visible to this session, newest first. */
   runsList(paramsJson?: string): Promise<string>
   /** `runs.record_turns` (agent role): append client-narrated turns to a run's trace. */
   runsRecordTurns(paramsJson?: string): Promise<string>
+  /** `runs.resume` (agent role): take over a run whose producer connection dropped. */
+  runsResume(paramsJson?: string): Promise<string>
   /** `runs.subscribe` (owner role): receive runs.trace.event notifications. */
   runsSubscribe(paramsJson?: string): Promise<string>
   /** `runs.unsubscribe` (operator role): stop runs.trace.event notifications. */

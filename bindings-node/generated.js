@@ -28,9 +28,11 @@ const GENERATED_METHODS = {
   policyRegister: 'policy.register',
   policyUnregister: 'policy.unregister',
   proposalSubmit: 'proposal.submit',
+  runsCancel: 'runs.cancel',
   runsGetTrace: 'runs.get_trace',
   runsList: 'runs.list',
   runsRecordTurns: 'runs.record_turns',
+  runsResume: 'runs.resume',
   runsSubscribe: 'runs.subscribe',
   runsUnsubscribe: 'runs.unsubscribe',
   serverHandshake: 'server.handshake',
@@ -360,6 +362,10 @@ const MEMBERS = {
   async proposalSubmit(paramsJson = '{}') {
     return this.daemonCall('proposal.submit', paramsJson)
   },
+  /** `runs.cancel` (owner role): cancel a running run: stop its work and end it cancelled. */
+  async runsCancel(paramsJson = '{}') {
+    return this.daemonCall('runs.cancel', paramsJson)
+  },
   /** `runs.get_trace` (owner role): a run and its trace records. */
   async runsGetTrace(paramsJson = '{}') {
     return this.daemonCall('runs.get_trace', paramsJson)
@@ -371,6 +377,10 @@ const MEMBERS = {
   /** `runs.record_turns` (agent role): append client-narrated turns to a run's trace. */
   async runsRecordTurns(paramsJson = '{}') {
     return this.daemonCall('runs.record_turns', paramsJson)
+  },
+  /** `runs.resume` (agent role): take over a run whose producer connection dropped. */
+  async runsResume(paramsJson = '{}') {
+    return this.daemonCall('runs.resume', paramsJson)
   },
   /** `runs.subscribe` (owner role): receive runs.trace.event notifications. */
   async runsSubscribe(paramsJson = '{}') {

@@ -104,18 +104,18 @@ test('runAgent runs the shared loop: the tool runs with the model\'s arguments, 
   assert.equal(trace.run.agent_name, 'calc')
   assert.equal(trace.run.status, 'completed')
   assert.deepEqual(
-    trace.records.map((r) => r.kind),
-    ['started', 'model_turn', 'turn', 'model_turn', 'completed'],
+    trace.records.map((r) => r.record),
+    ['started', 'model_turn', 'turn', 'model_turn', 'ended'],
     JSON.stringify(trace),
   )
   const [started, addTurn, toolTurn, finishTurn, completed] = trace.records
-  assert.deepEqual(started.data, { intent: 'add 2 and 3', outcome_description: 'the sum' })
-  assert.equal(addTurn.data.model_id, 'scripted')
-  assert.deepEqual(addTurn.data.requested_tool_calls, [{ id: firstId, name: 'add', arguments: { a: 2, b: 3 } }])
-  assert.deepEqual([toolTurn.data.tool, toolTurn.data.status, toolTurn.data.output], ['add', 'succeeded', { sum: 5 }])
-  assert.equal(finishTurn.data.requested_tool_calls[0].name, 'finish')
+  assert.deepEqual([started.intent, started.outcome_description], ['add 2 and 3', 'the sum'])
+  assert.equal(addTurn.model_id, 'scripted')
+  assert.deepEqual(addTurn.requested_tool_calls, [{ id: firstId, name: 'add', arguments: { a: 2, b: 3 } }])
+  assert.deepEqual([toolTurn.tool, toolTurn.status, toolTurn.output], ['add', 'succeeded', { sum: 5 }])
+  assert.equal(finishTurn.requested_tool_calls[0].name, 'finish')
   const { run_id: _runId, ...recorded } = outcome
-  assert.deepEqual(completed.data.agent_outcome, recorded)
+  assert.deepEqual(completed.outcome, recorded)
 })
 
 test('a two-parameter tool gets the call; an async tool is awaited; maxTurns overrides the config', async () => {

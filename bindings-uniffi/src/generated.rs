@@ -362,6 +362,11 @@ impl CarDaemonClient {
         self.daemon_call("proposal.submit".to_string(), params_json)
     }
 
+    /// `runs.cancel` (owner role): cancel a running run: stop its work and end it cancelled.
+    pub fn runs_cancel(&self, params_json: String) -> Result<String, CarError> {
+        self.daemon_call("runs.cancel".to_string(), params_json)
+    }
+
     /// `runs.get_trace` (owner role): a run and its trace records.
     pub fn runs_get_trace(&self, params_json: String) -> Result<String, CarError> {
         self.daemon_call("runs.get_trace".to_string(), params_json)
@@ -375,6 +380,11 @@ impl CarDaemonClient {
     /// `runs.record_turns` (agent role): append client-narrated turns to a run's trace.
     pub fn runs_record_turns(&self, params_json: String) -> Result<String, CarError> {
         self.daemon_call("runs.record_turns".to_string(), params_json)
+    }
+
+    /// `runs.resume` (agent role): take over a run whose producer connection dropped.
+    pub fn runs_resume(&self, params_json: String) -> Result<String, CarError> {
+        self.daemon_call("runs.resume".to_string(), params_json)
     }
 
     /// `runs.subscribe` (owner role): receive runs.trace.event notifications.

@@ -545,17 +545,14 @@ fn an_agent_loop_runs_tools_observes_results_and_finishes() {
         .as_array()
         .unwrap()
         .iter()
-        .map(|r| r["kind"].as_str().unwrap())
+        .map(|r| r["record"].as_str().unwrap())
         .collect();
     assert_eq!(
         kinds,
-        ["started", "model_turn", "turn", "model_turn", "completed"],
+        ["started", "model_turn", "turn", "model_turn", "ended"],
         "{trace}"
     );
-    assert_eq!(
-        trace["records"][4]["data"]["agent_outcome"]["summary"],
-        "the sum is 5"
-    );
+    assert_eq!(trace["records"][4]["outcome"]["summary"], "the sum is 5");
     let err = c
         .runs_get_trace(json!({"run_id": run_id}).to_string())
         .unwrap_err();

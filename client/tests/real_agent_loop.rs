@@ -112,17 +112,14 @@ async fn a_run_calls_a_tool_observes_it_and_finishes() {
         .as_array()
         .unwrap()
         .iter()
-        .map(|r| r["kind"].as_str().unwrap())
+        .map(|r| r["record"].as_str().unwrap())
         .collect();
     assert_eq!(
         kinds,
-        ["started", "model_turn", "turn", "model_turn", "completed"],
+        ["started", "model_turn", "turn", "model_turn", "ended"],
         "{trace}"
     );
-    assert_eq!(
-        trace["records"][4]["data"]["agent_outcome"]["status"],
-        "success"
-    );
+    assert_eq!(trace["records"][4]["outcome"]["status"], "success");
 }
 
 #[tokio::test]

@@ -11,6 +11,11 @@ pub const MODELS_CATALOG_IDENTITY_V1: &str = "models.catalog-identity.v1";
 pub const INFER_CANCEL_V1: &str = "infer.cancel.v1";
 /// Gates `infer.deadline`.
 pub const INFER_DEADLINE_V1: &str = "infer.deadline.v1";
+/// Gates `runs.cancel`.
+pub const RUNS_CANCEL_V1: &str = "runs.cancel.v1";
+/// Gates `runs.resume`; a producer that negotiated it gets a resume lease when its
+/// connection drops instead of its runs being marked incomplete at once.
+pub const RUNS_RESUME_V1: &str = "runs.resume.v1";
 /// Gates `feedback.*`; not supported by this daemon in v1.
 pub const FEEDBACK_V1: &str = "feedback.v1";
 
@@ -20,6 +25,8 @@ pub const SUPPORTED: &[&str] = &[
     INFER_DEADLINE_V1,
     INFER_MODEL_IDENTITY_V1,
     MODELS_CATALOG_IDENTITY_V1,
+    RUNS_CANCEL_V1,
+    RUNS_RESUME_V1,
 ];
 
 /// What the bundled client requires; it fails closed when a reply omits either.

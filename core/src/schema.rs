@@ -115,7 +115,12 @@ pub fn canonical_json(value: &Value) -> String {
 
 /// Lower-case hex SHA-256 of the canonical JSON of `schema`.
 pub fn digest(schema: &Value) -> String {
-    hex::encode(Sha256::digest(canonical_json(schema).as_bytes()))
+    sha256_hex(canonical_json(schema).as_bytes())
+}
+
+/// Lower-case hex SHA-256 of `bytes`.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
 }
 
 #[cfg(test)]

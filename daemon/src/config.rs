@@ -78,6 +78,11 @@ pub struct Args {
     #[arg(long, env = "CAR_INFER_PROGRESS_MS", default_value_t = 10_000)]
     pub infer_progress_ms: u64,
 
+    /// How long a run whose producer (negotiated `runs.resume.v1`) disconnected waits for
+    /// `runs.resume` before it is marked incomplete.
+    #[arg(long, env = "CAR_RUN_RESUME_LEASE", default_value = "10s", value_parser = parse_duration)]
+    pub run_resume_lease: Duration,
+
     /// CPU threads per llama.cpp generation (default: all cores / max generations).
     #[arg(long, env = "CAR_LLAMA_THREADS")]
     pub llama_threads: Option<u32>,
@@ -117,6 +122,7 @@ pub struct Config {
     pub tool_timeout: Duration,
     pub max_generations: usize,
     pub infer_progress: Duration,
+    pub run_resume_lease: Duration,
     pub llama_threads: u32,
     pub prefix_cache_bytes: u64,
     pub ping_interval: Duration,
@@ -181,6 +187,7 @@ impl Config {
             tool_timeout: args.tool_timeout,
             max_generations: args.max_generations,
             infer_progress: Duration::from_millis(args.infer_progress_ms),
+            run_resume_lease: args.run_resume_lease,
             llama_threads,
             prefix_cache_bytes: args.prefix_cache_mb.saturating_mul(1024 * 1024),
             ping_interval: args.ping_interval,

@@ -85,6 +85,19 @@ impl InferenceService {
         })
     }
 
+    /// Cancels every in-flight call of `session` (its run was cancelled); how many.
+    pub fn cancel_session(&self, session: u64) -> usize {
+        let table = self.inflight.lock().expect("inflight lock");
+        let mut n = 0;
+        for ((s, _), entry) in table.iter() {
+            if *s == session {
+                entry.cancel.cancel();
+                n += 1;
+            }
+        }
+        n
+    }
+
     /// The in-flight call `id` of `session`, if it is still running.
     pub fn find(&self, session: u64, id: &Value) -> Option<Arc<InFlight>> {
         self.inflight

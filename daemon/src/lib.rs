@@ -27,6 +27,7 @@ pub mod in_memory;
 pub mod inference;
 pub mod instance;
 pub mod outbound;
+pub mod run_registry;
 pub mod runtime;
 pub mod services;
 pub mod session;
@@ -176,7 +177,10 @@ pub async fn open_state(
 ) -> Result<Arc<ServerState>, Fatal> {
     let db = state_root.join("car.db");
     let store = store::Store::open(&db).map_err(Fatal::runtime)?;
-    match store.run(services::runs::mark_orphans_incomplete_job).await {
+    match store
+        .run(services::run_lifecycle::mark_orphans_incomplete_job)
+        .await
+    {
         Ok(0) => {}
         Ok(n) => tracing::info!(
             runs = n,

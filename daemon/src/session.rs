@@ -49,6 +49,8 @@ pub struct Session {
     open_runs: Mutex<Vec<String>>,
     /// `runs.subscribe` subscriptions (the run, or every run), each stopped by its token.
     run_subscriptions: Mutex<Vec<(Option<String>, CancellationToken)>>,
+    /// `tools.execute` calls waiting for their answer, oldest first.
+    callbacks: Mutex<Vec<ActiveCallback>>,
     /// Cancelled when the connection ends; long-lived session tasks watch it.
     pub closed: CancellationToken,
 }
@@ -84,6 +86,7 @@ impl Session {
             runtime: Mutex::new(Runtime::default()),
             open_runs: Mutex::new(Vec::new()),
             run_subscriptions: Mutex::new(Vec::new()),
+            callbacks: Mutex::new(Vec::new()),
             closed,
         }
     }
@@ -137,14 +140,69 @@ impl Session {
         self.open_runs.lock().expect("runs lock").last().cloned()
     }
 
-    /// Remembers a `runs.subscribe` subscription; the returned token stops it.
+    /// Whether the session negotiated `capability` in its handshake.
+    pub fn negotiated_capability(&self, capability: &str) -> bool {
+        self.negotiated
+            .lock()
+            .expect("negotiated lock")
+            .as_ref()
+            .is_some_and(|caps| caps.iter().any(|c| c == capability))
+    }
+
+    /// Remembers a `runs.subscribe` subscription, replacing an earlier one for the same
+    /// run (one subscriber per connection and run); the returned token stops it.
     pub fn add_run_subscription(&self, run_id: Option<String>) -> CancellationToken {
         let stop = self.closed.child_token();
-        self.run_subscriptions
-            .lock()
-            .expect("subscriptions lock")
-            .push((run_id, stop.clone()));
+        let mut subs = self.run_subscriptions.lock().expect("subscriptions lock");
+        subs.retain(|(r, old)| {
+            let same = *r == run_id;
+            if same {
+                old.cancel();
+            }
+            !same
+        });
+        subs.push((run_id, stop.clone()));
         stop
+    }
+
+    /// A `tools.execute` call for `action_id` (of a proposal recorded under `run_id`) is
+    /// waiting for its answer.
+    pub fn begin_callback(&self, request_id: &str, action_id: &str, run_id: Option<&str>) {
+        self.callbacks
+            .lock()
+            .expect("callbacks lock")
+            .push(ActiveCallback {
+                request_id: request_id.to_string(),
+                action_id: action_id.to_string(),
+                run_id: run_id.map(str::to_string),
+            });
+    }
+
+    /// The call ended; false when it had already been withdrawn.
+    pub fn end_callback(&self, request_id: &str) -> bool {
+        let mut calls = self.callbacks.lock().expect("callbacks lock");
+        let before = calls.len();
+        calls.retain(|c| c.request_id != request_id);
+        calls.len() != before
+    }
+
+    /// Withdraws the waiting calls of `run_id`'s proposals, oldest first: each waiter is
+    /// answered with `error` (the caller tells the client with `tools.cancel`).
+    pub fn withdraw_callbacks(&self, run_id: &str, error: &RpcError) -> Vec<ActiveCallback> {
+        let withdrawn: Vec<ActiveCallback> = {
+            let mut calls = self.callbacks.lock().expect("callbacks lock");
+            let (mine, rest) = std::mem::take(&mut *calls)
+                .into_iter()
+                .partition(|c| c.run_id.as_deref() == Some(run_id));
+            *calls = rest;
+            mine
+        };
+        for c in &withdrawn {
+            if let Some(tx) = self.reverse.remove(&c.request_id) {
+                let _ = tx.send(Err(error.clone()));
+            }
+        }
+        withdrawn
     }
 
     /// Stops the subscriptions to `run_id` (`None`: the all-runs one); true if any.
@@ -295,6 +353,14 @@ impl Session {
     pub fn fail_reverse_calls(&self) {
         self.reverse.clear();
     }
+}
+
+/// A `tools.execute` call waiting for its answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ActiveCallback {
+    pub request_id: String,
+    pub action_id: String,
+    pub run_id: Option<String>,
 }
 
 type Waiter = oneshot::Sender<Result<Value, RpcError>>;

@@ -16,12 +16,18 @@ use crate::config::Config;
 use crate::dispatch::Dispatch;
 use crate::store::Store;
 
-/// A run trace record, fanned out to `runs.subscribe` sessions that may see `owner`'s runs.
+/// A run trace record as it was appended, fanned out to `runs.subscribe` sessions.
 #[derive(Debug, Clone)]
 pub struct RunEvent {
     pub owner: String,
     pub run_id: String,
+    pub agent_id: Option<String>,
+    /// The record's wire form (`{record, seq, ts_ms, …}`).
     pub record: Value,
+    /// The run's turn count after this record.
+    pub cursor: u64,
+    /// CAR's live status after this record.
+    pub status: String,
 }
 
 #[derive(Debug)]
@@ -36,6 +42,8 @@ pub struct ServerState {
     pub host_events: broadcast::Sender<Value>,
     /// Run trace records for `runs.subscribe`.
     pub run_events: broadcast::Sender<RunEvent>,
+    /// Running runs: their producers, work tokens and resume leases.
+    pub live_runs: crate::run_registry::RunRegistry,
     /// The event log and run records (`$CAR_HOME/car.db`).
     pub store: Store,
     /// The fact and skill graphs (`$CAR_HOME/memory`).
@@ -73,6 +81,7 @@ impl ServerState {
             schema_reply,
             host_events,
             run_events,
+            live_runs: Default::default(),
             store,
             memory,
             inference,

@@ -78,6 +78,14 @@ CREATE TABLE IF NOT EXISTS run_trace (
     data TEXT NOT NULL,
     PRIMARY KEY(run_id, seq)
 );
+CREATE TABLE IF NOT EXISTS run_cancellations (
+    run_id TEXT NOT NULL REFERENCES runs(run_id),
+    idempotency_key TEXT NOT NULL,
+    reason_digest TEXT NOT NULL,
+    principal TEXT NOT NULL,
+    receipt TEXT NOT NULL,
+    PRIMARY KEY(run_id, idempotency_key)
+);
 ";
 
 /// Milliseconds since the Unix epoch.

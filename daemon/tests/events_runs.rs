@@ -247,7 +247,7 @@ async fn runs_are_durable_idempotent_and_owned() {
     for (params, expected) in [
         (
             json!({"run_id": "rel-2", "outcome": "failure"}),
-            "invalid params: run_id: run \"rel-2\" is already completed (\"success\")",
+            "invalid params: run_id: run \"rel-2\" is already completed (\"success\"); an ended run is never reopened",
         ),
         (
             json!({"run_id": "run-nope", "outcome": "success"}),
@@ -270,8 +270,8 @@ async fn runs_are_durable_idempotent_and_owned() {
         );
     }
 
-    // A subscriber sees trace records as they happen.
-    let mut watcher = Ws::authed(&d).await;
+    // A subscriber (a host: it may read every run) sees trace records as they happen.
+    let mut watcher = Ws::host(&d).await;
     assert_eq!(
         watcher.call("runs.subscribe", json!({})).await["result"],
         json!({"subscribed": true})
@@ -285,21 +285,39 @@ async fn runs_are_durable_idempotent_and_owned() {
         .await;
     let event = watcher.recv_json().await;
     assert_eq!(event["method"], "runs.trace.event");
+    let params = &event["params"];
     assert_eq!(
         (
-            event["params"]["run_id"].as_str().unwrap(),
-            event["params"]["record"]["kind"].clone(),
-            event["params"]["record"]["data"].clone()
+            params["run_id"].as_str().unwrap(),
+            params["agent_id"].clone(),
+            params["cursor"].clone(),
+            params["status"].clone(),
+            params["record"]["record"].clone(),
+            params["record"]["intent"].clone(),
+            params["record"]["seq"].clone(),
         ),
         (
             run_id(&dropped).as_str(),
+            json!("name:shipper"),
+            json!(0),
+            json!("in_progress"),
             json!("started"),
-            json!({"intent": "abandoned", "outcome_description": null})
-        )
+            json!("abandoned"),
+            json!(1),
+        ),
+        "{event}"
     );
     drop(starter); // its connection closes: the run is marked incomplete
     let event = watcher.recv_json().await;
-    assert_eq!(event["params"]["record"]["kind"], "incomplete");
+    assert_eq!(
+        (
+            event["params"]["record"]["record"].clone(),
+            event["params"]["record"]["termination"].clone(),
+            event["params"]["status"].clone()
+        ),
+        (json!("ended"), json!("incomplete"), json!("incomplete")),
+        "{event}"
+    );
 
     // A host sees every run; the same runs survive a restart.
     let home = d.home.clone();
@@ -356,28 +374,41 @@ async fn runs_are_durable_idempotent_and_owned() {
             json!("rel-2"),
             json!("name:shipper"),
             json!("completed"),
-            json!(2)
+            json!(0)
         ),
         "{trace}"
     );
+    assert_eq!(trace["next_cursor"], 2, "{trace}");
     let kinds: Vec<&str> = trace["records"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|r| r["kind"].as_str().unwrap())
+        .map(|r| r["record"].as_str().unwrap())
         .collect();
-    assert_eq!(kinds, ["started", "completed"]);
+    assert_eq!(kinds, ["started", "ended"]);
+    assert_eq!(
+        (
+            trace["records"][1]["termination"].clone(),
+            trace["records"][1]["outcome"].clone()
+        ),
+        (
+            json!("outcome"),
+            json!({"status": "success", "summary": "all good"})
+        ),
+        "{trace}"
+    );
     let rest = host
         .call("runs.get_trace", json!({"run_id": "rel-2", "cursor": 1}))
         .await["result"]
         .clone();
     assert_eq!(
         (
-            rest["records"][0]["kind"].clone(),
+            rest["records"][0]["record"].clone(),
             rest["records"].as_array().unwrap().len(),
-            rest["cursor"].clone()
+            rest["cursor"].clone(),
+            rest["next_cursor"].clone()
         ),
-        (json!("completed"), 1, json!(2)),
+        (json!("ended"), 1, json!(1), json!(2)),
         "{rest}"
     );
     assert_eq!(
@@ -419,7 +450,7 @@ async fn runs_are_durable_idempotent_and_owned() {
         (run_id(&first), json!(false)),
         "idempotency survives restart"
     );
-    // An incomplete run may still be completed by the identity that started it.
+    // An incomplete run has ended: it is never completed later.
     let r = ws
         .call(
             "runs.complete",
@@ -427,8 +458,12 @@ async fn runs_are_durable_idempotent_and_owned() {
         )
         .await;
     assert_eq!(
-        (r["result"]["outcome"].clone(), r["result"]["ok"].clone()),
-        (json!("cancelled"), json!(true)),
+        (code(&r), message(&r), r["error"]["data"].clone()),
+        (
+            -32602,
+            "invalid params: run_id: run \"rel-1\" already ended incomplete; an ended run is never reopened".to_string(),
+            json!({"reason": "run_terminal"})
+        ),
         "{r}"
     );
     for (method, params, expected) in [
@@ -450,7 +485,7 @@ async fn runs_are_durable_idempotent_and_owned() {
         (
             "runs.list",
             json!({"status": "odd"}),
-            "invalid params: status: must be in_progress, running, completed or incomplete, got \"odd\"",
+            "invalid params: status: must be in_progress, running, completed, incomplete or cancelled, got \"odd\"",
         ),
         (
             "runs.get_trace",

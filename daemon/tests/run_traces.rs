@@ -39,7 +39,10 @@ async fn model_turns_narrated_turns_and_tool_calls_form_the_trace_in_order() {
     let sub = watcher
         .call("runs.subscribe", json!({"run_id": run_id}))
         .await;
-    assert_eq!(sub["result"]["subscribed"], true, "{sub}");
+    assert_eq!(
+        sub["result"],
+        json!({"run_id": run_id, "agent_id": "name:calc", "turns_so_far": [], "cursor": 0, "status": "in_progress"})
+    );
 
     // The shape CAR's agent loop sends; its turn_index is ignored, the daemon stamps it.
     let turn = client
@@ -79,7 +82,7 @@ async fn model_turns_narrated_turns_and_tool_calls_form_the_trace_in_order() {
     let records = trace["result"]["records"].as_array().unwrap().clone();
     let kinds: Vec<&str> = records
         .iter()
-        .map(|r| r["kind"].as_str().unwrap())
+        .map(|r| r["record"].as_str().unwrap())
         .collect();
     assert_eq!(
         kinds,
@@ -88,35 +91,64 @@ async fn model_turns_narrated_turns_and_tool_calls_form_the_trace_in_order() {
     );
     let indexes: Vec<i64> = records[1..]
         .iter()
-        .map(|r| r["data"]["index"].as_i64().unwrap())
+        .map(|r| r["index"].as_i64().unwrap())
         .collect();
     assert_eq!(indexes, [0, 1, 2, 3]);
-    assert_eq!(records[1]["data"]["requested_tool_calls"][0]["name"], "inc");
-    assert_eq!(records[2]["data"]["tool"], "inc");
-    assert_eq!(records[2]["data"]["output"], json!({"sum": 2}));
-    assert_eq!(records[2]["data"]["verifier_verdict"], "not_run");
-    assert_eq!(records[3]["data"]["prompt"], "p");
-    assert_eq!(records[4]["data"]["verifier_verdict"], "not_run");
+    assert_eq!(records[1]["requested_tool_calls"][0]["name"], "inc");
+    assert_eq!(records[2]["tool"], "inc");
+    assert_eq!(records[2]["output"], json!({"sum": 2}));
+    assert_eq!(records[2]["verifier_verdict"], "not_run");
+    assert_eq!(records[3]["prompt"], "p");
+    assert_eq!(records[4]["verifier_verdict"], "not_run");
 
-    // The subscriber saw every turn as a runs.trace.event, in order.
+    // The subscriber saw every turn as a runs.trace.event, in order, each record as
+    // runs.get_trace has it, with contiguous cursors.
     let mut streamed = Vec::new();
     while streamed.len() < 4 {
         let msg = watcher.recv_json().await;
         if msg["method"] == "runs.trace.event" {
-            streamed.push(msg["params"]["record"]["data"]["index"].as_i64().unwrap());
+            streamed.push(msg["params"].clone());
         }
     }
-    assert_eq!(streamed, [0, 1, 2, 3]);
+    let cursors: Vec<u64> = streamed
+        .iter()
+        .map(|p| p["cursor"].as_u64().unwrap())
+        .collect();
+    assert_eq!(cursors, [1, 2, 3, 4]);
+    for (event, record) in streamed.iter().zip(&records[1..]) {
+        assert_eq!(&event["record"], record);
+        assert_eq!(
+            (
+                event["run_id"].clone(),
+                event["agent_id"].clone(),
+                event["status"].clone()
+            ),
+            (json!(run_id), json!("name:calc"), json!("in_progress"))
+        );
+    }
+    // A fresh subscription's snapshot holds every turn so far.
+    let again = host.call("runs.subscribe", json!({"run_id": run_id})).await;
+    assert_eq!(again["result"]["cursor"], 4, "{again}");
+    assert_eq!(
+        again["result"]["turns_so_far"],
+        json!(records[1..]),
+        "{again}"
+    );
+    assert_eq!(
+        host.call("runs.unsubscribe", json!({"run_id": run_id}))
+            .await["result"],
+        json!({"run_id": run_id, "removed": true})
+    );
 
     // After unsubscribing, nothing more arrives; a second unsubscribe removes nothing.
     let un = watcher
         .call("runs.unsubscribe", json!({"run_id": run_id}))
         .await;
-    assert_eq!(un["result"], json!({"removed": true}));
+    assert_eq!(un["result"], json!({"run_id": run_id, "removed": true}));
     let un = watcher
         .call("runs.unsubscribe", json!({"run_id": run_id}))
         .await;
-    assert_eq!(un["result"], json!({"removed": false}));
+    assert_eq!(un["result"], json!({"run_id": run_id, "removed": false}));
     client
         .call(
             "runs.record_turns",

@@ -81,16 +81,17 @@ def test_run_agent_completes_a_two_tool_task(
     assert linked and linked[0]["tool_call_id"] == "call_1"
 
     trace = host_call(daemon, "runs.get_trace", {"run_id": outcome["run_id"]})
-    kinds = [r["kind"] for r in trace["records"]]
-    assert kinds[0] == "started" and kinds[-1] == "completed", kinds
-    model_turns = [r["data"] for r in trace["records"] if r["kind"] == "model_turn"]
+    kinds = [r["record"] for r in trace["records"]]
+    assert kinds[0] == "started" and kinds[-1] == "ended", kinds
+    assert trace["records"][-1]["outcome"]["status"] == "success", trace
+    model_turns = [r for r in trace["records"] if r["record"] == "model_turn"]
     assert [t["requested_tool_calls"][0]["name"] for t in model_turns] == ["add", "finish"]
-    tool_turns = [r["data"] for r in trace["records"] if r["kind"] == "turn"]
+    tool_turns = [r for r in trace["records"] if r["record"] == "turn"]
     assert [(t["tool"], t["status"]) for t in tool_turns] == [("add", "succeeded"), ("finish", "succeeded")]
     assert tool_turns[0]["output"] == {"sum": 5}
     # Model turn, then the tool call it asked for, turn after turn.
-    order = [(r["kind"], r["data"].get("tool") or r["data"].get("requested_tool_calls", [{}])[0].get("name"))
-             for r in trace["records"] if r["kind"] in ("model_turn", "turn")]
+    order = [(r["record"], r.get("tool") or r.get("requested_tool_calls", [{}])[0].get("name"))
+             for r in trace["records"] if r["record"] in ("model_turn", "turn")]
     assert order == [("model_turn", "add"), ("turn", "add"), ("model_turn", "finish"), ("turn", "finish")]
 
 

@@ -349,6 +349,10 @@ class GeneratedMethods:
         """`proposal.submit` (owner role): run a proposal, calling tools back on this connection."""
         return self.daemon_call("proposal.submit", params_json)
 
+    def runs_cancel(self, params_json: str = "{}") -> str:
+        """`runs.cancel` (owner role): cancel a running run: stop its work and end it cancelled."""
+        return self.daemon_call("runs.cancel", params_json)
+
     def runs_get_trace(self, params_json: str = "{}") -> str:
         """`runs.get_trace` (owner role): a run and its trace records."""
         return self.daemon_call("runs.get_trace", params_json)
@@ -360,6 +364,10 @@ class GeneratedMethods:
     def runs_record_turns(self, params_json: str = "{}") -> str:
         """`runs.record_turns` (agent role): append client-narrated turns to a run's trace."""
         return self.daemon_call("runs.record_turns", params_json)
+
+    def runs_resume(self, params_json: str = "{}") -> str:
+        """`runs.resume` (agent role): take over a run whose producer connection dropped."""
+        return self.daemon_call("runs.resume", params_json)
 
     def runs_subscribe(self, params_json: str = "{}") -> str:
         """`runs.subscribe` (owner role): receive runs.trace.event notifications."""
@@ -443,9 +451,11 @@ GENERATED_METHODS: Dict[str, str] = {
     "policy_register": "policy.register",
     "policy_unregister": "policy.unregister",
     "proposal_submit": "proposal.submit",
+    "runs_cancel": "runs.cancel",
     "runs_get_trace": "runs.get_trace",
     "runs_list": "runs.list",
     "runs_record_turns": "runs.record_turns",
+    "runs_resume": "runs.resume",
     "runs_subscribe": "runs.subscribe",
     "runs_unsubscribe": "runs.unsubscribe",
     "server_handshake": "server.handshake",

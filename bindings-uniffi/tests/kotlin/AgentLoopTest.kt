@@ -62,9 +62,9 @@ class AgentLoopTests(private val client: CarDaemonClient) {
                 // session may not: CAR's rule), with its turns in order and the outcome.
                 val runId = outcome.runId ?: throw Failure("no run id in $outcome")
                 val trace = Json.parse(client.daemonCallHostManagement("runs.get_trace", """{"run_id":${quote(runId)}}"""))
-                val kinds = (at(trace, "records") as List<*>).map { at(it, "kind") }
-                eq(kinds, listOf("started", "model_turn", "turn", "model_turn", "completed"), "trace kinds in $trace")
-                eq(at(trace, "records", 4, "data", "agent_outcome", "summary"), "the sum is 5", "recorded outcome")
+                val kinds = (at(trace, "records") as List<*>).map { at(it, "record") }
+                eq(kinds, listOf("started", "model_turn", "turn", "model_turn", "ended"), "trace kinds in $trace")
+                eq(at(trace, "records", 4, "outcome", "summary"), "the sum is 5", "recorded outcome")
                 val refused = expectThrows<CarException.DaemonRpc> { client.runsGetTrace("""{"run_id":${quote(runId)}}""") }
                 eq(at(Json.parse(refused.dataJson), "reason"), "not_owner", "operator refusal")
 

@@ -10,7 +10,8 @@ use super::{op, Declaration};
 /// Every event kind the daemon records in its journal (a daemon test checks its sources
 /// against this list). CAR's action kinds (`action_succeeded`, …) carry `{tool,
 /// params_digest, expected_effects, error_class, attempts, duration_ms}`; the dotted kinds
-/// are this daemon's finer-grained records. No payload has a published schema yet, so
+/// are this daemon's finer-grained records (`run.cancelled` / `run.resumed`: a run's
+/// `runs.cancel` receipt and `runs.resume` takeover). No payload has a published schema yet, so
 /// `server.schema` lists them all under `coverage.journal_event_payloads.uncovered`.
 pub const JOURNAL_KINDS: &[&str] = &[
     "action.aborted",
@@ -26,6 +27,8 @@ pub const JOURNAL_KINDS: &[&str] = &[
     "policy.denied",
     "proposal.completed",
     "proposal.submitted",
+    "run.cancelled",
+    "run.resumed",
     "session.halt_cleared",
     "session.halted",
     "state.deleted",

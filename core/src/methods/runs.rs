@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use super::fields::{Json, Name};
 use super::member::{json, member, whole};
 use super::{agent, owner, Declaration};
+use crate::capabilities;
 
 /// `runs.start` params.
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
@@ -43,7 +44,8 @@ pub enum Outcome {
 /// CAR's `AgentOutcome`. Only `status` is required; the rest is recorded as sent.
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 pub struct AgentOutcome {
-    /// `success`, `partial_success`, `done`, `give_up`, `timeout` or `failure`.
+    /// `success`, `partial_success`, `done`, `give_up`, `timeout`, `failure` or
+    /// `cancelled`.
     pub status: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub summary: Option<String>,
@@ -82,7 +84,7 @@ pub struct CompleteReply {
 pub struct ListParams {
     #[serde(default)]
     pub agent_id: Option<Name>,
-    /// `in_progress`, `completed` or `incomplete`.
+    /// `in_progress` (or `running`), `completed`, `incomplete` or `cancelled`.
     #[serde(default)]
     pub status: Option<String>,
     #[serde(default)]
@@ -123,12 +125,15 @@ crate::method!(
     ListParams => Json
 );
 crate::method!(
-    /// `runs.get_trace` → the run and its records in order.
+    /// `runs.get_trace` → `{run_id, agent_id, run, records, cursor, next_cursor}`: the
+    /// records in order, `started … ended`, from `cursor` (echoed).
     GetTrace = owner("runs.get_trace", "a run and its trace records");
     TraceParams => Json
 );
 crate::method!(
-    /// `runs.subscribe` → the snapshot; then `runs.trace.event` notifications.
+    /// `runs.subscribe {run_id}` → the snapshot `{run_id, agent_id, turns_so_far, cursor,
+    /// status}`, then a `runs.trace.event` per record appended after it; without `run_id`
+    /// → `{subscribed: true}` and the events of every run the session may read.
     Subscribe = owner("runs.subscribe", "receive runs.trace.event notifications");
     SubscribeParams => Json
 );
@@ -168,11 +173,98 @@ pub struct UnsubscribeParams {
     pub run_id: Option<Name>,
 }
 
-/// `runs.unsubscribe` result.
+/// `runs.unsubscribe` result: CAR's `{run_id, removed}` (`run_id` is null for the
+/// all-runs subscription).
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 pub struct UnsubscribeReply {
+    pub run_id: Option<String>,
     /// Whether a subscription was removed.
     pub removed: bool,
+}
+
+/// The `runs.trace.event` notification's params (CAR's shape): one record the daemon
+/// appended to a run's trace.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+pub struct TraceEvent {
+    pub run_id: String,
+    pub agent_id: Option<String>,
+    /// The trace record: `{record: "started" | "model_turn" | "turn" |
+    /// "cancellation_requested" | "ended", seq, ts_ms, …}`.
+    pub record: Json,
+    /// The run's turn count after this record (a turn's is its index + 1).
+    pub cursor: u64,
+    /// `in_progress`, `completed`, `incomplete` or `cancelled`, after this record.
+    pub status: String,
+}
+
+/// Longest `runs.cancel` idempotency key (bytes).
+pub const MAX_CANCEL_KEY_BYTES: usize = 128;
+/// Longest `runs.cancel` reason (bytes).
+pub const MAX_CANCEL_REASON_BYTES: usize = 1024;
+
+/// `runs.cancel` params (CAR's): every field required and non-empty.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+pub struct CancelParams {
+    pub run_id: Name,
+    /// A retry with the same key, reason and caller answers the same receipt. At most 128
+    /// bytes.
+    #[schemars(length(min = 1, max = 128))]
+    pub idempotency_key: String,
+    /// Why the run is cancelled; only its SHA-256 is kept. At most 1024 bytes.
+    #[schemars(length(min = 1, max = 1024))]
+    pub reason: String,
+}
+
+/// What a `runs.cancel` did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum CancelStatus {
+    /// The daemon stopped the run's work and committed its cancelled terminal.
+    CancelledConfirmed,
+    /// The run had already ended (completed, incomplete or cancelled); nothing was appended.
+    AlreadyTerminal,
+    /// The stop could not be confirmed. This daemon never answers it (see
+    /// docs/protocol-choices.md, "Run lifecycle").
+    TerminationUnconfirmed,
+}
+
+/// `runs.cancel` result: CAR's body-free receipt.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+pub struct CancelReceipt {
+    pub receipt_version: u64,
+    pub run_id: String,
+    pub idempotency_key: String,
+    /// Lower-case hex SHA-256 of the reason's UTF-8 bytes.
+    pub reason_digest: String,
+    /// Who cancelled: `host` or `agent:<agent_id>`.
+    pub principal: String,
+    pub status: CancelStatus,
+    /// Lower-case hex SHA-256 of the canonical JSON of the run's `ended` record; null when
+    /// the stop is unconfirmed.
+    pub terminal_digest: Option<String>,
+    /// The tool callback that was running when the run was cancelled (it was sent
+    /// `tools.cancel`), else null.
+    pub action_id: Option<String>,
+    pub request_id: Option<String>,
+    /// Lower-case hex SHA-256 of the canonical JSON (RFC 8785) of every field above.
+    pub receipt_digest: String,
+}
+
+/// `runs.resume` params (CAR's): the run to take over.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+pub struct ResumeParams {
+    pub run_id: Name,
+}
+
+/// `runs.resume` result (CAR's).
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+pub struct ResumeReply {
+    pub run_id: String,
+    pub agent_id: String,
+    /// This connection, now the run's one live producer.
+    pub client_id: String,
+    /// The connection that produced the run before it dropped.
+    pub resumed_from_client_id: String,
 }
 
 crate::method!(
@@ -189,7 +281,21 @@ crate::method!(
     RecordTurnsParams => Json
 );
 crate::method!(
-    /// `runs.unsubscribe` → `{removed}`.
+    /// `runs.cancel` → CAR's receipt; the run's work is stopped and its trace ends
+    /// `cancelled`.
+    Cancel = owner("runs.cancel", "cancel a running run: stop its work and end it cancelled")
+        .capability(capabilities::RUNS_CANCEL_V1);
+    CancelParams => CancelReceipt
+);
+crate::method!(
+    /// `runs.resume` → `{run_id, agent_id, client_id, resumed_from_client_id}`: this
+    /// connection takes over a run whose producer connection dropped.
+    Resume = agent("runs.resume", "take over a run whose producer connection dropped")
+        .capability(capabilities::RUNS_RESUME_V1);
+    ResumeParams => ResumeReply
+);
+crate::method!(
+    /// `runs.unsubscribe` → `{run_id, removed}`.
     Unsubscribe = super::op("runs.unsubscribe", "stop runs.trace.event notifications");
     UnsubscribeParams => UnsubscribeReply
 );
@@ -203,4 +309,6 @@ pub const DECLARATIONS: &[Declaration] = &[
     Declaration::of::<List>(),
     Declaration::of::<GetTrace>(),
     Declaration::of::<Subscribe>(),
+    Declaration::of::<Cancel>(),
+    Declaration::of::<Resume>(),
 ];

@@ -194,7 +194,7 @@ mod tests {
     fn recorded_kinds_are_in_the_journal_inventory() {
         let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
         let pattern = regex::Regex::new(
-            r#"(?:\.event\(\s*|kind:\s*|\{\s*|=> )"((?:action|policy|proposal|session|state|tool)\.[a-z_]+|action_(?:succeeded|failed|rejected|skipped))""#,
+            r#"(?:\.event\(\s*|kind:\s*|\{\s*|=> )"((?:action|policy|proposal|run|session|state|tool)\.[a-z_]+|action_(?:succeeded|failed|rejected|skipped))""#,
         )
         .unwrap();
         let mut found = std::collections::BTreeSet::new();

@@ -19,6 +19,8 @@ mod models;
 pub mod params;
 mod policy;
 pub mod proposal;
+pub mod run_lifecycle;
+mod run_records;
 mod run_turns;
 pub mod runs;
 mod server;
@@ -54,9 +56,9 @@ pub fn routes() -> Routes {
 /// Connection teardown: what services must do when a session ends.
 pub async fn on_session_closed(
     session: &crate::session::Session,
-    state: &crate::state::ServerState,
+    state: &std::sync::Arc<crate::state::ServerState>,
 ) {
-    runs::on_session_closed(session, state).await;
+    run_lifecycle::on_session_closed(session, state).await;
 }
 
 #[cfg(test)]

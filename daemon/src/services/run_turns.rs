@@ -15,10 +15,10 @@
 
 use car_proto::errors::RpcError;
 use car_proto::methods::runs::{self as m, RecordModelTurnParams, RecordTurnsParams};
-use rusqlite::params;
 use serde_json::{json, Map, Value};
 
-use super::runs::{append_trace, load, owner_of, publish};
+use super::run_records::{is_terminal, turn_count, Pending};
+use super::runs::{load, owner_of};
 use crate::handler::{Call, Routes};
 use crate::state::ServerState;
 use crate::store::db_error;
@@ -72,7 +72,10 @@ async fn append(
     mut turns: Vec<Map<String, Value>>,
 ) -> Result<Appended, RpcError> {
     for turn in &mut turns {
-        turn.remove("index");
+        // The daemon's own fields: the index it stamps and the record's kind, seq and time.
+        for key in ["index", "record", "seq", "ts_ms"] {
+            turn.remove(key);
+        }
         let mut value = Value::Object(std::mem::take(turn));
         bound_strings(&mut value);
         if value.to_string().len() > MAX_TURN_BYTES {
@@ -83,51 +86,38 @@ async fn append(
         }
     }
     let id = run_id.clone();
-    let (appended, published) = state
+    let events = state.run_events.clone();
+    state
         .store
         .run(move |c| {
             let tx = c.transaction().map_err(db_error)?;
             let Some((owner, run)) = load(&tx, &id)? else {
-                return Ok((Appended::Dropped("run_not_found"), None));
+                return Ok(Appended::Dropped("run_not_found"));
             };
             if writer.as_ref().is_some_and(|w| w != &owner) {
-                return Ok((Appended::Dropped("run_not_found"), None));
+                return Ok(Appended::Dropped("run_not_found"));
             }
-            if run["status"] == "completed" {
-                return Ok((Appended::Dropped("run_terminal"), None));
+            if is_terminal(run["status"].as_str().unwrap_or_default()) {
+                return Ok(Appended::Dropped("run_terminal"));
             }
-            let existing: i64 = tx
-                .query_row(
-                    "SELECT COUNT(*) FROM run_trace WHERE run_id = ?1 AND kind IN ('turn', 'model_turn')",
-                    params![id],
-                    |r| r.get(0),
-                )
-                .map_err(db_error)?;
+            let existing = turn_count(&tx, &id)?;
             if existing + turns.len() as i64 > MAX_TURNS {
-                return Ok((Appended::Dropped("run_turn_limit"), None));
+                return Ok(Appended::Dropped("run_turn_limit"));
             }
-            let mut records = Vec::with_capacity(turns.len());
+            let count = turns.len();
+            let mut pending = Pending::default();
             for (i, mut turn) in turns.into_iter().enumerate() {
                 turn.insert("index".into(), json!(existing + i as i64));
-                records.push(append_trace(&tx, &id, kind, &Value::Object(turn))?);
+                pending.append(&tx, &id, kind, &Value::Object(turn))?;
             }
             tx.commit().map_err(db_error)?;
-            let count = records.len();
-            Ok((
-                Appended::Turns {
-                    base_index: existing,
-                    count,
-                },
-                Some((owner, records)),
-            ))
+            pending.publish(&events);
+            Ok(Appended::Turns {
+                base_index: existing,
+                count,
+            })
         })
-        .await?;
-    if let Some((owner, records)) = published {
-        for record in records {
-            publish(state, owner.clone(), &run_id, record);
-        }
-    }
-    Ok(appended)
+        .await
 }
 
 /// Whose turns a session may write: the owner that started the run. A host session writes
@@ -210,11 +200,17 @@ async fn record_turns(call: Call, p: RecordTurnsParams) -> Result<Value, RpcErro
     )
 }
 
-/// The proposal recorder: the tool calls of a finished proposal become turns of the run
-/// the connection started most recently, in action order (`{tool, parameters, output,
-/// status, error?, policy_rejected, verifier_verdict: "not_run", proposal_id, action_id}`).
-pub async fn record_proposal(call: &Call, proposal: &Value, result: &Value) {
-    let Some(run_id) = call.session.current_run() else {
+/// The proposal recorder: the tool calls of a finished proposal become turns of `run_id`
+/// (the run the connection started most recently when the proposal was submitted), in
+/// action order (`{tool, parameters, output, status, error?, policy_rejected,
+/// verifier_verdict: "not_run", proposal_id, action_id}`).
+pub async fn record_proposal(
+    call: &Call,
+    run_id: Option<String>,
+    proposal: &Value,
+    result: &Value,
+) {
+    let Some(run_id) = run_id else {
         return;
     };
     let actions = proposal["actions"].as_array().cloned().unwrap_or_default();

@@ -2,19 +2,21 @@
 //!
 //! A run is started with an intent for an agent (the session's bound agent, the given
 //! `agent_id`, or `name:<slug>` of `agent_name`; with none of them `runs.start` is refused)
-//! and completed with CAR's `AgentOutcome` or a bare status. `idempotency_key` is the run's
-//! id, so `runs.start` is safe to repeat: the same owner and key return the existing run
-//! (`created: false`). A run still running when the connection that started it closes is
-//! marked `incomplete` (and so are runs left running by a daemon that died); an incomplete
-//! run may still be completed later.
+//! and ends once: completed with CAR's `AgentOutcome` or a bare status (`runs.complete`),
+//! cancelled (`runs.cancel`, in [`super::run_lifecycle`]), or incomplete (its producer
+//! connection closed and nobody resumed it, or the daemon stopped while it ran). An ended
+//! run is never reopened: a later `runs.complete` is `-32602` (`data.reason:
+//! "run_terminal"`). `idempotency_key` is the run's id, so `runs.start` is safe to repeat:
+//! the same owner and key return the existing run (`created: false`).
 //!
 //! Ownership: a run is completed by the identity that started it (the bound agent, else the
-//! user) or a host session. Reads follow CAR's rule: `runs.get_trace` and `runs.list` need a
-//! host session or a session bound to the run's agent (`-32603 permission denied` with
-//! `data.reason: "not_owner"` otherwise); an unknown run id answers CAR's not-found marker
-//! `{run_id, not_found: true}`.
-//! Trace records (`started`, `completed`, `incomplete`) are pushed as `runs.trace.event`
-//! `{run_id, record}` to sessions that called `runs.subscribe`.
+//! user) or a host session; anyone else is told `no run …` (`data.reason:
+//! "run_not_found"`), as for an unknown id. Reads follow CAR's rule: `runs.get_trace`,
+//! `runs.list` and `runs.subscribe` need a host session or a session bound to the run's
+//! agent (`-32603 permission denied` with `data.reason: "not_owner"` otherwise); an unknown
+//! run id answers `runs.get_trace` with CAR's not-found marker `{run_id, not_found: true}`.
+//! Trace records ([`super::run_records`]) stream as `runs.trace.event` `{run_id, agent_id,
+//! record, cursor, status}` after the `runs.subscribe` snapshot.
 
 use car_proto::errors::RpcError;
 use car_proto::methods::CallerRole;
@@ -23,13 +25,14 @@ use serde_json::{json, Value};
 
 use car_proto::methods::fields::Name;
 use car_proto::methods::runs::{
-    self as m, CompleteParams, ListParams, Outcome, StartParams, SubscribeParams, TraceParams,
-    UnsubscribeParams, UnsubscribeReply,
+    self as m, CompleteParams, ListParams, Outcome, StartParams, SubscribeParams, TraceEvent,
+    TraceParams, UnsubscribeParams, UnsubscribeReply,
 };
 
+use super::run_records::{self as records, is_terminal, live_status, Pending};
 use crate::handler::{Call, Routes};
-use crate::session::{Identity, Session};
-use crate::state::{RunEvent, ServerState};
+use crate::session::Identity;
+use crate::state::RunEvent;
 use crate::store::{db_error, now_ms};
 
 /// CAR's `AgentOutcome` statuses, plus `cancelled`.
@@ -104,38 +107,23 @@ pub(super) fn load(
     .map_err(db_error)
 }
 
-pub(super) fn append_trace(
-    c: &rusqlite::Connection,
-    run_id: &str,
-    kind: &str,
-    data: &Value,
-) -> Result<Value, RpcError> {
-    let seq: i64 = c
-        .query_row(
-            "SELECT COALESCE(MAX(seq), 0) + 1 FROM run_trace WHERE run_id = ?1",
-            [run_id],
-            |r| r.get(0),
-        )
-        .map_err(db_error)?;
-    let ts = now_ms();
-    c.execute(
-        "INSERT INTO run_trace (run_id, seq, ts_ms, kind, data) VALUES (?1, ?2, ?3, ?4, ?5)",
-        params![run_id, seq, ts, kind, data.to_string()],
-    )
-    .map_err(db_error)?;
-    Ok(json!({"seq": seq, "ts_ms": ts, "kind": kind, "data": data}))
-}
-
-fn no_run(run_id: &str) -> RpcError {
+/// An unknown run, or one the caller may not act on: the two answer the same.
+pub(super) fn no_run(run_id: &str) -> RpcError {
     RpcError::invalid_params(format!("run_id: no run {run_id:?} visible to this session"))
+        .with_data(json!({"reason": "run_not_found"}))
 }
 
-pub(super) fn publish(state: &ServerState, owner: String, run_id: &str, record: Value) {
-    let _ = state.run_events.send(RunEvent {
-        owner,
-        run_id: run_id.to_string(),
-        record,
-    });
+/// A run that has ended, for a method that needs it running.
+pub(super) fn ended(run_id: &str, run: &Value) -> RpcError {
+    let how = match run["status"].as_str() {
+        Some("completed") => format!("is already completed ({})", run["outcome"]),
+        Some("cancelled") => "was cancelled".to_string(),
+        _ => "already ended incomplete".to_string(),
+    };
+    RpcError::invalid_params(format!(
+        "run_id: run {run_id:?} {how}; an ended run is never reopened"
+    ))
+    .with_data(json!({"reason": "run_terminal"}))
 }
 
 fn text(field: &str, value: Option<String>) -> Result<Option<String>, RpcError> {
@@ -159,14 +147,16 @@ pub fn register(routes: &mut Routes) {
         .add::<m::Subscribe, _, _>(subscribe)
         .add::<m::Unsubscribe, _, _>(unsubscribe);
     super::run_turns::register(routes);
+    super::run_lifecycle::register(routes);
 }
 
-/// `runs.unsubscribe {run_id?}` → `{removed}`: stops this connection's subscription to that
-/// run (or its all-runs subscription).
+/// `runs.unsubscribe {run_id?}` → `{run_id, removed}`: stops this connection's
+/// subscription to that run (or its all-runs subscription).
 async fn unsubscribe(call: Call, p: UnsubscribeParams) -> Result<UnsubscribeReply, RpcError> {
     let run_id = p.run_id.map(Name::into_string);
     Ok(UnsubscribeReply {
         removed: call.session.remove_run_subscriptions(run_id.as_deref()),
+        run_id,
     })
 }
 
@@ -211,8 +201,9 @@ async fn start(call: Call, p: StartParams) -> Result<Value, RpcError> {
         let owner = owner_of(&identity);
         // CAR: an idempotency key is the run's id.
         let run_id = key.clone().unwrap_or_else(new_run_id);
-        let (owner2, run_id2) = (owner.clone(), run_id.clone());
-        let (run, created, record) = call
+        let (owner2, run_id2) = (owner, run_id.clone());
+        let events = call.state.run_events.clone();
+        let (run, created) = call
             .state
             .store
             .run(move |c| {
@@ -224,7 +215,7 @@ async fn start(call: Call, p: StartParams) -> Result<Value, RpcError> {
                                 "idempotency_key: names a run of another owner",
                             ));
                         }
-                        return Ok((run, false, None));
+                        return Ok((run, false));
                     }
                 }
                 tx.execute(
@@ -232,15 +223,17 @@ async fn start(call: Call, p: StartParams) -> Result<Value, RpcError> {
                     params![run_id2, owner2, intent, agent_id, agent_name, key, now_ms()],
                 )
                 .map_err(db_error)?;
-                let record = append_trace(&tx, &run_id2, "started", &json!({"intent": intent, "outcome_description": outcome_description}))?;
+                let mut pending = Pending::default();
+                pending.append(&tx, &run_id2, "started", &json!({"intent": intent, "outcome_description": outcome_description, "agent_id": agent_id}))?;
                 let (_, run) = load(&tx, &run_id2)?.expect("row just inserted");
                 tx.commit().map_err(db_error)?;
-                Ok((run, true, Some(record)))
+                pending.publish(&events);
+                Ok((run, true))
             })
             .await?;
-        if let Some(record) = record {
+        if created {
             call.session.track_run(&run_id);
-            publish(&call.state, owner, &run_id, record);
+            call.state.live_runs.attach(&run_id, &call.session, false);
         }
         let mut run = run;
         run["created"] = json!(created);
@@ -273,11 +266,7 @@ async fn complete(call: Call, p: CompleteParams) -> Result<Value, RpcError> {
             Outcome::Status(status) => (status, p.summary, None),
             Outcome::Outcome(o) => {
                 let summary = o.summary.clone().or(p.summary);
-                (
-                    o.status.clone(),
-                    summary,
-                    Some(serde_json::to_value(&o).unwrap_or_default()),
-                )
+                (o.status.clone(), summary, serde_json::to_value(&o).ok())
             }
         };
         if !OUTCOMES.contains(&outcome.as_str()) {
@@ -290,31 +279,40 @@ async fn complete(call: Call, p: CompleteParams) -> Result<Value, RpcError> {
         let summary = text("summary", summary.filter(|s| !s.trim().is_empty()))?;
         let identity = call.session.identity();
         let id = run_id.clone();
-        let (owner, run, record) = call
+        let events = call.state.run_events.clone();
+        // CAR's outcome as recorded in the `ended` record (a bare status becomes one).
+        let recorded =
+            agent_outcome.unwrap_or_else(|| json!({"status": outcome, "summary": summary}));
+        let run = call
             .state
             .store
             .run(move |c| {
                 let tx = c.transaction().map_err(db_error)?;
-                let (owner, run) = match load(&tx, &id)? {
-                    Some((owner, run)) if sees(&identity, &owner) => (owner, run),
+                let run = match load(&tx, &id)? {
+                    Some((owner, run)) if sees(&identity, &owner) => run,
                     _ => return Err(no_run(&id)),
                 };
-                if run["status"] == "completed" {
-                    return Err(RpcError::invalid_params(format!("run_id: run {id:?} is already completed ({})", run["outcome"])));
+                // The first terminal wins: an ended run is never completed again.
+                if is_terminal(run["status"].as_str().unwrap_or_default()) {
+                    return Err(ended(&id, &run));
                 }
                 tx.execute(
                     "UPDATE runs SET status = 'completed', outcome = ?2, summary = ?3, completed_ms = ?4 WHERE run_id = ?1",
                     params![id, outcome, summary, now_ms()],
                 )
                 .map_err(db_error)?;
-                let record = append_trace(&tx, &id, "completed", &json!({"outcome": outcome, "summary": summary, "agent_outcome": agent_outcome}))?;
+                let mut pending = Pending::default();
+                pending.append(&tx, &id, "ended", &json!({"termination": "outcome", "outcome": recorded}))?;
                 let (_, run) = load(&tx, &id)?.expect("row exists");
                 tx.commit().map_err(db_error)?;
-                Ok((owner, run, record))
+                pending.publish(&events);
+                Ok(run)
             })
             .await?;
         call.session.untrack_run(&run_id);
-        publish(&call.state, owner, &run_id, record);
+        if let Some(producer) = call.state.live_runs.release(&run_id) {
+            producer.untrack_run(&run_id);
+        }
         let mut run = run;
         run["ok"] = json!(true);
         Ok(run)
@@ -332,9 +330,9 @@ async fn list(call: Call, p: ListParams) -> Result<Value, RpcError> {
             }
         });
         if let Some(s) = &status {
-            if !["running", "completed", "incomplete"].contains(&s.as_str()) {
+            if !["running", "completed", "incomplete", "cancelled"].contains(&s.as_str()) {
                 return Err(RpcError::invalid_params(format!(
-                    "status: must be in_progress, running, completed or incomplete, got {s:?}"
+                    "status: must be in_progress, running, completed, incomplete or cancelled, got {s:?}"
                 )));
             }
         }
@@ -376,111 +374,92 @@ async fn list(call: Call, p: ListParams) -> Result<Value, RpcError> {
     }
 }
 
-/// `runs.get_trace {run_id}` → `{run, records}`.
+/// `runs.get_trace {run_id, cursor?}` → `{run_id, agent_id, run, records, cursor,
+/// next_cursor}`: the records from offset `cursor` (echoed, CAR's rule), `next_cursor` the
+/// offset after them.
 async fn get_trace(call: Call, p: TraceParams) -> Result<Value, RpcError> {
-    {
-        let run_id = p.run_id.into_string();
-        let cursor = p.cursor.unwrap_or(0) as i64;
-        let identity = call.session.identity();
-        call.state
-            .store
-            .run(move |c| {
-                let run = match load(c, &run_id)? {
-                    Some((_, run)) if may_read(&identity, run["agent_id"].as_str()) => run,
-                    Some(_) => return Err(not_entitled("runs.get_trace")),
-                    // CAR's not-found marker: nothing is revealed, there is no owner to check.
-                    None => return Ok(json!({"run_id": run_id, "not_found": true})),
-                };
-                let mut stmt = c
-                    .prepare("SELECT seq, ts_ms, kind, data FROM run_trace WHERE run_id = ?1 ORDER BY seq LIMIT -1 OFFSET ?2")
-                    .map_err(db_error)?;
-                let records = stmt
-                    .query_map(params![run_id, cursor], |r| {
-                        let data: String = r.get(3)?;
-                        Ok(json!({"seq": r.get::<_, i64>(0)?, "ts_ms": r.get::<_, i64>(1)?, "kind": r.get::<_, String>(2)?, "data": serde_json::from_str::<Value>(&data).unwrap_or(Value::Null)}))
-                    })
-                    .map_err(db_error)?
-                    .collect::<Result<Vec<_>, _>>()
-                    .map_err(db_error)?;
-                let next = cursor + records.len() as i64;
-                Ok(json!({"run_id": run_id, "agent_id": run["agent_id"], "run": run, "records": records, "cursor": next}))
-            })
-            .await
-    }
+    let run_id = p.run_id.into_string();
+    let cursor = p.cursor.unwrap_or(0).min(i64::MAX as u64) as i64;
+    let identity = call.session.identity();
+    call.state
+        .store
+        .run(move |c| {
+            let run = match load(c, &run_id)? {
+                Some((_, run)) if may_read(&identity, run["agent_id"].as_str()) => run,
+                Some(_) => return Err(not_entitled("runs.get_trace")),
+                // CAR's not-found marker: nothing is revealed, there is no owner to check.
+                None => return Ok(json!({"run_id": run_id, "not_found": true})),
+            };
+            let records = records::records(c, &run_id, None, cursor)?;
+            let next = cursor + records.len() as i64;
+            Ok(json!({"run_id": run_id, "agent_id": run["agent_id"], "run": run, "records": records, "cursor": cursor, "next_cursor": next}))
+        })
+        .await
 }
 
-/// `runs.subscribe {run_id?}` → `{subscribed: true}`; then `runs.trace.event` notifications.
+/// `runs.subscribe {run_id}` → CAR's snapshot `{run_id, agent_id, turns_so_far, cursor,
+/// status}`, then a `runs.trace.event` for every record appended after it. The snapshot is
+/// read and the subscriber registered in one database job, the one that appends and
+/// publishes records, so no record is missed or repeated. Without `run_id` →
+/// `{subscribed: true}` and the records of every run this session may read.
 async fn subscribe(call: Call, p: SubscribeParams) -> Result<Value, RpcError> {
-    {
-        let only = p.run_id.map(Name::into_string);
+    let Some(run_id) = p.run_id.map(Name::into_string) else {
         let events = call.state.run_events.subscribe();
-        let stop = call.session.add_run_subscription(only.clone());
+        let stop = call.session.add_run_subscription(None);
         call.session.forward_until(
             events,
             "runs.trace.event",
-            move |session, e: RunEvent| {
-                let wanted = only.as_ref().is_none_or(|r| r == &e.run_id)
-                    && sees(&session.identity(), &e.owner);
-                wanted.then(|| json!({"run_id": e.run_id, "record": e.record}))
+            |session, e: RunEvent| {
+                may_read(&session.identity(), e.agent_id.as_deref()).then(|| trace_event(e))
             },
             stop,
         );
-        Ok(json!({"subscribed": true}))
-    }
-}
-
-/// Marks runs still running on a closed connection `incomplete`.
-pub async fn on_session_closed(session: &Session, state: &ServerState) {
-    let open = session.take_open_runs();
-    if open.is_empty() {
-        return;
-    }
-    let result = state
+        return Ok(json!({"subscribed": true}));
+    };
+    let identity = call.session.identity();
+    let sender = call.state.run_events.clone();
+    let id = run_id.clone();
+    let (snapshot, events) = call
+        .state
         .store
         .run(move |c| {
-            let mut marked = Vec::new();
-            for run_id in open {
-                let n = c
-                    .execute("UPDATE runs SET status = 'incomplete' WHERE run_id = ?1 AND status = 'running'", [&run_id])
-                    .map_err(db_error)?;
-                if n == 1 {
-                    let record = append_trace(c, &run_id, "incomplete", &json!({"reason": "the connection that started it closed"}))?;
-                    let owner: String = c.query_row("SELECT owner FROM runs WHERE run_id = ?1", [&run_id], |r| r.get(0)).map_err(db_error)?;
-                    marked.push((owner, run_id, record));
-                }
-            }
-            Ok(marked)
+            let run = match load(c, &id)? {
+                Some((_, run)) if may_read(&identity, run["agent_id"].as_str()) => run,
+                Some(_) => return Err(not_entitled("runs.subscribe")),
+                None => return Err(no_run(&id)),
+            };
+            let turns = records::turns(c, &id)?;
+            let events = sender.subscribe();
+            Ok((
+                json!({
+                    "run_id": id,
+                    "agent_id": run["agent_id"],
+                    "cursor": turns.len(),
+                    "turns_so_far": turns,
+                    "status": live_status(run["status"].as_str().unwrap_or_default()),
+                }),
+                events,
+            ))
         })
-        .await;
-    match result {
-        Ok(marked) => {
-            for (owner, run_id, record) in marked {
-                publish(state, owner, &run_id, record);
-            }
-        }
-        Err(e) => tracing::error!(error = %e, "could not mark runs incomplete"),
-    }
+        .await?;
+    let stop = call.session.add_run_subscription(Some(run_id.clone()));
+    call.session.forward_until(
+        events,
+        "runs.trace.event",
+        move |_, e: RunEvent| (e.run_id == run_id).then(|| trace_event(e)),
+        stop,
+    );
+    Ok(snapshot)
 }
 
-/// At startup: runs a previous daemon left running can no longer complete on their
-/// connection; mark them incomplete.
-pub fn mark_orphans_incomplete_job(c: &mut rusqlite::Connection) -> Result<usize, RpcError> {
-    let running: Vec<String> = c
-        .prepare("SELECT run_id FROM runs WHERE status = 'running'")
-        .and_then(|mut s| s.query_map([], |r| r.get(0))?.collect())
-        .map_err(db_error)?;
-    for run_id in &running {
-        c.execute(
-            "UPDATE runs SET status = 'incomplete' WHERE run_id = ?1",
-            [run_id],
-        )
-        .map_err(db_error)?;
-        append_trace(
-            c,
-            run_id,
-            "incomplete",
-            &json!({"reason": "the daemon stopped while it was running"}),
-        )?;
-    }
-    Ok(running.len())
+/// `runs.trace.event` params.
+fn trace_event(e: RunEvent) -> Value {
+    serde_json::to_value(TraceEvent {
+        run_id: e.run_id,
+        agent_id: e.agent_id,
+        record: e.record,
+        cursor: e.cursor,
+        status: e.status,
+    })
+    .unwrap_or_default()
 }

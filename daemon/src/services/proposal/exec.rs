@@ -20,14 +20,14 @@
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use car_proto::errors::RpcError;
 use futures_util::future::join_all;
 use serde::Serialize;
 use serde_json::{json, Map, Value};
 
+use super::callback::Attempt;
 use super::model::{Action, ActionKind, FailureBehavior};
 use crate::handler::Call;
-use crate::session::{ReverseCallError, Session};
+use crate::session::Session;
 use crate::store::NewEvent;
 
 /// Added to an action's `timeout_ms` for the daemon's own callback wait.
@@ -117,20 +117,16 @@ pub struct Execution<'a> {
     pub session_id: String,
     /// The daemon's callback wait when an action declares no `timeout_ms`.
     pub tool_timeout: Duration,
+    /// The run the proposal is recorded under (its callbacks are withdrawn when it is
+    /// cancelled).
+    pub run_id: Option<String>,
 }
 
 /// Undo journal entry: (action index, key, previous value).
 type Undo = (usize, String, Option<Value>);
 
-enum Attempt {
-    Answered(Value),
-    Refused(RpcError),
-    Cancelled(String),
-    Closed,
-}
-
 impl Execution<'_> {
-    fn event(
+    pub(super) fn event(
         &self,
         kind: &'static str,
         action_id: Option<&str>,
@@ -532,94 +528,5 @@ impl Execution<'_> {
             json!({"attempts": result.attempts, "error": result.error}),
         );
         result
-    }
-
-    async fn attempt(
-        &self,
-        action: &Action,
-        tool: &str,
-        request_id: &str,
-        params: &Value,
-    ) -> Attempt {
-        let session = &self.call.session;
-        let daemon_wait = action
-            .timeout_ms
-            .map(|ms| Duration::from_millis(ms) + CALLBACK_GRACE)
-            .unwrap_or(self.tool_timeout);
-        let mut guard = CancelOnDrop {
-            exec: self,
-            request_id,
-            action_id: &action.id,
-            tool,
-            armed: true,
-        };
-        let wait =
-            session.call_client_as(request_id.to_string(), "tools.execute", params, daemon_wait);
-        let answer = match action.timeout_ms {
-            Some(ms) => match tokio::time::timeout(Duration::from_millis(ms), wait).await {
-                Ok(answer) => answer,
-                Err(_) => {
-                    guard.armed = false;
-                    return Attempt::Cancelled(self.cancel(
-                        request_id,
-                        &action.id,
-                        format!("tool '{tool}' exceeded its timeout_ms ({ms}ms)"),
-                    ));
-                }
-            },
-            None => wait.await,
-        };
-        guard.armed = false;
-        match answer {
-            Ok(Ok(output)) => Attempt::Answered(output),
-            Ok(Err(error)) => Attempt::Refused(error),
-            Err(ReverseCallError::TimedOut(d)) => Attempt::Cancelled(self.cancel(
-                request_id,
-                &action.id,
-                format!("tool '{tool}' callback timed out ({}s)", d.as_secs()),
-            )),
-            Err(ReverseCallError::Closed) => Attempt::Closed,
-        }
-    }
-
-    /// Sends `tools.cancel` and logs it; returns the reason.
-    fn cancel(&self, request_id: &str, action_id: &str, reason: String) -> String {
-        self.call.session.notify(
-            "tools.cancel",
-            &json!({"request_id": request_id, "action_id": action_id, "reason": reason}),
-        );
-        self.event(
-            "tool.cancelled",
-            Some(action_id),
-            Some(request_id),
-            json!({"reason": reason}),
-        );
-        reason
-    }
-}
-
-/// Sends `tools.cancel` if an attempt is dropped before it finished — the handler was
-/// abandoned at its deadline (or its connection closed, in which case the notification
-/// has nowhere to go and is dropped).
-struct CancelOnDrop<'a> {
-    exec: &'a Execution<'a>,
-    request_id: &'a str,
-    action_id: &'a str,
-    tool: &'a str,
-    armed: bool,
-}
-
-impl Drop for CancelOnDrop<'_> {
-    fn drop(&mut self) {
-        if self.armed {
-            self.exec.cancel(
-                self.request_id,
-                self.action_id,
-                format!(
-                    "proposal.submit was abandoned before tool '{}' answered",
-                    self.tool
-                ),
-            );
-        }
     }
 }

@@ -7,6 +7,7 @@
 //! surface there as `rejected` actions. Nothing is executed or written for a refused
 //! proposal.
 
+mod callback;
 pub mod exec;
 pub mod model;
 pub mod plan;
@@ -171,9 +172,30 @@ async fn verify(call: Call, p: VerifyParams) -> Result<Value, RpcError> {
     }
 }
 
+fn run_cancelled(run_id: &str) -> RpcError {
+    RpcError::internal(format!(
+        "run cancelled: run {run_id:?} was cancelled while this proposal ran; the tool calls it was waiting on were sent tools.cancel"
+    ))
+    .with_data(json!({"reason": "run_cancelled", "run_id": run_id}))
+}
+
 /// `proposal.submit {proposal, session_id?}` → `{proposal_id, results, outputs, final_state, errors}`.
+///
+/// The proposal is recorded under the connection's current run, and stops when that run is
+/// cancelled. A connection that took its run over with `runs.resume` submits no new
+/// proposal under it (CAR: a resumed run is recovery only).
 async fn submit(call: Call, p: SubmitParams) -> Result<Value, RpcError> {
     {
+        let run_id = call.session.current_run();
+        if let Some(run) = &run_id {
+            if call.state.live_runs.resumed_by(run, &call.session) {
+                return Err(RpcError::internal(format!(
+                    "run recovery only: run {run:?} was resumed on this connection, and a resumed run dispatches no new proposal (this daemon keeps no completed proposal response to replay)"
+                ))
+                .with_data(json!({"reason": "resumed_run", "run_id": run})));
+            }
+        }
+        let work = run_id.as_ref().and_then(|r| call.state.live_runs.work(r));
         let raw = Value::Object(p.proposal.clone());
         let proposal = parse_whole(p.proposal)?;
         let session_id = p
@@ -202,9 +224,19 @@ async fn submit(call: Call, p: SubmitParams) -> Result<Value, RpcError> {
             proposal_id,
             session_id,
             tool_timeout: call.state.config.tool_timeout,
+            run_id: run_id.clone(),
         };
-        let result = execution.run(&actions, &plan.levels).await;
-        super::run_turns::record_proposal(&call, &raw, &result).await;
+        let result = match work {
+            // `runs.cancel` stops the proposal: dropping it sends `tools.cancel` for every
+            // callback still waiting (those the cancel did not withdraw itself).
+            Some(work) => tokio::select! {
+                biased;
+                _ = work.cancelled() => return Err(run_cancelled(run_id.as_deref().unwrap_or_default())),
+                result = execution.run(&actions, &plan.levels) => result,
+            },
+            None => execution.run(&actions, &plan.levels).await,
+        };
+        super::run_turns::record_proposal(&call, run_id, &raw, &result).await;
         Ok(result)
     }
 }
