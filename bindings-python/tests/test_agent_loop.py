@@ -53,6 +53,13 @@ def test_run_agent_with_one_and_two_argument_tools(rt: car_runtime.CarRuntime, s
     assert outcome["summary"] == "the sum is 5"
     assert outcome["tools_called"] == ["add", "finish"]
     assert seen == [{"a": 2, "b": 3}]
+    # The model saw the tool's output linked to its call, and the run is in its trace.
+    linked = [m for m in scripted.requests[1]["messages"] if m["role"] == "tool"]
+    assert linked and linked[0]["tool_call_id"] == "call_1" and json.loads(linked[0]["content"]) == {"sum": 5}
+    trace = json.loads(rt.daemon_call_host_management("runs.get_trace", json.dumps({"run_id": outcome["run_id"]})))
+    assert [r["record"] for r in trace["records"]] == ["started", "model_turn", "turn", "model_turn", "ended"], trace
+    assert trace["records"][2]["tool"] == "add" and trace["records"][2]["output"] == {"sum": 5}
+    assert trace["records"][-1]["outcome"]["summary"] == "the sum is 5"
 
     calls: List[Dict[str, Any]] = []
 
