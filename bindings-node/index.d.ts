@@ -211,6 +211,8 @@ export interface AgentLoopConfig {
   toolChoice?: 'auto' | 'required' | 'none' | (string & {})
   /** Not in CAR's config: every turn's sampling temperature (default the model's); `0` makes a local run repeatable. */
   temperature?: number
+  /** Not in CAR's config: whether the model may ask for several calls in one turn (default the model's). */
+  parallelToolCalls?: boolean
   /** The runtime to run on; default a new `CarRuntime`, closed when the run ends. */
   runtime?: CarRuntime | null
 }

@@ -24,6 +24,7 @@ const FIELDS = {
   targetOutcome: ['target_outcome', 'string?'],
   toolChoice: ['tool_choice', 'string?'],
   temperature: ['temperature', 'number?'],
+  parallelToolCalls: ['parallel_tool_calls', 'boolean?'],
 }
 // Read by `runAgent` itself, never sent.
 const LOCAL = new Set(['tools', 'runtime'])
@@ -45,6 +46,10 @@ function checkValue(key, check, value) {
     case 'string?':
       if (absent) return undefined
       if (typeof value !== 'string') throw new InvalidArgumentError(`config.${key} must be a string, got ${describe(value)}`)
+      return value
+    case 'boolean?':
+      if (absent) return undefined
+      if (typeof value !== 'boolean') throw new InvalidArgumentError(`config.${key} must be a boolean, got ${describe(value)}`)
       return value
     case 'number?':
       if (absent) return undefined

@@ -65,6 +65,10 @@ pub struct AgentLoopConfig {
     /// `0` makes a local model's run repeatable.
     #[uniffi(default = None)]
     pub temperature: Option<f32>,
+    /// Not in CAR's config: whether the model may ask for several calls in one turn (the
+    /// model's default when absent).
+    #[uniffi(default = None)]
+    pub parallel_tool_calls: Option<bool>,
 }
 
 impl AgentLoopConfig {
@@ -83,6 +87,7 @@ impl AgentLoopConfig {
             target_outcome: self.target_outcome.clone(),
             tool_choice: self.tool_choice.clone(),
             temperature: self.temperature,
+            parallel_tool_calls: self.parallel_tool_calls,
         })
     }
 }
@@ -153,10 +158,33 @@ impl From<car_daemon_client::AgentOutcome> for AgentOutcome {
 pub trait AgentTool: Send + Sync {
     /// Runs one call: `params_json` is the arguments the model gave (a JSON object),
     /// `call_json` the whole call `{tool, params, action_id, request_id, timeout_ms,
-    /// session_id, attempt}`. Returns the result as JSON, which the model observes.
+    /// session_id, attempt}`, `abort` set when the daemon cancels the call (its
+    /// `timeout_ms` ran out). Returns the result as JSON, which the model observes.
     /// Throwing (a `CarError` or anything else) fails the action; the model observes the
     /// error.
-    fn call(&self, params_json: String, call_json: String) -> Result<String, CarError>;
+    fn call(
+        &self,
+        params_json: String,
+        call_json: String,
+        abort: Arc<ToolAbort>,
+    ) -> Result<String, CarError>;
+}
+
+/// A tool call's abort signal: set when the daemon sends `tools.cancel` for the call.
+#[derive(Debug, uniffi::Object)]
+pub struct ToolAbort(car_daemon_client::AbortSignal);
+
+#[uniffi::export]
+impl ToolAbort {
+    /// Whether the daemon cancelled the call.
+    pub fn is_aborted(&self) -> bool {
+        self.0.is_aborted()
+    }
+
+    /// Blocks until the call is cancelled or `timeout_ms` passes; whether it was cancelled.
+    pub fn wait(&self, timeout_ms: u64) -> bool {
+        self.0.wait(std::time::Duration::from_millis(timeout_ms))
+    }
 }
 
 /// Runs CAR's agent loop on a client with a fixed set of tools.
@@ -221,8 +249,13 @@ fn run_tool(tools: &HashMap<String, Arc<dyn AgentTool>>, call: ToolCall) -> Hand
             call.tool
         )));
     };
+    let abort = Arc::new(ToolAbort(call.abort.clone()));
     let text = tool
-        .call(call.params.to_string(), call.to_call_json().to_string())
+        .call(
+            call.params.to_string(),
+            call.to_call_json().to_string(),
+            abort,
+        )
         .map_err(CarError::into_handler_error)?;
     serde_json::from_str(&text).map_err(|e| {
         HandlerError::new(format!(
@@ -251,6 +284,7 @@ mod tests {
             target_outcome: "the sum".into(),
             tool_choice: None,
             temperature: None,
+            parallel_tool_calls: None,
         }
     }
 
@@ -298,7 +332,12 @@ mod tests {
 
     struct Fixed(Result<String, CarError>);
     impl AgentTool for Fixed {
-        fn call(&self, params_json: String, call_json: String) -> Result<String, CarError> {
+        fn call(
+            &self,
+            params_json: String,
+            call_json: String,
+            _abort: Arc<ToolAbort>,
+        ) -> Result<String, CarError> {
             let call: Value = serde_json::from_str(&call_json).unwrap();
             assert_eq!(call["params"].to_string(), params_json);
             self.0.clone()

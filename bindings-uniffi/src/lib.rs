@@ -38,7 +38,9 @@ mod generated;
 mod handlers;
 mod runtime;
 
-pub use agent_loop::{AgentLoop, AgentLoopConfig, AgentMetrics, AgentOutcome, AgentTool};
+pub use agent_loop::{
+    AgentLoop, AgentLoopConfig, AgentMetrics, AgentOutcome, AgentTool, ToolAbort,
+};
 pub use client::CarDaemonClient;
 pub use error::CarError;
 pub use handlers::{DaemonHandler, DaemonNotificationHandler};

@@ -14,7 +14,7 @@ use std::time::Duration;
 use car_daemon_client::{ClientConfig, EnvSnapshot};
 use car_runtime_uniffi::{
     client_version, protocol_version, AgentLoop, AgentLoopConfig, AgentTool, CarDaemonClient,
-    CarError, DaemonHandler, DaemonNotificationHandler,
+    CarError, DaemonHandler, DaemonNotificationHandler, ToolAbort,
 };
 use car_test_harness::http_script::{Reply, Server};
 use car_test_harness::Daemon;
@@ -434,7 +434,12 @@ fn model_call(id: &str, name: &str, arguments: Value) -> Reply {
 
 struct FnTool<F>(F);
 impl<F: Fn(Value, Value) -> Result<String, CarError> + Send + Sync> AgentTool for FnTool<F> {
-    fn call(&self, params_json: String, call_json: String) -> Result<String, CarError> {
+    fn call(
+        &self,
+        params_json: String,
+        call_json: String,
+        _abort: Arc<ToolAbort>,
+    ) -> Result<String, CarError> {
         let params = serde_json::from_str(&params_json).expect("params are JSON");
         (self.0)(
             params,
@@ -463,6 +468,7 @@ fn calc_config() -> AgentLoopConfig {
         target_outcome: "the sum".into(),
         tool_choice: None,
         temperature: None,
+        parallel_tool_calls: None,
     }
 }
 

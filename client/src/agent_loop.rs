@@ -71,6 +71,10 @@ pub struct AgentConfig {
     /// config either; `0` makes a local model's run repeatable.
     #[serde(default)]
     pub temperature: Option<f32>,
+    /// Whether the model may ask for several calls in one turn (every turn's
+    /// `parallel_tool_calls`; default: the model's). Not in CAR's config either.
+    #[serde(default)]
+    pub parallel_tool_calls: Option<bool>,
 }
 
 fn default_max_tokens() -> u32 {
@@ -279,6 +283,9 @@ impl Client {
             }
             if let Some(t) = config.temperature {
                 request["params"]["temperature"] = json!(t);
+            }
+            if let Some(p) = config.parallel_tool_calls {
+                request["params"]["parallel_tool_calls"] = json!(p);
             }
             let started = std::time::Instant::now();
             let answer = self.call("infer", request).await?;

@@ -12,14 +12,20 @@
 //! - notifications have one subscriber per method and run one at a time in arrival order
 //!   on a blocking-pool thread; a panic is logged and the next notification still runs.
 //!
+//! - a `tools.execute` call carries an [`AbortSignal`] ([`ToolCall::abort`]); a
+//!   `tools.cancel` naming its `request_id` sets it before the `tools.cancel` subscriber
+//!   (if any) runs, so a tool can stop the work the daemon gave up on.
+//!
 //! The registry lock is only held to clone a handler out: no user code runs under it.
 //! Sockets are not touched here; the connection sends the frames this module builds.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Condvar, Mutex, RwLock};
+use std::time::Duration;
 
 use car_proto::errors::RpcError;
 use car_proto::jsonrpc::{error_frame, result_frame};
@@ -56,6 +62,64 @@ pub(crate) struct HandlerRegistry {
     /// `session_id → tool function` for `execute_proposal` runs; a `tools.execute` whose
     /// `session_id` names one goes there instead of the registered tool handler.
     scoped_tools: RwLock<HashMap<String, Arc<ToolFn>>>,
+    /// `request_id` (as text) → the abort signal of a `tools.execute` call in flight.
+    aborts: Mutex<HashMap<String, AbortSignal>>,
+}
+
+/// Set when the daemon cancels the tool call it belongs to (`tools.cancel`). Cheap to
+/// clone; every clone sees the same state. Two signals always compare equal (a signal is
+/// not part of what a call is).
+#[derive(Clone, Default)]
+pub struct AbortSignal(Arc<(Mutex<bool>, Condvar)>);
+
+impl AbortSignal {
+    /// Whether the daemon cancelled the call.
+    pub fn is_aborted(&self) -> bool {
+        *self.0 .0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Blocks until the call is cancelled or `timeout` passes; whether it was cancelled.
+    pub fn wait(&self, timeout: Duration) -> bool {
+        let (lock, cv) = &*self.0;
+        let guard = lock.lock().unwrap_or_else(|p| p.into_inner());
+        let (guard, _) = cv
+            .wait_timeout_while(guard, timeout, |aborted| !*aborted)
+            .unwrap_or_else(|p| p.into_inner());
+        *guard
+    }
+
+    pub(crate) fn abort(&self) {
+        let (lock, cv) = &*self.0;
+        *lock.lock().unwrap_or_else(|p| p.into_inner()) = true;
+        cv.notify_all();
+    }
+}
+
+impl std::fmt::Debug for AbortSignal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("AbortSignal")
+            .field(&self.is_aborted())
+            .finish()
+    }
+}
+
+impl PartialEq for AbortSignal {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+thread_local! {
+    /// The abort signal of the `tools.execute` call this blocking-pool thread is running.
+    static CURRENT_ABORT: RefCell<Option<AbortSignal>> = const { RefCell::new(None) };
+}
+
+/// The text a `tools.cancel` uses to name a call: a string id itself, else its JSON.
+fn request_key(id: &Value) -> String {
+    match id {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
 }
 
 impl std::fmt::Debug for HandlerRegistry {
@@ -109,6 +173,18 @@ impl HandlerRegistry {
         read(&self.notifications).get(method).cloned()
     }
 
+    fn abort_call(&self, request_id: &Value) {
+        let signal = self
+            .aborts
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&request_key(request_id))
+            .cloned();
+        if let Some(signal) = signal {
+            signal.abort();
+        }
+    }
+
     pub(crate) fn has_request(&self, method: &str) -> bool {
         read(&self.requests).contains_key(method)
     }
@@ -150,10 +226,29 @@ pub(crate) async fn answer(
         tracing::debug!(%method, "no handler for reverse call");
         return error_frame(&id, &RpcError::method_not_found(&method));
     };
+    // A tool call gets an abort signal that `tools.cancel` can reach while it runs.
+    let abort = (method == "tools.execute").then(|| {
+        let key = request_key(
+            params
+                .get("request_id")
+                .filter(|v| !v.is_null())
+                .unwrap_or(&id),
+        );
+        let signal = AbortSignal::default();
+        lock_aborts(registry).insert(key.clone(), signal.clone());
+        (key, signal)
+    });
+    let signal = abort.as_ref().map(|(_, s)| s.clone());
     let outcome = match handler {
         RequestHandler::Sync(f) => {
             let call_id = id.clone();
-            match tokio::task::spawn_blocking(move || f(&call_id, params)).await {
+            let run = move || {
+                CURRENT_ABORT.with(|c| *c.borrow_mut() = signal);
+                let out = f(&call_id, params);
+                CURRENT_ABORT.with(|c| c.borrow_mut().take());
+                out
+            };
+            match tokio::task::spawn_blocking(run).await {
                 Ok(outcome) => Ok(outcome),
                 Err(e) if e.is_panic() => Err(panic_text(e.into_panic())),
                 Err(e) => Err(e.to_string()),
@@ -169,6 +264,9 @@ pub(crate) async fn answer(
                 .map_err(panic_text)
         }
     };
+    if let Some((key, _)) = abort {
+        lock_aborts(registry).remove(&key);
+    }
     match outcome {
         Ok(Ok(value)) => result_frame(&id, &value),
         Ok(Err(err)) => error_frame(&id, &err.to_rpc_error()),
@@ -185,6 +283,9 @@ pub(crate) async fn answer(
 /// Runs the notification handler for `method`, if any, on the blocking pool; a panic is
 /// logged and swallowed. Callers await it before the next notification to keep order.
 pub(crate) async fn deliver(registry: &HandlerRegistry, method: String, params: Value) {
+    if method == "tools.cancel" {
+        registry.abort_call(params.get("request_id").unwrap_or(&Value::Null));
+    }
     let Some(handler) = registry.notification(&method) else {
         tracing::trace!(%method, "notification without a subscriber dropped");
         return;
@@ -195,6 +296,12 @@ pub(crate) async fn deliver(registry: &HandlerRegistry, method: String, params: 
             tracing::error!(%method, %panic, "notification handler panicked");
         }
     }
+}
+
+fn lock_aborts(
+    registry: &HandlerRegistry,
+) -> std::sync::MutexGuard<'_, HashMap<String, AbortSignal>> {
+    registry.aborts.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 fn panic_text(payload: Box<dyn std::any::Any + Send>) -> String {
@@ -238,6 +345,8 @@ pub struct ToolCall {
     pub session_id: Option<String>,
     /// 1-based retry counter.
     pub attempt: u64,
+    /// Set when the daemon cancels this call (`tools.cancel`).
+    pub abort: AbortSignal,
 }
 
 impl ToolCall {
@@ -279,6 +388,9 @@ impl ToolCall {
                 .and_then(Value::as_str)
                 .map(str::to_string),
             attempt: params.get("attempt").and_then(Value::as_u64).unwrap_or(1),
+            abort: CURRENT_ABORT
+                .with(|c| c.borrow().clone())
+                .unwrap_or_default(),
         })
     }
 

@@ -39,6 +39,6 @@ pub use car_proto::handshake::HandshakeReply;
 pub use client::{CallOptions, Client, ClientConfig, Session};
 pub use discovery::{Endpoint, EnvSnapshot};
 pub use error::{Error, ErrorKind, ErrorReport, HandlerError, HANDLER_ERROR_CODE};
-pub use handlers::{BoxFuture, HandlerResult, ToolCall, ToolCancel};
+pub use handlers::{AbortSignal, BoxFuture, HandlerResult, ToolCall, ToolCancel};
 pub use timeouts::{TimeoutPolicy, Wait};
 pub use typed::{Naming, Projected};

@@ -299,3 +299,44 @@ async fn a_chat_turn_answers_from_the_conversation_with_tools() {
     }
     assert_eq!(server.requests().len(), 2, "refused turns reach no model");
 }
+
+/// A tool call's abort signal is set by the daemon's `tools.cancel` (here: the budget the
+/// schema's `timeoutMs` declares runs out), and the model observes the timeout.
+#[tokio::test]
+async fn a_cancelled_call_sees_its_abort_signal() {
+    let server = Server::start(vec![
+        call("c1", "add", json!({"a": 2, "b": 3})),
+        call("c2", "finish", json!({"answer": "gave up"})),
+    ]);
+    let d = Daemon::start();
+    let client = client_with_model(&d, &server).await;
+    let mut slow = config();
+    slow.tool_schemas[0]["timeoutMs"] = json!(300);
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(None));
+    let log = seen.clone();
+    let outcome = client
+        .run_agent(&slow, "add", None, move |call: ToolCall| {
+            // The bound only keeps a broken build from hanging the suite.
+            let aborted = call.abort.wait(Duration::from_secs(60));
+            *log.lock().unwrap() = Some((call.timeout_ms, aborted, call.abort.is_aborted()));
+            Ok(json!({"sum": 5}))
+        })
+        .await
+        .unwrap();
+    assert_eq!(*seen.lock().unwrap(), Some((Some(300), true, true)));
+    assert_eq!(outcome.metrics.actions_failed, 1, "{outcome:?}");
+    let observed = &server.requests()[1].body["messages"];
+    let result = observed
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "tool")
+        .unwrap();
+    assert!(
+        result["content"]
+            .as_str()
+            .unwrap()
+            .contains("exceeded its timeout_ms (300ms)"),
+        "{observed}"
+    );
+}

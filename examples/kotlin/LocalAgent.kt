@@ -1,7 +1,8 @@
 // An agent on a local model, offline, from Kotlin: SmolLM2-135M-Instruct (a GGUF file)
 // answers a question with a real tool, through the agent loop every binding shares.
 //
-// Each turn the loop asks the model for a tool call (toolChoice "required"; the daemon
+// Each turn the loop asks the model for one tool call (toolChoice "required",
+// parallelToolCalls false; the daemon
 // constrains decoding with a grammar built from the tool schemas, so every call parses and
 // its arguments match the schema), runs it through this program's `multiply`, lets the
 // model read the result, and ends when the model calls `finish`. Greedy decoding
@@ -21,6 +22,7 @@ import uniffi.car_runtime_uniffi.AgentLoop
 import uniffi.car_runtime_uniffi.AgentLoopConfig
 import uniffi.car_runtime_uniffi.AgentTool
 import uniffi.car_runtime_uniffi.CarDaemonClient
+import uniffi.car_runtime_uniffi.ToolAbort
 
 private val NUMBER = Regex("\"(a|b)\"\\s*:\\s*(-?[0-9.]+)")
 
@@ -33,12 +35,13 @@ fun main(args: Array<String>) {
     val calls = mutableListOf<Pair<Double, Double>>()
     // The tool gets the call's arguments as JSON text and answers with JSON text.
     val multiply = object : AgentTool {
-        override fun call(paramsJson: String, callJson: String): String {
+        override fun call(paramsJson: String, callJson: String, abort: ToolAbort): String {
             val n = NUMBER.findAll(paramsJson).associate { it.groupValues[1] to it.groupValues[2].toDouble() }
             val a = n.getValue("a")
             val b = n.getValue("b")
             synchronized(calls) { calls.add(a to b) }
-            return "\"${fmt(a)} * ${fmt(b)} = ${fmt(a * b)}\""
+            // A result that says what comes next keeps a small model from calling again.
+            return "\"The product is ${fmt(a * b)}. Call finish with answer ${fmt(a * b)}.\""
         }
     }
     CarDaemonClient().use { car ->
@@ -52,6 +55,7 @@ fun main(args: Array<String>) {
             maxTokens = 96u,
             maxTurns = 4u,
             toolChoice = "required",
+            parallelToolCalls = false,
             temperature = 0f,
         )
         AgentLoop(car, mapOf("multiply" to multiply)).use { agent ->
@@ -60,7 +64,7 @@ fun main(args: Array<String>) {
             println("status: ${outcome.status} | tools called: ${outcome.toolsCalled}")
             println("answer: ${outcome.summary}")
             check(calls.firstOrNull() == (17.0 to 23.0)) { "multiply was not called with 17 and 23: $calls" }
-            check(outcome.toolsCalled.firstOrNull() == "multiply") { "first tool: ${outcome.toolsCalled}" }
+            check(outcome.toolsCalled == listOf("multiply", "finish")) { "tools called: ${outcome.toolsCalled}" }
         }
     }
     println("local agent done")

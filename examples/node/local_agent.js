@@ -2,7 +2,8 @@
 // An agent on a local model, offline: SmolLM2-135M-Instruct (a GGUF file) answers a
 // question with a real tool, through the agent loop every binding shares.
 //
-// Each turn the loop asks the model for a tool call (`toolChoice: 'required'`; the daemon
+// Each turn the loop asks the model for one tool call (`toolChoice: 'required'`,
+// `parallelToolCalls: false`; the daemon
 // constrains decoding with a grammar built from the tool schemas, so every call parses and
 // its arguments match the schema), runs it through this program's `multiply`, lets the
 // model read the result, and ends when the model calls `finish`. Greedy decoding
@@ -42,13 +43,15 @@ async function main() {
         tools: {
           multiply: ({ a, b }) => {
             calls.push({ a, b })
-            return `${a} * ${b} = ${a * b}`
+            // A result that says what comes next keeps a small model from calling again.
+            return `The product is ${a * b}. Call finish with answer ${a * b}.`
           },
         },
         defaultModel: 'smollm2-local',
         maxTokens: 96,
         maxTurns: 4,
         toolChoice: 'required',
+        parallelToolCalls: false,
         temperature: 0,
         runtime: rt,
       },
@@ -58,7 +61,7 @@ async function main() {
     console.log('status:', outcome.status, '| tools called:', outcome.tools_called.join(', '))
     console.log('answer:', outcome.summary)
     assert.deepEqual(calls[0], { a: 17, b: 23 })
-    assert.equal(outcome.tools_called[0], 'multiply')
+    assert.deepEqual(outcome.tools_called, ['multiply', 'finish'])
   } finally {
     rt.close()
   }

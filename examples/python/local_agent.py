@@ -1,11 +1,11 @@
 """An agent on a local model, offline: SmolLM2-135M-Instruct (a GGUF file) answers a
 question with a real tool, through the agent loop every binding shares.
 
-The loop asks the model for a tool call each turn (`tool_choice: "required"`; the daemon
-constrains decoding with a grammar built from the tool schemas, so every call parses and
-its arguments match the schema), runs the call through this program's `multiply`, lets the
-model read the result, and ends when the model calls `finish`. Greedy decoding
-(`temperature: 0`) makes the run repeatable. A 135-million-parameter model is a small
+The loop asks the model for one tool call each turn (`tool_choice: "required"`,
+`parallel_tool_calls: False`; the daemon constrains decoding with a grammar built from the
+tool schemas, so every call parses and its arguments match the schema), runs the call
+through this program's `multiply`, lets the model read the result, and ends when the model
+calls `finish`. Greedy decoding (`temperature: 0`) makes the run repeatable. A 135-million-parameter model is a small
 reasoner: what it shows here is the mechanics, the tool doing the arithmetic.
 
 Run against a running daemon, with the model file from `eval "$(scripts/fetch-models)"`:
@@ -30,8 +30,9 @@ def main() -> None:
 
     def multiply(params: Dict[str, Any]) -> str:
         calls.append(params)
-        a, b = params["a"], params["b"]
-        return f"{a} * {b} = {a * b}"
+        product = params["a"] * params["b"]
+        # A result that says what comes next keeps a small model from calling again.
+        return f"The product is {product}. Call finish with answer {product}."
 
     with CarRuntime() as rt:
         rt.register_model(json.dumps({"id": "smollm2-local", "path": gguf}))
@@ -54,6 +55,7 @@ def main() -> None:
                 "max_tokens": 96,
                 "max_turns": 4,
                 "tool_choice": "required",
+                "parallel_tool_calls": False,
                 "temperature": 0,
                 "runtime": rt,
             },
@@ -63,7 +65,7 @@ def main() -> None:
         print("status:", outcome["status"], "| tools called:", outcome["tools_called"])
         print("answer:", outcome["summary"])
         assert calls and calls[0] == {"a": 17, "b": 23}, calls
-        assert outcome["tools_called"][0] == "multiply", outcome
+        assert outcome["tools_called"] == ["multiply", "finish"], outcome
     print("done")
 
 

@@ -62,6 +62,7 @@ class AgentLoopConfig(TypedDict, total=False):
     # `temperature` (default: the model's); small local models want "required" and 0.
     tool_choice: str
     temperature: float
+    parallel_tool_calls: bool
     runtime: CarRuntime
 
 

@@ -7,7 +7,7 @@ import uniffi.car_runtime_uniffi.*
 import java.util.concurrent.LinkedBlockingQueue
 
 fun agentTool(f: (params: Any?, call: Any?) -> String) = object : AgentTool {
-    override fun call(paramsJson: String, callJson: String): String =
+    override fun call(paramsJson: String, callJson: String, abort: ToolAbort): String =
         f(Json.parse(paramsJson), Json.parse(callJson))
 }
 
@@ -103,6 +103,30 @@ class AgentLoopTests(private val client: CarDaemonClient) {
                 agent.run(config("scripted").copy(toolSchemasJson = "{\"name\":\"add\"}"), "x")
             }
             check(bad.detail.startsWith("AgentLoopConfig: toolSchemasJson must be a JSON array")) { bad.detail }
+        }
+    }
+
+    fun theDaemonsCancelSetsTheToolsAbortSignal() {
+        model("scripted-slow").use { model ->
+            val seen = LinkedBlockingQueue<Boolean>()
+            val slow = object : AgentTool {
+                override fun call(paramsJson: String, callJson: String, abort: ToolAbort): String {
+                    // The daemon gives up after the schema's 300 ms; the bound only keeps a
+                    // broken build from hanging the suite.
+                    seen.add(abort.wait(60_000u))
+                    seen.add(abort.isAborted())
+                    return """{"sum":5}"""
+                }
+            }
+            val schemas = """[{"name":"add","timeoutMs":300,"parameters":""" +
+                """{"type":"object","properties":{"a":{"type":"number"},"b":{"type":"number"}},"required":["a","b"]}}]"""
+            AgentLoop(client, mapOf("add" to slow)).use { agent ->
+                val outcome = agent.run(config("scripted-slow").copy(toolSchemasJson = schemas), "add 2 and 3")
+                eq(seen.toList(), listOf(true, true), "abort.wait and abort.isAborted")
+                eq(outcome.metrics.actionsFailed, 1u, "actionsFailed of $outcome")
+                val observed = at(toolMessages(model.requests[1]).single(), "content") as String
+                check(observed.contains("exceeded its timeout_ms (300ms)")) { "observed $observed" }
+            }
         }
     }
 }

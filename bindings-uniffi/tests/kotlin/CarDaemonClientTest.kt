@@ -288,6 +288,7 @@ fun main() {
         "notifications arrive in order" to suite::notificationsArriveInOrder,
         "AgentLoop runs a tool, observes it and finishes" to agents::runsAToolObservesItAndFinishes,
         "AgentLoop: a tool that throws is observed and the run ends" to agents::aToolThatThrowsIsObservedAndTheRunEnds,
+        "AgentLoop: the daemon's cancel sets the tool's abort signal" to agents::theDaemonsCancelSetsTheToolsAbortSignal,
         "close fails pending calls; the next call reconnects" to suite::closeFailsPendingCallsAndTheNextCallReconnects,
         "daemon killed mid-call, then restart" to suite::daemonKilledMidCallThenRestart,
     )
