@@ -16,8 +16,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use car_daemon_client::{
-    typed, BlockingClient, CallOptions, ClientConfig, Error, HandlerError, Naming, ToolCall,
-    ToolCancel,
+    typed, BlockingClient, CallOptions, ClientConfig, Error, HandlerError, HandlerResult, Naming,
+    ToolCall, ToolCancel,
 };
 use pyo3::exceptions::{PyException, PyValueError};
 use pyo3::prelude::*;
@@ -85,6 +85,25 @@ fn request_id_text(id: &Value) -> String {
         Value::String(s) => s.clone(),
         other => other.to_string(),
     }
+}
+
+/// A tool function for the shared client that hands each call's `call_json` to the Python
+/// callable `f` (through the callback hub: never on a runtime worker, never under a lock).
+fn tool_dispatcher(hub: Arc<Hub>, f: Py<PyAny>) -> impl Fn(ToolCall) -> HandlerResult + Clone {
+    let f = Arc::new(f);
+    move |call: ToolCall| {
+        hub.dispatch(
+            Target::Func(f.clone()),
+            Kind::Request,
+            call.to_call_json().to_string(),
+        )
+    }
+}
+
+/// CAR's `AgentLoopConfig` (without its callables) from `config_json`.
+fn agent_config(py: Python<'_>, config_json: &str) -> PyResult<car_daemon_client::AgentConfig> {
+    serde_json::from_value(parse_json(py, "config_json", config_json)?)
+        .map_err(|e| to_py(py, Error::InvalidArgument(format!("config_json: {e}"))))
 }
 
 /// Installs the process-wide tool and cancel handlers plus this runtime's own.
@@ -324,14 +343,7 @@ impl NativeClient {
         guard_panics(|| {
             let proposal = parse_json(py, "proposal_json", proposal_json)?;
             let (client, handle, hub) = self.current(py)?;
-            let f = Arc::new(tool_fn);
-            let run_tool = move |call: ToolCall| {
-                hub.dispatch(
-                    Target::Func(f.clone()),
-                    Kind::Request,
-                    call.to_call_json().to_string(),
-                )
-            };
+            let run_tool = tool_dispatcher(hub, tool_fn);
             let value = wait(py, &handle, async move {
                 client
                     .client()
@@ -355,18 +367,9 @@ impl NativeClient {
         max_turns: Option<u32>,
     ) -> PyResult<String> {
         guard_panics(|| {
-            let config: car_daemon_client::AgentConfig =
-                serde_json::from_value(parse_json(py, "config_json", config_json)?)
-                    .map_err(|e| to_py(py, Error::InvalidArgument(format!("config_json: {e}"))))?;
+            let config = agent_config(py, config_json)?;
             let (client, handle, hub) = self.current(py)?;
-            let f = Arc::new(tool_fn);
-            let run_tool = move |call: ToolCall| {
-                hub.dispatch(
-                    Target::Func(f.clone()),
-                    Kind::Request,
-                    call.to_call_json().to_string(),
-                )
-            };
+            let run_tool = tool_dispatcher(hub, tool_fn);
             let outcome = wait(py, &handle, async move {
                 client
                     .client()
@@ -390,9 +393,7 @@ impl NativeClient {
         requested_model: Option<String>,
     ) -> PyResult<String> {
         guard_panics(|| {
-            let config: car_daemon_client::AgentConfig =
-                serde_json::from_value(parse_json(py, "config_json", config_json)?)
-                    .map_err(|e| to_py(py, Error::InvalidArgument(format!("config_json: {e}"))))?;
+            let config = agent_config(py, config_json)?;
             let messages = match parse_json(py, "messages_json", messages_json)? {
                 Value::Array(items) => items,
                 other => {
@@ -403,14 +404,7 @@ impl NativeClient {
                 }
             };
             let (client, handle, hub) = self.current(py)?;
-            let f = Arc::new(tool_fn);
-            let run_tool = move |call: ToolCall| {
-                hub.dispatch(
-                    Target::Func(f.clone()),
-                    Kind::Request,
-                    call.to_call_json().to_string(),
-                )
-            };
+            let run_tool = tool_dispatcher(hub, tool_fn);
             let turn = wait(py, &handle, async move {
                 client
                     .client()
