@@ -12,11 +12,13 @@
 //! JSON line with the per-turn medians.
 #![allow(clippy::print_stdout)]
 
+mod common;
+
 use car_inference::{
-    CacheHint, CancelToken, EngineConfig, GenerateRequest, InferenceEngine, LlamaConfig, Message,
-    RegisterRequest, ToolCall, ToolChoice, ToolSpec,
+    CacheHint, CancelToken, GenerateRequest, InferenceEngine, Message, ToolCall, ToolChoice,
+    ToolSpec,
 };
-use car_test_harness::bench::{env_num, env_path, median, threads};
+use car_test_harness::bench::{env_num, median, threads};
 use serde_json::json;
 
 /// Tokens generated per turn: only the first one is timed.
@@ -89,20 +91,7 @@ fn request(turn: u32, cache: bool) -> GenerateRequest {
 }
 
 fn engine(threads: u32) -> (tempfile::TempDir, InferenceEngine) {
-    let home = tempfile::tempdir().expect("temp dir");
-    let mut config = EngineConfig::new(home.path());
-    config.llama = LlamaConfig {
-        n_threads: threads,
-        ..LlamaConfig::default()
-    };
-    let engine = InferenceEngine::open(config).expect("engine");
-    engine
-        .register(&RegisterRequest {
-            id: Some("smollm2".into()),
-            path: Some(env_path("CAR_TEST_GGUF")),
-            ..Default::default()
-        })
-        .expect("register");
+    let (home, engine) = common::engine(threads, &[("smollm2", "CAR_TEST_GGUF")]);
     // Load the model outside the timed turns.
     engine
         .generate(

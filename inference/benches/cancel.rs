@@ -15,14 +15,16 @@
 //! `--bench` (as `cargo test --all-targets` runs it) a 2-run smoke pass.
 #![allow(clippy::print_stdout)]
 
+mod common;
+
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use car_inference::{
-    CancelToken, EngineConfig, GenerateRequest, InferenceEngine, LlamaConfig, RegisterRequest,
-    RemoteConfig, StopReason, StreamControl,
+    CancelToken, EngineConfig, GenerateRequest, InferenceEngine, RegisterRequest, RemoteConfig,
+    StopReason, StreamControl,
 };
-use car_test_harness::bench::{env_num, env_path, median, threads, STORY_PROMPT};
+use car_test_harness::bench::{env_num, median, threads, STORY_PROMPT};
 use car_test_harness::http_script::{Reply, Server};
 use serde_json::json;
 
@@ -148,20 +150,7 @@ fn main() {
         2
     };
     let threads = threads();
-    let home = tempfile::tempdir().expect("temp dir");
-    let mut config = EngineConfig::new(home.path());
-    config.llama = LlamaConfig {
-        n_threads: threads,
-        ..LlamaConfig::default()
-    };
-    let engine = InferenceEngine::open(config).expect("engine");
-    engine
-        .register(&RegisterRequest {
-            id: Some("smollm2".into()),
-            path: Some(env_path("CAR_TEST_GGUF")),
-            ..Default::default()
-        })
-        .expect("register");
+    let (_home, engine) = common::engine(threads, &[("smollm2", "CAR_TEST_GGUF")]);
     // Load and warm up, not measured.
     local_run(&engine, 0);
 

@@ -7,37 +7,24 @@
 //! JSON line with all of them (the same keys `bench_llama_cpp_python.py` prints).
 #![allow(clippy::print_stdout)]
 
+mod common;
+
 use std::time::Instant;
 
-use car_inference::{
-    CancelToken, EngineConfig, GenerateRequest, InferenceEngine, LlamaConfig, RegisterRequest,
-    StreamControl,
-};
-use car_test_harness::bench::{env_num, env_path, median, sentences, threads, STORY_PROMPT};
+use car_inference::{CancelToken, GenerateRequest, StreamControl};
+use car_test_harness::bench::{env_num, median, sentences, threads, STORY_PROMPT};
 
 fn main() {
     let threads = threads();
     let runs = env_num("CAR_BENCH_RUNS", 3).max(1);
     let max_tokens = env_num("CAR_BENCH_TOKENS", 128);
-    let home = tempfile::tempdir().expect("temp dir");
-    let mut config = EngineConfig::new(home.path());
-    config.llama = LlamaConfig {
-        n_threads: threads,
-        ..LlamaConfig::default()
-    };
-    let engine = InferenceEngine::open(config).expect("engine");
-    for (id, var) in [
-        ("smollm2", "CAR_TEST_GGUF"),
-        ("minilm", "CAR_TEST_EMBED_DIR"),
-    ] {
-        engine
-            .register(&RegisterRequest {
-                id: Some(id.into()),
-                path: Some(env_path(var)),
-                ..Default::default()
-            })
-            .expect("register");
-    }
+    let (_home, engine) = common::engine(
+        threads,
+        &[
+            ("smollm2", "CAR_TEST_GGUF"),
+            ("minilm", "CAR_TEST_EMBED_DIR"),
+        ],
+    );
 
     // Cold load + warm-up, not measured.
     let load_started = Instant::now();
