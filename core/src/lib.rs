@@ -14,7 +14,8 @@
 //! - [`schema`]: the `server.schema` document and its SHA-256 digest;
 //! - [`paths`]: state-root, token and socket path resolution for Linux, macOS and Windows;
 //! - [`namespace`]: the memory-namespace file-name encoding;
-//! - [`frame`]: the 26-byte binary frame header codec.
+//! - [`frame`]: the 26-byte binary frame header codec;
+//! - [`redact`]: [`redact::Redacted`], the wrapper that keeps secrets out of `Debug` output.
 //!
 //! It must not touch sockets, threads, async runtimes or the file system (path resolution
 //! is pure: it is handed the environment it reads).
@@ -28,6 +29,7 @@ pub mod jsonrpc;
 pub mod methods;
 pub mod namespace;
 pub mod paths;
+pub mod redact;
 pub mod schema;
 
 /// The wire protocol version. Bumped only on a backward-incompatible change to request or

@@ -1,0 +1,1 @@
+//! car-builtin-tools (being written).

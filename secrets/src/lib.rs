@@ -1,0 +1,1 @@
+//! car-secrets (being written).
