@@ -66,6 +66,11 @@ impl BlockingClient {
         self.block_on(self.client.call_with(method, params, options))
     }
 
+    /// [`Client::notify`], blocking.
+    pub fn notify(&self, method: &str, params: Value) -> Result<(), Error> {
+        self.block_on(self.client.notify(method, params))
+    }
+
     pub fn call_host_management(&self, method: &str, params: Value) -> Result<Value, Error> {
         self.block_on(self.client.call_host_management(method, params))
     }

@@ -6,7 +6,8 @@
 //! (authenticated with the host token), each opened on first use and re-opened by the next
 //! call after it dropped. Opening runs discovery afresh (so a restarted daemon's new token
 //! is read), sends `session.auth` when a token exists and awaits it, then `server.handshake`
-//! requiring [`CLIENT_REQUIRED`] and requesting [`CLIENT_OPTIONAL`]; any refusal, malformed
+//! requiring [`CLIENT_REQUIRED`](car_proto::capabilities::CLIENT_REQUIRED) and requesting
+//! [`CLIENT_OPTIONAL`](car_proto::capabilities::CLIENT_OPTIONAL); any refusal, malformed
 //! success, missing capability or timeout fails closed with [`Error::Handshake`] and the
 //! socket is dropped unused. Handlers live in a registry shared by every connection, so
 //! they survive reconnects. Each operator connection that opens gets the next
@@ -14,25 +15,28 @@
 //! per-connection state starts afresh) from the old one. [`Client::disconnect`] drops the
 //! connections and the next call reconnects — what every binding's `close()` does (CAR's
 //! rule) — while [`Client::close`] ends the client for good. Typed members
-//! ([`Client::call_member`]) run `typed` around an ordinary call. It must not touch the
-//! socket directly (that is `connection`).
+//! ([`Client::call_member`]) run `typed` around an ordinary call. [`Client::notify`] sends
+//! a notification (no id, no answer) on the operator connection. The connect sequence
+//! itself, including the `session.auth` frame (an agent identity's token replacing the
+//! daemon token), is the `connect` submodule. It must not touch the socket directly
+//! (that is `connection`).
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use car_proto::capabilities::{CLIENT_OPTIONAL, CLIENT_REQUIRED};
-use car_proto::errors::RpcError;
-use car_proto::handshake::{check_reply, HandshakeReply};
+use car_proto::handshake::HandshakeReply;
 use car_proto::methods::{self, Role};
-use serde_json::{json, Value};
+use serde_json::Value;
 
-use crate::connection::{self, Connection};
-use crate::discovery::{self, Endpoint, EnvSnapshot, Overrides, RealFs, Secret};
+use crate::connection::Connection;
+use crate::discovery::{AgentIdentity, Endpoint, EnvSnapshot, Overrides, Secret};
 use crate::error::Error;
 use crate::handlers::{self, HandlerRegistry, HandlerResult, ToolCall, ToolCancel};
 use crate::timeouts::{self, TimeoutPolicy, Wait};
 use crate::typed::{self, Naming, Projected};
+
+mod connect;
 
 /// How to find, authenticate to and wait for the daemon.
 #[derive(Debug, Clone)]
@@ -70,7 +74,15 @@ impl ClientConfig {
 
     /// The token, overriding `CAR_AUTH_TOKEN` and the token file.
     pub fn token(mut self, token: impl Into<String>) -> Self {
-        self.overrides.token = Some(Secret::new(token));
+        self.overrides.token = Some(Secret::new(token.into()));
+        self
+    }
+
+    /// Authenticate as the lifecycle agent `agent_id` with its own `token`, overriding
+    /// `CAR_AGENT_ID` / `CAR_AGENT_TOKEN`: `session.auth` then sends `{token, agent_id}`
+    /// with this token in place of the daemon token.
+    pub fn agent(mut self, agent_id: impl Into<String>, token: impl Into<String>) -> Self {
+        self.overrides.agent = Some(AgentIdentity::new(agent_id, token));
         self
     }
 
@@ -178,6 +190,8 @@ struct Inner {
     epochs: AtomicU64,
     /// What the agent loop registered on which connection epoch.
     agent_registered: std::sync::Mutex<AgentRegistrations>,
+    /// The chat turns this client serves that are in flight (`chat`).
+    chat: Arc<crate::chat::ChatSessions>,
 }
 
 /// Tool schemas and policies (as canonical JSON) the agent loop registered on the
@@ -192,6 +206,16 @@ pub(crate) struct AgentRegistrations {
 #[derive(Clone)]
 pub struct Client {
     inner: Arc<Inner>,
+}
+
+/// A [`Client`] that is not kept alive by this handle (see [`Client::downgrade`]).
+#[derive(Clone)]
+pub(crate) struct WeakClient(std::sync::Weak<Inner>);
+
+impl WeakClient {
+    pub(crate) fn upgrade(&self) -> Option<Client> {
+        self.0.upgrade().map(|inner| Client { inner })
+    }
 }
 
 impl std::fmt::Debug for Client {
@@ -217,6 +241,7 @@ impl Client {
                 closed: AtomicBool::new(false),
                 epochs: AtomicU64::new(0),
                 agent_registered: Default::default(),
+                chat: Default::default(),
             }),
         }
     }
@@ -224,6 +249,12 @@ impl Client {
     /// A client configured from this process's environment.
     pub fn from_env() -> Self {
         Self::new(ClientConfig::from_env())
+    }
+
+    /// A handle that does not keep the client alive: what handlers stored in the client's
+    /// own registry hold, so the registry never owns the client it belongs to.
+    pub(crate) fn downgrade(&self) -> WeakClient {
+        WeakClient(Arc::downgrade(&self.inner))
     }
 
     /// Of `items` (canonical JSON), those not yet registered on the connection of `epoch`.
@@ -275,6 +306,15 @@ impl Client {
         let live = self.live(Credential::Token).await?;
         let wait = self.wait_for(method, &params, options);
         live.conn.call(method, params, wait).await
+    }
+
+    /// Sends the notification `method` (a JSON-RPC frame without an id: nothing answers
+    /// it) on the operator connection, connecting first when there is none. `Ok` means the
+    /// frame was queued for the socket; an error when the client is closed or the
+    /// connection cannot be opened or has ended.
+    pub async fn notify(&self, method: &str, params: Value) -> Result<(), Error> {
+        let live = self.live(Credential::Token).await?;
+        live.conn.notify(method, &params).await
     }
 
     /// Calls a streaming method (`infer_stream`): `on_event` receives each of this call's
@@ -468,6 +508,11 @@ impl Client {
         self.inner.registry.set_notification(method, None);
     }
 
+    /// The chat turns in flight (`chat`).
+    pub(crate) fn chat_sessions(&self) -> &Arc<crate::chat::ChatSessions> {
+        &self.inner.chat
+    }
+
     /// The handler registry every connection of this client dispatches to.
     pub(crate) fn registry(&self) -> &Arc<HandlerRegistry> {
         &self.inner.registry
@@ -514,96 +559,32 @@ impl Client {
         }
         Ok(live)
     }
-
-    async fn open(&self, credential: Credential) -> Result<Live, Error> {
-        let config = &self.inner.config;
-        let found = discovery::discover(&config.overrides, &config.env, &RealFs)?;
-        let secret = match credential {
-            Credential::Token => found.token.map(|c| ("token", c.secret)),
-            Credential::HostToken => Some((
-                "host_token",
-                discovery::discover_host_token(&config.env, &RealFs)?.secret,
-            )),
-        };
-        tracing::debug!(endpoint = ?found.endpoint, auth = secret.is_some(), "connecting");
-        let conn = connection::open(
-            &found.endpoint,
-            self.inner.registry.clone(),
-            config.timeouts.connect,
-        )
-        .await?;
-        let step = Wait::Absolute(config.timeouts.handshake);
-        let auth = match secret {
-            Some((field, secret)) => {
-                let mut params = json!({ field: secret.expose() });
-                if let Some(ns) = &found.memory_namespace {
-                    params["memory_namespace"] = json!(ns);
-                }
-                let reply = conn
-                    .call("session.auth", params, step)
-                    .await
-                    .map_err(|e| handshake_error("session.auth", e))?;
-                if reply.get("ok") != Some(&Value::Bool(true)) {
-                    return Err(Error::handshake(format!(
-                        "session.auth reply is not {{ok: true}}: {reply}"
-                    )));
-                }
-                Some(reply)
-            }
-            None => {
-                if found.memory_namespace.is_some() {
-                    tracing::warn!("memory namespace not sent: no token, so no session.auth");
-                }
-                None
-            }
-        };
-        let params = json!({
-            "protocol_version": car_proto::PROTOCOL_VERSION,
-            "client_version": config.client_version,
-            "required_capabilities": CLIENT_REQUIRED,
-            "optional_capabilities": CLIENT_OPTIONAL,
-        });
-        let reply = conn
-            .call("server.handshake", params, step)
-            .await
-            .map_err(|e| handshake_error("server.handshake", e))?;
-        let handshake = check_reply(&reply, CLIENT_REQUIRED).map_err(Error::handshake)?;
-        tracing::debug!(
-            capabilities = ?handshake.negotiated_capabilities,
-            server_version = %handshake.server_version,
-            "connected"
-        );
-        Ok(Live {
-            conn,
-            session: Session {
-                endpoint: found.endpoint,
-                auth,
-                handshake,
-            },
-            epoch: 0,
-        })
-    }
 }
 
-/// Maps a failure of a connect step: refusals and timeouts fail closed as
-/// [`Error::Handshake`]; a broken socket stays a transport failure.
-fn handshake_error(step: &str, err: Error) -> Error {
-    match err {
-        Error::Rpc {
-            code,
-            message,
-            data,
-        } => Error::Handshake {
-            reason: format!("{step} refused: {message} (code {code})"),
-            rpc: Some(RpcError {
-                code,
-                message,
-                data,
-            }),
-        },
-        Error::Timeout { after, .. } => {
-            Error::handshake(format!("{step} timed out after {}ms", after.as_millis()))
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_debug_output_never_shows_a_token() {
+        let mut env = EnvSnapshot::with_car_home("/car-home");
+        env.auth_token = Some(Secret::new("env-s3cret".into()));
+        env.agent_id = Some("agent-env".into());
+        env.agent_token = Some(Secret::new("agent-env-s3cret".into()));
+        let config = ClientConfig::with_env(env)
+            .token("arg-s3cret")
+            .agent("agent-arg", "agent-arg-s3cret");
+        let client = Client::new(config.clone());
+        for shown in [
+            format!("{config:?}"),
+            format!("{config:#?}"),
+            format!("{client:?}"),
+        ] {
+            assert!(!shown.contains("s3cret"), "{shown}");
+            assert!(
+                shown.contains("agent-arg") && shown.contains("[redacted]"),
+                "{shown}"
+            );
         }
-        other => other,
     }
 }

@@ -11,14 +11,18 @@
 //!   failed at once and later calls are refused without being sent;
 //! - an inference call's idle window is reset by `infer.progress {id}` and
 //!   `inference.stream.event` notifications naming its id;
-//! - dropping the [`Connection`] cancels and aborts every task it started.
+//! - dropping the [`Connection`] cancels and aborts every task it started;
+//! - a reverse call's handler may be given the [`Peer`] it arrived on (to send
+//!   notifications up that same connection and to learn when it ended); a reply's
+//!   follow-up (`handlers::Answer::after`) runs only once the reply is queued, so nothing
+//!   it sends can overtake the reply.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use car_proto::jsonrpc::{classify, request_frame, Incoming, Rejected};
+use car_proto::jsonrpc::{classify, notification_frame, request_frame, Incoming, Rejected};
 use futures_util::{SinkExt, StreamExt};
 use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -145,6 +149,64 @@ impl Drop for PendingGuard<'_> {
     }
 }
 
+/// The connection a reverse call arrived on, as its handler sees it: notifications sent
+/// through it go up that connection only, and [`Peer::closed`] says when it ended.
+/// Holding one does not keep the connection open.
+#[derive(Clone)]
+pub(crate) struct Peer {
+    outbound: mpsc::Sender<Message>,
+    pending: Arc<PendingCalls>,
+    shutdown: CancellationToken,
+}
+
+impl std::fmt::Debug for Peer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Peer")
+            .field("closed", &self.is_closed())
+            .finish()
+    }
+}
+
+impl Peer {
+    /// Queues the notification `method` for the socket; the connection's end reason once
+    /// it has ended (also while waiting for room in a full queue).
+    pub(crate) async fn notify(&self, method: &str, params: &Value) -> Result<(), Error> {
+        if self.is_closed() {
+            return Err(self.pending.closed_reason());
+        }
+        let frame = Message::text(notification_frame(method, params));
+        tokio::select! {
+            biased;
+            () = self.shutdown.cancelled() => Err(self.pending.closed_reason()),
+            sent = self.outbound.send(frame) => sent.map_err(|_| self.pending.closed_reason()),
+        }
+    }
+
+    /// Resolves once the connection has ended.
+    pub(crate) async fn closed(&self) {
+        self.shutdown.cancelled().await
+    }
+
+    pub(crate) fn is_closed(&self) -> bool {
+        self.shutdown.is_cancelled()
+    }
+
+    /// A peer whose connection has already ended (unit tests of handlers).
+    #[cfg(test)]
+    pub(crate) fn ended() -> Self {
+        let (outbound, _) = mpsc::channel(1);
+        let pending = Arc::new(PendingCalls::default());
+        pending.fail_all(Error::Closed);
+        let shutdown = CancellationToken::new();
+        shutdown.cancel();
+        Self {
+            outbound,
+            pending,
+            shutdown,
+        }
+    }
+}
+
 /// An open connection. Cheap to share behind an `Arc`.
 pub(crate) struct Connection {
     outbound: mpsc::Sender<Message>,
@@ -266,6 +328,17 @@ impl Connection {
     pub(crate) fn close(&self, reason: Error) {
         self.pending.fail_all(reason);
         self.shutdown.cancel();
+    }
+
+    /// Queues one notification for the socket (see [`Peer::notify`]).
+    pub(crate) async fn notify(&self, method: &str, params: &Value) -> Result<(), Error> {
+        Peer {
+            outbound: self.outbound.clone(),
+            pending: self.pending.clone(),
+            shutdown: self.shutdown.clone(),
+        }
+        .notify(method, params)
+        .await
     }
 
     /// Sends one request and waits for its answer under `wait`.
@@ -414,6 +487,14 @@ async fn read_loop<S>(
 }
 
 impl ReaderCtx {
+    fn peer(&self) -> Peer {
+        Peer {
+            outbound: self.outbound.clone(),
+            pending: self.pending.clone(),
+            shutdown: self.shutdown.clone(),
+        }
+    }
+
     fn dispatch(&self, text: &str) {
         match classify(text) {
             Ok(Incoming::Response { id, outcome }) => {
@@ -426,13 +507,17 @@ impl ReaderCtx {
             }
             Ok(Incoming::Request { id, method, params }) => {
                 let registry = self.registry.clone();
-                let outbound = self.outbound.clone();
-                let shutdown = self.shutdown.clone();
+                let peer = self.peer();
                 tokio::spawn(async move {
+                    let shutdown = peer.shutdown.clone();
                     shutdown
                         .run_until_cancelled(async move {
-                            let frame = handlers::answer(&registry, id, method, params).await;
-                            let _ = outbound.send(Message::text(frame)).await;
+                            let answer =
+                                handlers::answer(&registry, id, method, params, &peer).await;
+                            let queued = peer.outbound.send(Message::text(answer.frame)).await;
+                            if let (Ok(()), Some(after)) = (queued, answer.after) {
+                                after();
+                            }
                         })
                         .await;
                 });

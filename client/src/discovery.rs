@@ -12,7 +12,18 @@
 //! - token: argument, else trimmed non-empty `CAR_AUTH_TOKEN`, else the trimmed non-empty
 //!   platform token file, else none (then no `session.auth` frame is sent);
 //! - host token: the `host-token` file beside the token file (host-management calls only);
-//! - memory namespace: argument, else `CAR_MEMORY_NAMESPACE`; it rides on `session.auth`.
+//! - memory namespace: argument, else `CAR_MEMORY_NAMESPACE`; it rides on `session.auth`;
+//! - agent identity (a lifecycle agent the supervisor spawned): argument
+//!   ([`crate::ClientConfig::agent`]), else `CAR_AGENT_ID` with `CAR_AGENT_TOKEN`, both
+//!   trimmed and non-empty. With one, the operator connection's `session.auth` is
+//!   `{token: <agent token>, agent_id, memory_namespace?}`: the agent's token replaces the
+//!   daemon token (which is then not needed at all). When only one of the two variables is
+//!   set, a warning names the missing one (never the token) at each connect and the client
+//!   authenticates as if neither were set.
+//!
+//! Every token (daemon token, host token, agent token) is held as a [`Secret`]
+//! (`car_proto::redact::Redacted`), so no `{:?}` of a snapshot, config or discovery result
+//! shows one.
 //!
 //! Discovery runs at every connect, so a restarted daemon's fresh token is picked up. The
 //! snapshot also carries `CAR_INFER_IDLE_MS`, which is not discovery but the inference idle
@@ -22,6 +33,7 @@
 use std::path::{Path, PathBuf};
 
 use car_proto::paths::{self, PathEnv, Platform};
+use car_proto::redact::Redacted;
 
 use crate::error::Error;
 
@@ -36,7 +48,11 @@ pub struct EnvSnapshot {
     /// `CAR_DAEMON_URL`.
     pub daemon_url: Option<String>,
     /// `CAR_AUTH_TOKEN`.
-    pub auth_token: Option<String>,
+    pub auth_token: Option<Secret>,
+    /// `CAR_AGENT_ID`: this process is a lifecycle agent (see [`AgentIdentity`]).
+    pub agent_id: Option<String>,
+    /// `CAR_AGENT_TOKEN`: that agent's own token.
+    pub agent_token: Option<Secret>,
     /// `CAR_MEMORY_NAMESPACE`.
     pub memory_namespace: Option<String>,
     /// `CAR_INFER_IDLE_MS`: the inference idle window (see [`crate::TimeoutPolicy::with_env`]).
@@ -52,7 +68,9 @@ impl EnvSnapshot {
         let var = |name: &str| std::env::var(name).ok();
         Self {
             daemon_url: var("CAR_DAEMON_URL"),
-            auth_token: var("CAR_AUTH_TOKEN"),
+            auth_token: var("CAR_AUTH_TOKEN").map(Secret::new),
+            agent_id: var("CAR_AGENT_ID"),
+            agent_token: var("CAR_AGENT_TOKEN").map(Secret::new),
             memory_namespace: var("CAR_MEMORY_NAMESPACE"),
             infer_idle_ms: var("CAR_INFER_IDLE_MS"),
             paths: PathEnv::from_process(),
@@ -65,6 +83,8 @@ impl EnvSnapshot {
         Self {
             daemon_url: None,
             auth_token: None,
+            agent_id: None,
+            agent_token: None,
             memory_namespace: None,
             infer_idle_ms: None,
             paths: PathEnv {
@@ -85,25 +105,30 @@ pub struct Overrides {
     pub url: Option<String>,
     pub token: Option<Secret>,
     pub memory_namespace: Option<String>,
+    /// Wins over `CAR_AGENT_ID` / `CAR_AGENT_TOKEN`.
+    pub agent: Option<AgentIdentity>,
 }
 
-/// A token value whose `Debug` output never shows it.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Secret(String);
+/// A token value whose `Debug` and `Display` output never shows it (`[redacted]`); reach
+/// it with `expose()`.
+pub type Secret = Redacted<String>;
 
-impl Secret {
-    pub fn new(value: impl Into<String>) -> Self {
-        Self(value.into())
-    }
-
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
+/// A lifecycle agent's identity: `session.auth` on the operator connection then sends
+/// `{token: <token>, agent_id}` (CAR's rule for SDKs the supervisor spawns with
+/// `CAR_AGENT_ID` and `CAR_AGENT_TOKEN`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentIdentity {
+    pub agent_id: String,
+    /// The agent's own token; it replaces the daemon token in `session.auth`.
+    pub token: Secret,
 }
 
-impl std::fmt::Debug for Secret {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Secret({} chars)", self.0.chars().count())
+impl AgentIdentity {
+    pub fn new(agent_id: impl Into<String>, token: impl Into<String>) -> Self {
+        Self {
+            agent_id: agent_id.into(),
+            token: Secret::new(token.into()),
+        }
     }
 }
 
@@ -137,6 +162,8 @@ pub struct Discovered {
     pub endpoint: Endpoint,
     pub token: Option<Credential>,
     pub memory_namespace: Option<String>,
+    /// Present when this process authenticates as a lifecycle agent.
+    pub agent: Option<AgentIdentity>,
 }
 
 /// The file-system questions discovery asks.
@@ -203,9 +230,9 @@ pub fn discover(
             secret: secret.clone(),
             source: TokenSource::Argument,
         }),
-        None => match non_empty(env.auth_token.as_deref()) {
+        None => match non_empty(env.auth_token.as_ref().map(|t| t.expose().as_str())) {
             Some(t) => Some(Credential {
-                secret: Secret::new(t),
+                secret: Secret::new(t.to_string()),
                 source: TokenSource::Env,
             }),
             None => paths.and_then(|p| read_token_file(&p.auth_token, fs)),
@@ -214,11 +241,56 @@ pub fn discover(
     let memory_namespace = non_empty(overrides.memory_namespace.as_deref())
         .or_else(|| non_empty(env.memory_namespace.as_deref()))
         .map(str::to_string);
+    let agent = match &overrides.agent {
+        Some(given) => Some(explicit_agent(given)?),
+        None => agent_from_env(env),
+    };
     Ok(Discovered {
         endpoint,
         token,
         memory_namespace,
+        agent,
     })
+}
+
+/// An identity passed explicitly, trimmed; a blank id or token is refused rather than
+/// silently authenticating as someone else.
+fn explicit_agent(given: &AgentIdentity) -> Result<AgentIdentity, Error> {
+    match (
+        non_empty(Some(&given.agent_id)),
+        non_empty(Some(given.token.expose())),
+    ) {
+        (Some(id), Some(token)) => Ok(AgentIdentity::new(id, token)),
+        (None, _) => Err(Error::InvalidArgument(
+            "agent: agent_id must not be empty".into(),
+        )),
+        (_, None) => Err(Error::InvalidArgument(
+            "agent: token must not be empty".into(),
+        )),
+    }
+}
+
+/// `CAR_AGENT_ID` with `CAR_AGENT_TOKEN`; only one of them is a misconfigured spawn, so
+/// it is logged (naming the missing variable, never the token) and ignored.
+fn agent_from_env(env: &EnvSnapshot) -> Option<AgentIdentity> {
+    let id = non_empty(env.agent_id.as_deref());
+    let token = non_empty(env.agent_token.as_ref().map(|t| t.expose().as_str()));
+    match (id, token) {
+        (Some(id), Some(token)) => Some(AgentIdentity::new(id, token)),
+        (Some(_), None) => {
+            tracing::warn!(
+                "CAR_AGENT_ID is set but CAR_AGENT_TOKEN is missing: authenticating without an agent identity"
+            );
+            None
+        }
+        (None, Some(_)) => {
+            tracing::warn!(
+                "CAR_AGENT_TOKEN is set but CAR_AGENT_ID is missing: authenticating without an agent identity"
+            );
+            None
+        }
+        (None, None) => None,
+    }
 }
 
 /// The host token for host-management calls: only ever the `host-token` file.
@@ -248,7 +320,7 @@ fn resolved_paths(env: &EnvSnapshot) -> Option<paths::Paths> {
 fn read_token_file(path: &Path, fs: &dyn FileProbe) -> Option<Credential> {
     let text = fs.read_to_string(path)?;
     non_empty(Some(&text)).map(|t| Credential {
-        secret: Secret::new(t),
+        secret: Secret::new(t.to_string()),
         source: TokenSource::File(path.to_path_buf()),
     })
 }
@@ -326,245 +398,4 @@ pub fn parse_ws_url(url: &str) -> Result<WsUrl, Error> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::collections::{HashMap, HashSet};
-
-    #[derive(Default)]
-    struct FakeFs {
-        files: HashMap<PathBuf, String>,
-        sockets: HashSet<PathBuf>,
-    }
-
-    impl FileProbe for FakeFs {
-        fn read_to_string(&self, path: &Path) -> Option<String> {
-            self.files.get(path).cloned()
-        }
-        fn is_socket(&self, path: &Path) -> bool {
-            self.sockets.contains(path)
-        }
-    }
-
-    const HOME: &str = "/car-home";
-
-    fn env() -> EnvSnapshot {
-        let mut e = EnvSnapshot::with_car_home(HOME);
-        e.paths.platform = Platform::Linux;
-        e
-    }
-
-    fn token_file() -> PathBuf {
-        PathBuf::from(HOME).join("ai.parslee.car/auth-token")
-    }
-
-    fn socket() -> PathBuf {
-        PathBuf::from(HOME).join("run/car-server.sock")
-    }
-
-    fn fs_with_token(text: &str) -> FakeFs {
-        let mut fs = FakeFs::default();
-        fs.files.insert(token_file(), text.into());
-        fs
-    }
-
-    fn token(o: &Overrides, e: &EnvSnapshot, fs: &FakeFs) -> Option<(String, TokenSource)> {
-        discover(o, e, fs)
-            .unwrap()
-            .token
-            .map(|c| (c.secret.expose().to_string(), c.source))
-    }
-
-    #[test]
-    fn token_argument_beats_env_and_file() {
-        let mut e = env();
-        e.auth_token = Some("from-env".into());
-        let o = Overrides {
-            token: Some(Secret::new("from-arg")),
-            ..Overrides::default()
-        };
-        let got = token(&o, &e, &fs_with_token("from-file"));
-        assert_eq!(got, Some(("from-arg".into(), TokenSource::Argument)));
-    }
-
-    #[test]
-    fn token_env_is_trimmed_and_beats_file() {
-        let mut e = env();
-        e.auth_token = Some("  tok-env\n".into());
-        let got = token(&Overrides::default(), &e, &fs_with_token("from-file"));
-        assert_eq!(got, Some(("tok-env".into(), TokenSource::Env)));
-    }
-
-    #[test]
-    fn blank_env_token_falls_through_to_the_file() {
-        for blank in ["", "   ", "\n\t"] {
-            let mut e = env();
-            e.auth_token = Some(blank.into());
-            let got = token(&Overrides::default(), &e, &fs_with_token(" tok-file \n"));
-            assert_eq!(
-                got,
-                Some(("tok-file".into(), TokenSource::File(token_file())))
-            );
-        }
-    }
-
-    #[test]
-    fn blank_or_missing_file_means_no_token() {
-        assert_eq!(
-            token(&Overrides::default(), &env(), &FakeFs::default()),
-            None
-        );
-        assert_eq!(
-            token(&Overrides::default(), &env(), &fs_with_token(" \n")),
-            None
-        );
-    }
-
-    #[test]
-    fn token_file_follows_the_platform_rules() {
-        let mut e = env();
-        e.paths.car_home = None;
-        e.paths.home = Some("/home/u".into());
-        e.paths.xdg_runtime_dir = Some("/run/user/7".into());
-        let mut fs = FakeFs::default();
-        fs.files.insert(
-            "/run/user/7/ai.parslee.car/auth-token".into(),
-            "xdg-tok".into(),
-        );
-        let got = token(&Overrides::default(), &e, &fs);
-        assert_eq!(got.map(|t| t.0), Some("xdg-tok".into()));
-    }
-
-    #[test]
-    fn url_precedence() {
-        let fs = FakeFs::default();
-        let url = |o: &Overrides, e: &EnvSnapshot| match discover(o, e, &fs).unwrap().endpoint {
-            Endpoint::Tcp { url, .. } => url,
-            other => panic!("{other:?}"),
-        };
-        assert_eq!(url(&Overrides::default(), &env()), DEFAULT_URL);
-        let mut e = env();
-        e.daemon_url = Some("ws://127.0.0.1:9200".into());
-        assert_eq!(url(&Overrides::default(), &e), "ws://127.0.0.1:9200");
-        let o = Overrides {
-            url: Some("ws://localhost:9300/".into()),
-            ..Overrides::default()
-        };
-        assert_eq!(url(&o, &e), "ws://localhost:9300/");
-        e.daemon_url = Some("  ".into());
-        assert_eq!(url(&Overrides::default(), &e), DEFAULT_URL);
-    }
-
-    #[test]
-    fn unix_socket_preferred_only_for_the_default_local_url() {
-        let mut fs = FakeFs::default();
-        fs.sockets.insert(socket());
-        let d = discover(&Overrides::default(), &env(), &fs).unwrap();
-        assert_eq!(d.endpoint, Endpoint::Unix { path: socket() });
-        let mut e = env();
-        e.daemon_url = Some("ws://localhost:9100/".into());
-        assert!(matches!(
-            discover(&Overrides::default(), &e, &fs).unwrap().endpoint,
-            Endpoint::Unix { .. }
-        ));
-        e.daemon_url = Some("ws://127.0.0.1:9201".into());
-        let d = discover(&Overrides::default(), &e, &fs).unwrap();
-        assert_eq!(
-            d.endpoint,
-            Endpoint::Tcp {
-                url: "ws://127.0.0.1:9201".into(),
-                addr: "127.0.0.1:9201".into()
-            }
-        );
-        // No socket file: TCP even for the default URL.
-        let d = discover(&Overrides::default(), &env(), &FakeFs::default()).unwrap();
-        assert!(matches!(d.endpoint, Endpoint::Tcp { .. }));
-    }
-
-    #[test]
-    fn car_server_socket_overrides_the_socket_path() {
-        let mut e = env();
-        e.paths.car_server_socket = Some("/tmp/elsewhere.sock".into());
-        let mut fs = FakeFs::default();
-        fs.sockets.insert(socket());
-        assert!(matches!(
-            discover(&Overrides::default(), &e, &fs).unwrap().endpoint,
-            Endpoint::Tcp { .. }
-        ));
-        fs.sockets.insert("/tmp/elsewhere.sock".into());
-        assert_eq!(
-            discover(&Overrides::default(), &e, &fs).unwrap().endpoint,
-            Endpoint::Unix {
-                path: "/tmp/elsewhere.sock".into()
-            }
-        );
-    }
-
-    #[test]
-    fn memory_namespace_precedence() {
-        let fs = FakeFs::default();
-        let mut e = env();
-        assert_eq!(
-            discover(&Overrides::default(), &e, &fs)
-                .unwrap()
-                .memory_namespace,
-            None
-        );
-        e.memory_namespace = Some("proj-a".into());
-        assert_eq!(
-            discover(&Overrides::default(), &e, &fs)
-                .unwrap()
-                .memory_namespace
-                .as_deref(),
-            Some("proj-a")
-        );
-        let o = Overrides {
-            memory_namespace: Some("proj-b".into()),
-            ..Overrides::default()
-        };
-        assert_eq!(
-            discover(&o, &e, &fs).unwrap().memory_namespace.as_deref(),
-            Some("proj-b")
-        );
-    }
-
-    #[test]
-    fn host_token_is_read_from_its_own_file() {
-        let mut fs = fs_with_token("daemon-tok");
-        assert!(matches!(
-            discover_host_token(&env(), &fs),
-            Err(Error::Refused(m)) if m.contains("host token not found")
-        ));
-        fs.files.insert(
-            PathBuf::from(HOME).join("ai.parslee.car/host-token"),
-            "host-tok\n".into(),
-        );
-        let c = discover_host_token(&env(), &fs).unwrap();
-        assert_eq!(c.secret.expose(), "host-tok");
-    }
-
-    #[test]
-    fn url_parsing() {
-        let u = parse_ws_url("ws://[::1]:9100").unwrap();
-        assert_eq!(
-            (u.addr(), u.is_default_local()),
-            ("[::1]:9100".into(), true)
-        );
-        assert_eq!(parse_ws_url("ws://example.com").unwrap().port, 80);
-        assert!(!parse_ws_url("ws://127.0.0.1:9100/x")
-            .unwrap()
-            .is_default_local());
-        assert!(matches!(parse_ws_url("wss://h:1"), Err(Error::Refused(m)) if m.contains("wss")));
-        assert!(parse_ws_url("http://h:1").is_err());
-        assert!(parse_ws_url("ws://:9100").is_err());
-        assert!(parse_ws_url("ws://h:notaport").is_err());
-    }
-
-    #[test]
-    fn secrets_are_redacted_in_debug_output() {
-        let c = Credential {
-            secret: Secret::new("hunter2"),
-            source: TokenSource::Env,
-        };
-        assert!(!format!("{c:?}").contains("hunter2"));
-    }
-}
+mod tests;

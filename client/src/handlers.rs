@@ -16,6 +16,11 @@
 //!   `tools.cancel` naming its `request_id` sets it before the `tools.cancel` subscriber
 //!   (if any) runs, so a tool can stop the work the daemon gave up on.
 //!
+//! - a crate-internal handler may instead run inline with the [`Peer`] the call arrived on
+//!   (`RequestHandler::Peer`): it must answer at once without blocking or running user code,
+//!   and may hand back a follow-up ([`Answer::after`]) the connection runs only once the
+//!   reply is queued — how `agent.chat` acks before its turn streams events.
+//!
 //! The registry lock is only held to clone a handler out: no user code runs under it.
 //! Sockets are not touched here; the connection sends the frames this module builds.
 
@@ -32,6 +37,7 @@ use car_proto::jsonrpc::{error_frame, result_frame};
 use futures_util::FutureExt;
 use serde_json::{json, Value};
 
+use crate::connection::Peer;
 use crate::error::HandlerError;
 
 /// What a reverse-call handler returns.
@@ -42,6 +48,11 @@ pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 type SyncFn = dyn Fn(&Value, Value) -> HandlerResult + Send + Sync;
 type AsyncFn = dyn Fn(&Value, Value) -> BoxFuture<HandlerResult> + Send + Sync;
 type NotifyFn = dyn Fn(Value) + Send + Sync;
+/// Work to run once a reply is queued (see [`Answer::after`]); it must not block.
+pub(crate) type AfterReply = Box<dyn FnOnce() + Send>;
+/// An inline handler given the connection it serves (see the module docs).
+pub(crate) type PeerFn =
+    dyn Fn(&Value, Value, &Peer) -> (HandlerResult, Option<AfterReply>) + Send + Sync;
 /// A tool function serving the `tools.execute` calls of one proposal run.
 pub(crate) type ToolFn = dyn Fn(ToolCall) -> HandlerResult + Send + Sync;
 
@@ -52,6 +63,23 @@ pub(crate) enum RequestHandler {
     Sync(Arc<SyncFn>),
     /// Runs as a task: must not block.
     Async(Arc<AsyncFn>),
+    /// Runs inline on the dispatching task with the connection it serves: crate code only,
+    /// answers at once, never blocks.
+    Peer(Arc<PeerFn>),
+}
+
+/// The response frame for one reverse call and what to run once it is queued.
+pub(crate) struct Answer {
+    pub(crate) frame: String,
+    /// Run by the connection after `frame` was queued (never when it could not be), so
+    /// whatever it sends on the connection follows the reply.
+    pub(crate) after: Option<AfterReply>,
+}
+
+impl Answer {
+    fn frame(frame: String) -> Self {
+        Self { frame, after: None }
+    }
 }
 
 /// Every handler registered on a client; shared by all of its connections.
@@ -215,16 +243,30 @@ impl HandlerRegistry {
     }
 }
 
-/// Runs the handler for one reverse call and returns the response frame to send.
+/// Runs the handler for one reverse call that arrived on `peer` and returns the response
+/// frame to send.
 pub(crate) async fn answer(
     registry: &HandlerRegistry,
     id: Value,
     method: String,
     params: Value,
-) -> String {
+    peer: &Peer,
+) -> Answer {
     let Some(handler) = registry.route(&method, &params) else {
         tracing::debug!(%method, "no handler for reverse call");
-        return error_frame(&id, &RpcError::method_not_found(&method));
+        return Answer::frame(error_frame(&id, &RpcError::method_not_found(&method)));
+    };
+    let handler = match handler {
+        RequestHandler::Peer(f) => {
+            return match std::panic::catch_unwind(AssertUnwindSafe(|| f(&id, params, peer))) {
+                Ok((outcome, after)) => Answer {
+                    frame: outcome_frame(&id, outcome),
+                    after,
+                },
+                Err(panic) => Answer::frame(panicked(&id, &method, panic_text(panic))),
+            };
+        }
+        other => other,
     };
     // A tool call gets an abort signal that `tools.cancel` can reach while it runs.
     let abort = (method == "tools.execute").then(|| {
@@ -254,6 +296,7 @@ pub(crate) async fn answer(
                 Err(e) => Err(e.to_string()),
             }
         }
+        RequestHandler::Peer(_) => unreachable!("answered above"),
         RequestHandler::Async(f) => {
             let call_id = id.clone();
             // The handler is invoked inside the future so a panic while building it is
@@ -267,17 +310,25 @@ pub(crate) async fn answer(
     if let Some((key, _)) = abort {
         lock_aborts(registry).remove(&key);
     }
+    Answer::frame(match outcome {
+        Ok(outcome) => outcome_frame(&id, outcome),
+        Err(panic) => panicked(&id, &method, panic),
+    })
+}
+
+fn outcome_frame(id: &Value, outcome: HandlerResult) -> String {
     match outcome {
-        Ok(Ok(value)) => result_frame(&id, &value),
-        Ok(Err(err)) => error_frame(&id, &err.to_rpc_error()),
-        Err(panic) => {
-            tracing::error!(%method, %panic, "reverse-call handler panicked");
-            error_frame(
-                &id,
-                &RpcError::internal(format!("handler for {method} panicked: {panic}")),
-            )
-        }
+        Ok(value) => result_frame(id, &value),
+        Err(err) => error_frame(id, &err.to_rpc_error()),
     }
+}
+
+fn panicked(id: &Value, method: &str, panic: String) -> String {
+    tracing::error!(%method, %panic, "reverse-call handler panicked");
+    error_frame(
+        id,
+        &RpcError::internal(format!("handler for {method} panicked: {panic}")),
+    )
 }
 
 /// Runs the notification handler for `method`, if any, on the blocking pool; a panic is
@@ -304,7 +355,7 @@ fn lock_aborts(
     registry.aborts.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-fn panic_text(payload: Box<dyn std::any::Any + Send>) -> String {
+pub(crate) fn panic_text(payload: Box<dyn std::any::Any + Send>) -> String {
     if let Some(s) = payload.downcast_ref::<&str>() {
         (*s).to_string()
     } else if let Some(s) = payload.downcast_ref::<String>() {
@@ -468,17 +519,32 @@ mod tests {
             "aboom",
             Some(async_handler(|_| async { panic!("async exploded") })),
         );
-        let id = json!("cb-1");
-        let ok = answer(&reg, id.clone(), "ok".into(), json!(1)).await;
+        reg.set_request(
+            "pboom",
+            Some(RequestHandler::Peer(Arc::new(|_: &Value, _, _: &Peer| {
+                panic!("peer exploded")
+            }))),
+        );
+        let peer = Peer::ended();
+        let ask = |m: &str, p: Value| {
+            let (reg, id, peer) = (&reg, json!("cb-1"), &peer);
+            let m = m.to_string();
+            async move { answer(reg, id, m, p, peer).await.frame }
+        };
+        let ok = ask("ok", json!(1)).await;
         assert_eq!(outcome(&ok), Ok(json!({"got": 1})));
-        let e = outcome(&answer(&reg, id.clone(), "fail".into(), json!(null)).await).unwrap_err();
+        let e = outcome(&ask("fail", json!(null)).await).unwrap_err();
         assert_eq!((e.code, e.message.as_str(), e.data), (-32000, "nope", None));
-        for (m, text) in [("boom", "tool exploded"), ("aboom", "async exploded")] {
-            let e = outcome(&answer(&reg, id.clone(), m.into(), json!(null)).await).unwrap_err();
+        for (m, text) in [
+            ("boom", "tool exploded"),
+            ("aboom", "async exploded"),
+            ("pboom", "peer exploded"),
+        ] {
+            let e = outcome(&ask(m, json!(null)).await).unwrap_err();
             assert_eq!(e.code, -32603);
             assert!(e.message.contains(text), "{}", e.message);
         }
-        let e = outcome(&answer(&reg, id, "nobody".into(), json!(null)).await).unwrap_err();
+        let e = outcome(&ask("nobody", json!(null)).await).unwrap_err();
         assert_eq!(e.code, -32601);
     }
 

@@ -20,10 +20,14 @@
 //!   projection every binding maps;
 //! - [`agent_loop`]: the agent loop (propose → verify → execute → observe, `finish`,
 //!   run bracketing) every binding wraps: [`Client::run_agent`];
+//! - [`chat`]: serving the chat turns the daemon routes to this agent (`agent.chat`,
+//!   its events, cancels and approvals): [`Client::serve_chat`] and the standard runner
+//!   [`Client::serve_chat_with_agent_loop`];
 //! - [`BlockingClient`]: the same API for threads without a runtime.
 
 pub mod agent_loop;
 mod blocking;
+pub mod chat;
 mod client;
 mod connection;
 pub mod discovery;
@@ -36,8 +40,9 @@ pub mod typed;
 pub use agent_loop::{AgentConfig, AgentMetrics, AgentOutcome, ChatTurn};
 pub use blocking::BlockingClient;
 pub use car_proto::handshake::HandshakeReply;
+pub use chat::{ChatGoal, ChatHandler, ChatParams, ChatThreadLimits, ChatTurnContext};
 pub use client::{CallOptions, Client, ClientConfig, Session};
-pub use discovery::{Endpoint, EnvSnapshot};
+pub use discovery::{AgentIdentity, Endpoint, EnvSnapshot};
 pub use error::{Error, ErrorKind, ErrorReport, HandlerError, HANDLER_ERROR_CODE};
 pub use handlers::{AbortSignal, BoxFuture, HandlerResult, ToolCall, ToolCancel};
 pub use timeouts::{TimeoutPolicy, Wait};

@@ -33,6 +33,40 @@ impl<T> From<T> for Redacted<T> {
     }
 }
 
+/// On the wire a secret is its plain value (`secret.put` params, `secret.get` result):
+/// serializing is an explicit exposure, like [`Redacted::expose`].
+impl<T: serde::Serialize> serde::Serialize for Redacted<T> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(s)
+    }
+}
+
+impl<'de, T: serde::Deserialize<'de>> serde::Deserialize<'de> for Redacted<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        T::deserialize(d).map(Redacted)
+    }
+}
+
+impl<T: schemars::JsonSchema> schemars::JsonSchema for Redacted<T> {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        T::schema_name()
+    }
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        T::json_schema(generator)
+    }
+    fn inline_schema() -> bool {
+        true
+    }
+}
+
+/// Parsing (e.g. a command-line flag) wraps the text as it is.
+impl std::str::FromStr for Redacted<String> {
+    type Err = std::convert::Infallible;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(Redacted(s.to_string()))
+    }
+}
+
 impl<T> fmt::Debug for Redacted<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("[redacted]")
@@ -59,7 +93,12 @@ mod tests {
         struct Config {
             token: Option<Redacted<String>>,
         }
-        let shown = format!("{:?}", Config { token: Some(token.clone()) });
+        let shown = format!(
+            "{:?}",
+            Config {
+                token: Some(token.clone())
+            }
+        );
         assert!(!shown.contains("s3cr3t"), "{shown}");
         assert_eq!(token.expose(), "s3cr3t-token");
         assert_eq!(token, Redacted::new("s3cr3t-token".to_string()));

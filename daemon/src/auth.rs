@@ -13,6 +13,7 @@ use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use base64::Engine;
+use car_proto::redact::Redacted;
 use subtle::ConstantTimeEq;
 
 /// Bytes of entropy in a token (43 base64url characters without padding).
@@ -30,17 +31,11 @@ pub fn tokens_match(expected: &str, presented: &str) -> bool {
     expected.len() == presented.len() && bool::from(expected.as_bytes().ct_eq(presented.as_bytes()))
 }
 
-/// The daemon's credentials while auth is on.
-#[derive(Clone)]
+/// The daemon's credentials while auth is on (`Debug` shows neither).
+#[derive(Debug, Clone)]
 pub struct Credentials {
-    pub token: String,
-    pub host_token: String,
-}
-
-impl std::fmt::Debug for Credentials {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Credentials { .. }")
-    }
+    pub token: Redacted<String>,
+    pub host_token: Redacted<String>,
 }
 
 /// Why a credential file could not be published.

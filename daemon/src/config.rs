@@ -48,7 +48,7 @@ pub struct Args {
 
     /// Token for a non-primary daemon (a primary daemon always mints its own).
     #[arg(long, env = "CAR_AUTH_TOKEN", hide_env_values = true)]
-    pub auth_token: Option<String>,
+    pub auth_token: Option<car_proto::redact::Redacted<String>>,
 
     /// File holding the token for a non-primary daemon; read, trimmed, then deleted.
     #[arg(long, env = "CAR_AUTH_TOKEN_FILE")]
@@ -100,6 +100,25 @@ pub struct Args {
     #[arg(long, env = "CAR_IDLE_TIMEOUT", default_value = "90s", value_parser = parse_duration)]
     pub idle_timeout: Duration,
 
+    /// The directory the built-in agent tools (`agents.register_basics`) may read and
+    /// write; nothing outside it is reachable. Default: `$CAR_HOME/workspace`.
+    #[arg(long, env = "CAR_WORKSPACE_ROOT")]
+    pub workspace_root: Option<PathBuf>,
+
+    /// Turn the approval gate off: gated methods and mutating built-in tools run without
+    /// a host's approval. Only for trusted single-user machines.
+    #[arg(long, env = "CAR_NO_APPROVALS", value_parser = clap::builder::FalseyValueParser::new())]
+    pub no_approvals: bool,
+
+    /// The methods (and built-in tool names) that wait for a host's approval, comma
+    /// separated; replaces the default set.
+    #[arg(long, env = "CAR_APPROVAL_METHODS", value_delimiter = ',')]
+    pub approval_methods: Option<Vec<String>>,
+
+    /// How long a gated call waits for `host.resolve_approval` before it is denied.
+    #[arg(long, env = "CAR_APPROVAL_TIMEOUT", default_value = "60s", value_parser = parse_duration)]
+    pub approval_timeout: Duration,
+
     /// Serve the `debug.*` methods (tests and diagnostics only).
     #[arg(long, env = "CAR_DEBUG_METHODS", value_parser = clap::builder::FalseyValueParser::new())]
     pub debug_methods: bool,
@@ -129,12 +148,44 @@ pub struct Config {
     pub idle_timeout: Duration,
     pub debug_methods: bool,
     pub ready_file: Option<PathBuf>,
+    pub approvals: ApprovalGate,
+    pub workspace_root: Option<PathBuf>,
+}
+
+/// The approval gate's settings (docs/protocol-choices.md, "Approvals").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApprovalGate {
+    pub enabled: bool,
+    /// Method names and built-in tool names that wait for approval.
+    pub methods: std::collections::BTreeSet<String>,
+    pub timeout: Duration,
+}
+
+/// What the gate holds by default: what runs code outside a request or changes files on
+/// the caller's behalf (methods this daemon does not serve yet are listed so that serving
+/// them later cannot skip the gate).
+pub const DEFAULT_GATED: &[&str] = &[
+    "agents.upsert",
+    "agents.install",
+    "scheduler.os_install",
+    "write_file",
+    "edit_file",
+];
+
+/// Built-in tool names the gate may hold besides methods.
+pub const GATEABLE_TOOLS: &[&str] = &["write_file", "edit_file"];
+
+impl ApprovalGate {
+    /// Whether `name` (a method or a built-in tool) waits for approval.
+    pub fn holds(&self, name: &str) -> bool {
+        self.enabled && self.methods.contains(name)
+    }
 }
 
 /// Where a supplied token came from (the file form is deleted once read).
 #[derive(Debug, Clone)]
 pub enum SuppliedToken {
-    Value(String),
+    Value(car_proto::redact::Redacted<String>),
     File(PathBuf),
 }
 
@@ -170,13 +221,38 @@ impl Config {
             None => (cores / args.max_generations as u32).max(1),
         };
         let supplied_token = match (args.auth_token, args.auth_token_file) {
-            (Some(t), _) if !t.trim().is_empty() => {
-                Some(SuppliedToken::Value(t.trim().to_string()))
+            (Some(t), _) if !t.expose().trim().is_empty() => {
+                Some(SuppliedToken::Value(t.expose().trim().to_string().into()))
             }
             (_, Some(path)) => Some(SuppliedToken::File(path)),
             _ => None,
         };
+        let methods = match args.approval_methods {
+            None => DEFAULT_GATED.iter().map(|m| m.to_string()).collect(),
+            Some(list) => {
+                let mut set = std::collections::BTreeSet::new();
+                for name in list.iter().map(|m| m.trim()).filter(|m| !m.is_empty()) {
+                    if car_proto::methods::lookup(name).is_none()
+                        && !GATEABLE_TOOLS.contains(&name)
+                        && !DEFAULT_GATED.contains(&name)
+                    {
+                        return Err(format!(
+                            "--approval-methods: {name:?} is neither a method nor a built-in tool"
+                        ));
+                    }
+                    set.insert(name.to_string());
+                }
+                set
+            }
+        };
+        let approvals = ApprovalGate {
+            enabled: !args.no_approvals,
+            methods,
+            timeout: args.approval_timeout,
+        };
         Ok(Config {
+            approvals,
+            workspace_root: args.workspace_root,
             port: args.port,
             bind: args.bind,
             auth_enabled: !args.no_auth,
@@ -209,6 +285,40 @@ mod tests {
         assert_eq!(parse_duration("30m"), Ok(Duration::from_secs(1800)));
         assert!(parse_duration("soon").unwrap_err().contains("\"soon\""));
         assert!(parse_duration("0ms").is_err());
+    }
+
+    #[test]
+    fn tokens_never_show_in_debug_output() {
+        let args = Args::try_parse_from(["car-server", "--auth-token", "tok-SECRET-123"]).unwrap();
+        assert!(!format!("{args:?}").contains("SECRET"), "{args:?}");
+        let config = Config::from_args(args).unwrap();
+        assert!(!format!("{config:?}").contains("SECRET"), "{config:?}");
+        match &config.supplied_token {
+            Some(SuppliedToken::Value(t)) => assert_eq!(t.expose(), "tok-SECRET-123"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_approval_gate_is_configured_by_flags() {
+        let config = Config::from_args(Args::try_parse_from(["car-server"]).unwrap()).unwrap();
+        assert!(config.approvals.holds("agents.upsert") && config.approvals.holds("write_file"));
+        assert_eq!(config.approvals.timeout, Duration::from_secs(60));
+        let config = Config::from_args(
+            Args::try_parse_from(["car-server", "--approval-methods", "state.set,edit_file"])
+                .unwrap(),
+        )
+        .unwrap();
+        assert!(config.approvals.holds("state.set") && !config.approvals.holds("agents.upsert"));
+        let off =
+            Config::from_args(Args::try_parse_from(["car-server", "--no-approvals"]).unwrap())
+                .unwrap();
+        assert!(!off.approvals.holds("agents.upsert"));
+        let err = Config::from_args(
+            Args::try_parse_from(["car-server", "--approval-methods", "nope.nothing"]).unwrap(),
+        )
+        .unwrap_err();
+        assert!(err.contains("nope.nothing"), "{err}");
     }
 
     #[test]

@@ -157,6 +157,10 @@ where
             _ = state.shutdown.cancelled() => {
                 return Ending::Close { code: 1001, reason: "daemon shutting down".into(), drain: false }
             }
+            reason = session.evicted() => {
+                tracing::info!(session = session.id, %reason, "closing the connection");
+                return Ending::Close { code: 1000, reason, drain: false };
+            }
             frame = stream.next() => {
                 last_inbound = Instant::now();
                 match frame {

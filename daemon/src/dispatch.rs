@@ -9,12 +9,18 @@
 //! effect:
 //! 1. auth: before a successful `session.auth`, anything else → `-32001`, then close;
 //! 2. the method must be declared and active → else `-32601 unknown method: …`;
-//! 3. handshake: declarations marked `handshake_required` → `-32005` until negotiated;
-//! 4. role: `host`-labelled methods need a host session → `-32603 permission denied`
+//! 3. agent scope: a session bound to an agent whose registration has a
+//!    `method_allowlist` may call only those methods (and `session.auth`,
+//!    `server.handshake`) → else `-32601 agent_method_not_allowed` (a notification is
+//!    dropped), before any handler runs;
+//! 4. handshake: declarations marked `handshake_required` → `-32005` until negotiated;
+//! 5. role: `host`-labelled methods need a host session → `-32603 permission denied`
 //!    with `data.reason = "host_required"`;
-//! 5. capability: declarations naming a capability → `-32008` unless it was negotiated.
+//! 6. capability: declarations naming a capability → `-32008` unless it was negotiated.
 //!
-//! Immediate handlers (`session.auth`, `server.handshake`) then run inline, so a client may
+//! A method the approval gate holds then parks until a host approves it
+//! ([`crate::approval_gate`]). Immediate handlers (`session.auth`, `server.handshake`,
+//! `agent.chat.event`) run inline, so a client may
 //! pipeline its handshake right behind its auth frame without racing the gate. All others
 //! are spawned and bounded by their deadline class; an overrun answers `-32004` and a
 //! panic answers `-32603`, and the connection stays usable either way.
@@ -96,6 +102,18 @@ impl Dispatch {
         let Some((decl, handler)) = self.routes.get(method) else {
             return Verdict::Refuse(RpcError::method_not_found(method));
         };
+        if let Some(allowed) = &identity.method_allowlist {
+            let implicit = method == "session.auth" || method == "server.handshake";
+            if !implicit && !allowed.iter().any(|m| m == method) {
+                return Verdict::Refuse(
+                    RpcError::new(
+                        car_proto::errors::METHOD_NOT_FOUND,
+                        format!("agent_method_not_allowed: {method} is not in this agent's method_allowlist"),
+                    )
+                    .with_data(json!({"reason": "agent_method_not_allowed", "method": method})),
+                );
+            }
+        }
         let spec = &decl.spec;
         let negotiated = session.negotiated();
         if spec.handshake_required && negotiated.is_none() {
@@ -146,7 +164,13 @@ pub async fn run(
 ) -> Result<Value, RpcError> {
     let method = call.method;
     let budget = deadline(method, &params, &call.state.config);
-    let guarded = std::panic::AssertUnwindSafe(handler(call, params)).catch_unwind();
+    let gated = async move {
+        let action = format!("ws.method:{}", method.name);
+        crate::approval_gate::admit(&call.state, &call.session, method.name, action, &params)
+            .await?;
+        handler(call, params).await
+    };
+    let guarded = std::panic::AssertUnwindSafe(gated).catch_unwind();
     match tokio::time::timeout(budget, guarded).await {
         Ok(Ok(outcome)) => outcome,
         Ok(Err(_panic)) => {

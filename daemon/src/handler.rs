@@ -35,7 +35,8 @@ pub struct Call {
 }
 
 pub type AsyncHandler = dyn Fn(Call, Value) -> HandlerFuture + Send + Sync;
-type ImmediateFn = dyn Fn(&Session, &ServerState, Value) -> Result<Value, RpcError> + Send + Sync;
+type ImmediateFn =
+    dyn Fn(&Arc<Session>, &ServerState, Value) -> Result<Value, RpcError> + Send + Sync;
 
 /// A method's implementation with its types erased.
 #[derive(Clone)]
@@ -122,13 +123,13 @@ impl Routes {
     pub fn immediate<M, F>(&mut self, handler: F) -> &mut Self
     where
         M: Method,
-        F: Fn(&Session, &ServerState, M::Params) -> Result<M::Result, RpcError>
+        F: Fn(&Arc<Session>, &ServerState, M::Params) -> Result<M::Result, RpcError>
             + Send
             + Sync
             + 'static,
     {
         let arrays = car_proto::methods::accepts_array::<M::Params>();
-        let erased = move |session: &Session, state: &ServerState, params: Value| {
+        let erased = move |session: &Arc<Session>, state: &ServerState, params: Value| {
             let params: M::Params = decode(params, arrays)?;
             encode(M::SPEC.name, handler(session, state, params)?)
         };

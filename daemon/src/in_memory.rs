@@ -39,8 +39,8 @@ const PIPE_BYTES: usize = 1 << 20;
 #[derive(Debug)]
 pub struct InMemoryDaemon {
     pub state: Arc<ServerState>,
-    token: String,
-    host_token: String,
+    token: car_proto::redact::Redacted<String>,
+    host_token: car_proto::redact::Redacted<String>,
 }
 
 impl InMemoryDaemon {
@@ -56,16 +56,16 @@ impl InMemoryDaemon {
             home,
             home.join("memory"),
             Some(Credentials {
-                token: token.clone(),
-                host_token: host_token.clone(),
+                token: token.clone().into(),
+                host_token: host_token.clone().into(),
             }),
             CancellationToken::new(),
         )
         .await?;
         Ok(InMemoryDaemon {
             state,
-            token,
-            host_token,
+            token: token.into(),
+            host_token: host_token.into(),
         })
     }
 
@@ -93,7 +93,7 @@ impl InMemoryDaemon {
     /// A connection authenticated with the daemon token (an operator session).
     pub async fn connect(&self) -> MemoryConnection {
         let mut conn = self.connect_raw().await;
-        conn.call("session.auth", json!({"token": self.token}))
+        conn.call("session.auth", json!({"token": self.token.expose()}))
             .await
             .expect("in-memory session.auth");
         conn
@@ -102,9 +102,12 @@ impl InMemoryDaemon {
     /// A connection authenticated with the host token (a host session).
     pub async fn connect_host(&self) -> MemoryConnection {
         let mut conn = self.connect_raw().await;
-        conn.call("session.auth", json!({"host_token": self.host_token}))
-            .await
-            .expect("in-memory session.auth");
+        conn.call(
+            "session.auth",
+            json!({"host_token": self.host_token.expose()}),
+        )
+        .await
+        .expect("in-memory session.auth");
         conn
     }
 }

@@ -18,11 +18,15 @@
 //! [`run`] is the whole process: resolve paths, bind, claim primacy, publish credentials,
 //! serve until SIGINT/SIGTERM, then remove the token files and the socket.
 
+pub mod agent_registry;
+pub mod approval_gate;
 pub mod auth;
+pub mod chat_routes;
 pub mod config;
 pub mod connection;
 pub mod dispatch;
 pub mod handler;
+pub mod host_state;
 pub mod in_memory;
 pub mod inference;
 pub mod instance;
@@ -154,8 +158,8 @@ pub async fn run(config: Config, paths: Paths) -> Result<(), Fatal> {
     }
     if let Some(creds) = &credentials {
         if instance.primary {
-            auth::remove_if_ours(&paths.auth_token, &creds.token);
-            auth::remove_if_ours(&paths.host_token, &creds.host_token);
+            auth::remove_if_ours(&paths.auth_token, creds.token.expose());
+            auth::remove_if_ours(&paths.host_token, creds.host_token.expose());
         }
     }
     if let Err(e) = std::fs::remove_file(&instance.socket) {
@@ -203,13 +207,45 @@ pub async fn open_state(
     ));
     inference::refresh_memory_embedder(&inference.engine, &memory);
     let dispatch = dispatch::Dispatch::new(services::routes(), config.debug_methods);
+    let agents = agent_registry::AgentRegistry::open(state_root);
+    let secret_activity = Arc::new(car_secrets::Activity::new());
+    let secrets = match car_secrets::SecretStore::open_with_activity(state_root, secret_activity.clone()) {
+        Ok(store) => Some(Arc::new(store)),
+        Err(e) => {
+            tracing::error!(error = %e, "the secret store is unavailable; secret.* methods will fail");
+            None
+        }
+    };
+    let workspace_root = config
+        .workspace_root
+        .clone()
+        .unwrap_or_else(|| state_root.join("workspace"));
+    if config.workspace_root.is_none() {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&workspace_root)
+            .map_err(|e| Fatal::runtime(format!("cannot create {}: {e}", workspace_root.display())))?;
+    }
+    let workspace = car_builtin_tools::Workspace::new(&workspace_root).map_err(|e| {
+        Fatal::usage(format!("--workspace-root {}: {e}", workspace_root.display()))
+    })?;
+    tracing::info!(root = %workspace.root().display(), "built-in agent tools act under this root");
+    let stores = state::Stores {
+        store,
+        memory,
+        inference,
+        agents,
+        secrets,
+        secret_activity,
+        workspace: Arc::new(workspace),
+    };
     let state = Arc::new(ServerState::new(
         dispatch,
         config,
         credentials,
-        store,
-        memory,
-        inference,
+        stores,
         shutdown,
     ));
 
@@ -242,10 +278,13 @@ fn publish_credentials(
             Fatal::runtime(e.to_string())
         })?;
         tracing::info!(path = %paths.auth_token.display(), "auth token written");
-        return Ok(Some(Credentials { token, host_token }));
+        return Ok(Some(Credentials {
+            token: token.into(),
+            host_token: host_token.into(),
+        }));
     }
     let token = match &config.supplied_token {
-        Some(SuppliedToken::Value(token)) => token.clone(),
+        Some(SuppliedToken::Value(token)) => token.expose().clone(),
         Some(SuppliedToken::File(path)) => auth::take_token_file(path).map_err(Fatal::usage)?,
         None => {
             tracing::warn!("non-primary daemon without --auth-token/CAR_AUTH_TOKEN/--auth-token-file: its minted token is in memory only, so no client can authenticate");
@@ -253,7 +292,10 @@ fn publish_credentials(
         }
     };
     tracing::info!(shared = %paths.shared_socket.display(), "another daemon is primary for this state root: no token file written, binding a per-port socket");
-    Ok(Some(Credentials { token, host_token }))
+    Ok(Some(Credentials {
+        token: token.into(),
+        host_token: host_token.into(),
+    }))
 }
 
 fn write_ready_file(path: &Path, contents: &str) -> std::io::Result<()> {

@@ -26,6 +26,9 @@ pub struct ToolDescriptor {
     pub cache_ttl_secs: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rate_limit: Option<Value>,
+    /// A built-in agent tool the daemon runs itself (`agents.register_basics`).
+    #[serde(skip)]
+    pub builtin: bool,
 }
 
 /// A policy rule, checked before every tool call of a proposal.

@@ -7,7 +7,7 @@
 //! connection dies the table is failed as a whole, so no reverse call outlives its peer.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -31,6 +31,9 @@ pub struct Identity {
     pub role: CallerRole,
     pub agent_id: Option<String>,
     pub memory_namespace: Option<String>,
+    /// The bound agent's `method_allowlist`: when present, dispatch refuses every other
+    /// method (`session.auth` and `server.handshake` always pass).
+    pub method_allowlist: Option<std::sync::Arc<[String]>>,
 }
 
 /// Per-connection state.
@@ -41,7 +44,8 @@ pub struct Session {
     pub transport: &'static str,
     identity: Mutex<Identity>,
     negotiated: Mutex<Option<Vec<String>>>,
-    host_subscribed: AtomicBool,
+    /// The `host.subscribe` forwarder's stop token (a new subscription replaces it).
+    host_subscription: Mutex<Option<CancellationToken>>,
     outbound: Outbound,
     reverse: ReverseCalls,
     runtime: Mutex<Runtime>,
@@ -53,6 +57,11 @@ pub struct Session {
     callbacks: Mutex<Vec<ActiveCallback>>,
     /// Cancelled when the connection ends; long-lived session tasks watch it.
     pub closed: CancellationToken,
+    /// Cancelled to make the daemon close this connection ([`Session::evict`]).
+    evicted: CancellationToken,
+    evict_reason: Mutex<String>,
+    /// What this session's built-in tools have read (their read-before-edit guard).
+    read_ledger: car_builtin_tools::ReadLedger,
 }
 
 impl Session {
@@ -74,13 +83,14 @@ impl Session {
             },
             agent_id: None,
             memory_namespace: None,
+            method_allowlist: None,
         };
         Session {
             id,
             transport,
             identity: Mutex::new(identity),
             negotiated: Mutex::new(None),
-            host_subscribed: AtomicBool::new(false),
+            host_subscription: Mutex::new(None),
             outbound,
             reverse: ReverseCalls::default(),
             runtime: Mutex::new(Runtime::default()),
@@ -88,7 +98,27 @@ impl Session {
             run_subscriptions: Mutex::new(Vec::new()),
             callbacks: Mutex::new(Vec::new()),
             closed,
+            evicted: CancellationToken::new(),
+            evict_reason: Mutex::new(String::new()),
+            read_ledger: car_builtin_tools::ReadLedger::new(),
         }
+    }
+
+    /// Asks the connection to close (code 1000, `reason`), e.g. when a newer connection
+    /// took over this session's agent identity.
+    pub fn evict(&self, reason: &str) {
+        *self.evict_reason.lock().expect("evict lock") = reason.to_string();
+        self.evicted.cancel();
+    }
+
+    /// Resolves when [`Session::evict`] was called; yields the reason.
+    pub async fn evicted(&self) -> String {
+        self.evicted.cancelled().await;
+        self.evict_reason.lock().expect("evict lock").clone()
+    }
+
+    pub fn read_ledger(&self) -> &car_builtin_tools::ReadLedger {
+        &self.read_ledger
     }
 
     pub fn identity(&self) -> Identity {
@@ -224,9 +254,19 @@ impl Session {
         std::mem::take(&mut *self.open_runs.lock().expect("runs lock"))
     }
 
-    /// Marks the session subscribed to `host.event`; true if it was not already.
-    pub fn subscribe_host_events(&self) -> bool {
-        !self.host_subscribed.swap(true, Ordering::AcqRel)
+    /// Stops this session's `host.event` forwarder, if any, and returns the stop token
+    /// of the one that replaces it.
+    pub fn replace_host_subscription(&self) -> CancellationToken {
+        let stop = self.closed.child_token();
+        if let Some(old) = self
+            .host_subscription
+            .lock()
+            .expect("host subscription lock")
+            .replace(stop.clone())
+        {
+            old.cancel();
+        }
+        stop
     }
 
     pub fn outbound(&self) -> &Outbound {

@@ -30,6 +30,20 @@ pub struct RunEvent {
     pub status: String,
 }
 
+/// The durable stores and engines a daemon opens under its state root.
+#[derive(Debug)]
+pub struct Stores {
+    pub store: Store,
+    pub memory: car_memory::MemoryStore,
+    pub inference: Arc<crate::inference::InferenceService>,
+    pub agents: crate::agent_registry::AgentRegistry,
+    /// `None` when the store could not be opened (logged at startup).
+    pub secrets: Option<Arc<car_secrets::SecretStore>>,
+    pub secret_activity: Arc<car_secrets::Activity>,
+    /// Where the built-in agent tools act.
+    pub workspace: Arc<car_builtin_tools::Workspace>,
+}
+
 #[derive(Debug)]
 pub struct ServerState {
     pub config: Config,
@@ -38,8 +52,17 @@ pub struct ServerState {
     pub dispatch: Dispatch,
     /// The `server.schema` result, computed once from the active method table.
     pub schema_reply: car_proto::methods::server::SchemaReply,
-    /// `host.event` notifications fan out from here to subscribed host sessions.
-    pub host_events: broadcast::Sender<Value>,
+    /// The host registry (agents, devices, approvals) and the `host.event` stream.
+    pub host: crate::host_state::HostState,
+    /// The durable agent registry (identities and their tokens).
+    pub agents: crate::agent_registry::AgentRegistry,
+    /// The secret store (`$CAR_HOME/secrets`) and its attempt counters.
+    pub secrets: Option<Arc<car_secrets::SecretStore>>,
+    pub secret_activity: Arc<car_secrets::Activity>,
+    /// The built-in agent tools' root.
+    pub workspace: Arc<car_builtin_tools::Workspace>,
+    /// Chat turns routed between hosts and attached agents.
+    pub chats: crate::chat_routes::ChatRoutes,
     /// Run trace records for `runs.subscribe`.
     pub run_events: broadcast::Sender<RunEvent>,
     /// Running runs: their producers, work tokens and resume leases.
@@ -60,11 +83,18 @@ impl ServerState {
         dispatch: Dispatch,
         config: Config,
         credentials: Option<Credentials>,
-        store: Store,
-        memory: car_memory::MemoryStore,
-        inference: Arc<crate::inference::InferenceService>,
+        stores: Stores,
         shutdown: CancellationToken,
     ) -> Self {
+        let Stores {
+            store,
+            memory,
+            inference,
+            agents,
+            secrets,
+            secret_activity,
+            workspace,
+        } = stores;
         let schema = car_proto::schema::schema(config.debug_methods);
         let schema_reply = car_proto::methods::server::SchemaReply {
             digest: car_proto::schema::digest(&schema),
@@ -72,14 +102,18 @@ impl ServerState {
             car_version: car_proto::CAR_VERSION.to_string(),
             schema,
         };
-        let (host_events, _) = broadcast::channel(256);
         let (run_events, _) = broadcast::channel(1024);
         ServerState {
             dispatch,
             config,
             credentials,
             schema_reply,
-            host_events,
+            host: Default::default(),
+            agents,
+            secrets,
+            secret_activity,
+            workspace,
+            chats: Default::default(),
             run_events,
             live_runs: Default::default(),
             store,

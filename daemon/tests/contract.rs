@@ -304,7 +304,10 @@ async fn privileged(d: &Daemon) -> Ws {
 
 #[tokio::test]
 async fn every_field_of_every_method_follows_the_decoding_rules() {
-    let d = Daemon::builder().args(["--debug-methods"]).start();
+    // The approval gate would park every probe of a gated method for its timeout.
+    let d = Daemon::builder()
+        .args(["--debug-methods", "--no-approvals"])
+        .start();
     let mut ws = privileged(&d).await;
     let mut auth_ws = Ws::tcp(&d.ws_url).await;
     let reply = ws.call("server.schema", json!({})).await["result"].clone();

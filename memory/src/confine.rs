@@ -2,7 +2,10 @@
 //!
 //! Owns the one rule deciding which caller paths may be written or read. It must not read
 //! or write file contents; it only inspects path components (with `symlink_metadata` and
-//! `canonicalize` on components that exist).
+//! `canonicalize` on components that exist). Opening the file it returns is left to
+//! [`crate::fileio`], which never follows a symlink at the final component
+//! ([`crate::fileio::open_no_follow`]), and to [`crate::snapshot::write_atomic`], which
+//! writes a fresh `O_EXCL` temp file and renames it over the target.
 //!
 //! # Rule
 //! - The path must be non-empty and free of NUL bytes.
@@ -10,19 +13,38 @@
 //!   reason about than normalising.
 //! - A relative path resolves under the memory directory. An absolute path is accepted only
 //!   when it lies inside the memory directory (as given or canonicalised).
-//! - Every component that already exists is checked: a symlink is followed, and if its
-//!   target is outside the (canonical) memory directory the path is refused. Symlinks that
-//!   stay inside are allowed.
-//! - The result must name a file strictly inside the directory, not the directory itself, and
-//!   not a file the store manages: `shared.json`, anything under `memory-namespaces/` or
-//!   `agents/`, or their temp and corrupt siblings. **(beyond)** Without this, a connection
-//!   in one namespace could overwrite or read another namespace's graph through
-//!   persist/load, defeating scope isolation.
+//! - The path is **fully resolved** before anything is decided: starting from the canonical
+//!   memory directory, each typed component that exists is followed (a symlink is replaced
+//!   by its canonical target, a dangling one is refused); the first component that does
+//!   not exist ends the walk and it and every later component are appended as typed (they
+//!   cannot be symlinks yet). A component that exists but cannot be inspected (permission,
+//!   not a directory) is refused. The result is what [`resolve`] returns, so the caller
+//!   opens the very path that was judged, with no symlink left in it at check time.
+//! - The resolved path must lie strictly inside the canonical memory directory (a symlink
+//!   whose target is outside is refused), and must not be the directory itself.
+//! - The resolved path, taken relative to the canonical memory directory, must not name a
+//!   file the store manages: `shared.json` and its temp and corrupt siblings
+//!   (`shared.json.*`, `.snapshot-*` at the top level), or anything under (or being)
+//!   `memory-namespaces/` or `agents/`. The same test is applied to the path as typed.
+//!   Names are compared case-insensitively (Unicode upper- then lower-casing, so the long
+//!   `ſ` matches `s`; trailing dots and spaces are ignored, as Windows does), because
+//!   the memory directory may live on a case-insensitive file system where `SHARED.JSON`
+//!   *is* `shared.json`. So `alias/shared.json` with `alias -> .` is refused, as are
+//!   `SHARED.JSON`, `Agents/x.json` and `Memory-Namespaces/…`. **(beyond)** Without this,
+//!   a connection in one namespace could overwrite or read another namespace's graph
+//!   through persist/load, defeating scope isolation.
 //!
-//! A component created after the check (a race with a local user who can already write in
-//! `CAR_HOME`) is outside this threat model.
+//! What this rule cannot see is left to the open: a symlink planted at the final component
+//! after the check is refused by `O_NOFOLLOW` on load and replaced (never followed) by the
+//! rename on persist; a hard link onto a managed file is refused by `memory.load` (it reads
+//! only files with a single link) and harmless to persist (the rename replaces the name,
+//! not the shared inode). A directory component swapped for a symlink between the check
+//! and the open (a race with a local user who can already write in `CAR_HOME`) is outside
+//! this threat model; persist re-resolves after creating missing directories to keep that
+//! window short.
 
 use crate::error::ConfineError;
+use std::ffi::OsStr;
 use std::path::{Component, Path, PathBuf};
 
 /// The shared graph's file name inside the memory directory.
@@ -31,6 +53,10 @@ pub const SHARED_FILE: &str = "shared.json";
 pub const NAMESPACES_DIR: &str = "memory-namespaces";
 /// The directory of agent graphs.
 pub const AGENTS_DIR: &str = "agents";
+/// The prefix of [`crate::snapshot::write_atomic`]'s temp files.
+pub const TEMP_PREFIX: &str = ".snapshot-";
+
+const MANAGED: &str = "is a snapshot file the memory store manages";
 
 fn refuse(path: &str, reason: &str) -> ConfineError {
     ConfineError {
@@ -40,7 +66,8 @@ fn refuse(path: &str, reason: &str) -> ConfineError {
 }
 
 /// Resolves a caller's path against `memory_dir` under the rule in the module docs. The
-/// directory must exist. The returned path is inside the canonical memory directory.
+/// directory must exist. The returned path is fully resolved (no symlink in it when it was
+/// checked) and strictly inside the canonical memory directory.
 pub fn resolve(memory_dir: &Path, requested: &str) -> Result<PathBuf, ConfineError> {
     if requested.trim().is_empty() {
         return Err(refuse(requested, "must not be empty"));
@@ -67,7 +94,7 @@ pub fn resolve(memory_dir: &Path, requested: &str) -> Result<PathBuf, ConfineErr
     } else {
         path.to_path_buf()
     };
-    let mut parts: Vec<&std::ffi::OsStr> = Vec::new();
+    let mut parts: Vec<&OsStr> = Vec::new();
     for component in relative.components() {
         match component {
             Component::Normal(part) => parts.push(part),
@@ -83,60 +110,78 @@ pub fn resolve(memory_dir: &Path, requested: &str) -> Result<PathBuf, ConfineErr
         ));
     }
     if is_managed(&parts) {
-        return Err(refuse(
-            requested,
-            "is a snapshot file the memory store manages",
-        ));
+        return Err(refuse(requested, MANAGED));
     }
 
-    let mut current = root.clone();
-    for part in &parts {
-        current.push(part);
-        match std::fs::symlink_metadata(&current) {
-            Ok(meta) if meta.file_type().is_symlink() => {
-                let target = current
-                    .canonicalize()
-                    .map_err(|_| refuse(requested, "goes through a dangling symlink"))?;
-                if !target.starts_with(&root) {
-                    return Err(refuse(
-                        requested,
-                        "escapes the memory directory through a symlink",
-                    ));
-                }
-                // Continue from the target so later components are judged where they live.
-                current = target;
-                if current == root {
-                    continue;
-                }
-                let rel: Vec<&std::ffi::OsStr> = current
-                    .strip_prefix(&root)
-                    .map(|r| r.iter().collect())
-                    .unwrap_or_default();
-                if is_managed(&rel) {
-                    return Err(refuse(
-                        requested,
-                        "is a snapshot file the memory store manages",
-                    ));
-                }
-            }
-            Ok(_) => {}
-            // Everything from here on does not exist yet, so it cannot be a symlink.
-            Err(_) => break,
+    let resolved = walk(&root, &parts).map_err(|reason| refuse(requested, reason))?;
+    let inside: Vec<&OsStr> = match resolved.strip_prefix(&root) {
+        Ok(rel) => rel.iter().collect(),
+        Err(_) => {
+            return Err(refuse(
+                requested,
+                "escapes the memory directory through a symlink",
+            ))
         }
-    }
-    let resolved = root.join(parts.iter().collect::<PathBuf>());
-    if resolved == root {
+    };
+    if inside.is_empty() {
         return Err(refuse(
             requested,
             "must name a file inside the memory directory",
         ));
     }
+    if is_managed(&inside) {
+        return Err(refuse(
+            requested,
+            "resolves through a symlink to a snapshot file the memory store manages",
+        ));
+    }
     Ok(resolved)
 }
 
-/// True for paths (relative to the memory directory) that belong to the store.
-fn is_managed(parts: &[&std::ffi::OsStr]) -> bool {
-    let Some(first) = parts.first().and_then(|p| p.to_str()) else {
+/// Follows `parts` from the canonical `root`: existing components are resolved (symlinks
+/// to their canonical targets), and from the first missing one on the rest is appended.
+fn walk(root: &Path, parts: &[&OsStr]) -> Result<PathBuf, &'static str> {
+    let mut current = root.to_path_buf();
+    for (i, part) in parts.iter().enumerate() {
+        let next = current.join(part);
+        match std::fs::symlink_metadata(&next) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                let target = next
+                    .canonicalize()
+                    .map_err(|_| "goes through a dangling symlink")?;
+                if !target.starts_with(root) {
+                    return Err("escapes the memory directory through a symlink");
+                }
+                current = target;
+            }
+            Ok(_) => current = next,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                // Nothing from here on exists yet, so none of it can be a symlink.
+                current = next;
+                current.extend(&parts[i + 1..]);
+                return Ok(current);
+            }
+            Err(_) => return Err("cannot be checked: a component exists but cannot be inspected"),
+        }
+    }
+    Ok(current)
+}
+
+/// Folds a file name for comparison the way a case-insensitive file system might: Unicode
+/// upper- then lower-casing (so `ſ` meets `s` and the Kelvin sign meets `k`), trailing dots and
+/// spaces dropped (Windows ignores them).
+fn fold(name: &OsStr) -> String {
+    name.to_string_lossy()
+        .to_uppercase()
+        .to_lowercase()
+        .trim_end_matches(['.', ' '])
+        .to_owned()
+}
+
+/// True for paths (relative to the memory directory) that belong to the store, compared
+/// case-insensitively.
+fn is_managed(parts: &[&OsStr]) -> bool {
+    let Some(first) = parts.first().map(|p| fold(p)) else {
         return false;
     };
     if first == NAMESPACES_DIR || first == AGENTS_DIR {
@@ -145,7 +190,7 @@ fn is_managed(parts: &[&std::ffi::OsStr]) -> bool {
     parts.len() == 1
         && (first == SHARED_FILE
             || first.starts_with(&format!("{SHARED_FILE}."))
-            || first.starts_with(".snapshot-"))
+            || first.starts_with(TEMP_PREFIX))
 }
 
 #[cfg(test)]
@@ -227,6 +272,98 @@ mod tests {
         assert!(
             resolve(dir.path(), "sneaky/x.json").is_err(),
             "a symlink into a managed dir"
+        );
+    }
+
+    #[test]
+    fn managed_names_are_matched_case_insensitively() {
+        let dir = tempfile::tempdir().unwrap();
+        for path in [
+            "SHARED.JSON",
+            "Shared.Json",
+            "shared.json.CORRUPT-1",
+            "Agents/x.json",
+            "AGENTS",
+            "Memory-Namespaces/%50.json",
+            "MEMORY-NAMESPACES/x.json.corrupt-2",
+            ".Snapshot-abc.tmp",
+            "\u{17f}hared.json",
+            "shared.json.",
+            "shared.json ",
+            "agents./x.json",
+        ] {
+            let err = resolve(dir.path(), path).unwrap_err();
+            assert_eq!(
+                err.reason, "is a snapshot file the memory store manages",
+                "{path:?}"
+            );
+        }
+        assert!(resolve(dir.path(), "shared.json.d/x.json").is_ok());
+        assert!(resolve(dir.path(), "exports/shared.json").is_ok());
+        assert!(resolve(dir.path(), "exports/agents/x.json").is_ok());
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn an_alias_of_the_root_cannot_reach_managed_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        std::fs::write(root.join("shared.json"), b"{}").unwrap();
+        std::fs::create_dir_all(root.join("sub")).unwrap();
+        std::os::unix::fs::symlink(&root, root.join("alias")).unwrap();
+        std::os::unix::fs::symlink("..", root.join("sub/up")).unwrap();
+        for path in [
+            "alias/shared.json",
+            "alias/SHARED.JSON",
+            "alias/shared.json.corrupt-7",
+            "alias/.snapshot-x.tmp",
+            "alias/agents/a.json",
+            "alias/Memory-Namespaces/n.json",
+            "alias/alias/shared.json",
+            "sub/up/shared.json",
+            "sub/up/agents/a.json",
+        ] {
+            let err = resolve(dir.path(), path).unwrap_err();
+            assert_eq!(
+                err.to_string(),
+                format!(
+                    "path: {path:?} resolves through a symlink to a snapshot file the memory store manages"
+                )
+            );
+        }
+        assert_eq!(
+            resolve(dir.path(), "alias").unwrap_err().reason,
+            "must name a file inside the memory directory"
+        );
+        assert_eq!(
+            resolve(dir.path(), "alias/ok.json").unwrap(),
+            root.join("ok.json"),
+            "the fully resolved path is returned"
+        );
+        assert_eq!(
+            resolve(dir.path(), "sub/up/sub/new/x.json").unwrap(),
+            root.join("sub/new/x.json")
+        );
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_file_symlink_onto_a_managed_file_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        std::fs::write(root.join("shared.json"), b"{}").unwrap();
+        std::fs::write(root.join("plain.json"), b"{}").unwrap();
+        std::os::unix::fs::symlink("shared.json", root.join("link.json")).unwrap();
+        std::os::unix::fs::symlink("plain.json", root.join("ok-link.json")).unwrap();
+        assert!(resolve(dir.path(), "link.json").is_err());
+        assert_eq!(
+            resolve(dir.path(), "ok-link.json").unwrap(),
+            root.join("plain.json")
+        );
+        std::fs::write(root.join("a-file"), b"").unwrap();
+        assert!(
+            resolve(dir.path(), "a-file/x.json").is_err(),
+            "a component that exists but cannot be walked"
         );
     }
 }

@@ -9,6 +9,7 @@
 //! - [`context`]: the layered, budgeted `build_context` block;
 //! - [`skills`] and [`skill_find`]: procedural memory (ingest, outcomes, listing; matching);
 //! - [`snapshot`]: the versioned file format and atomic writes;
+//! - [`fileio`]: `O_NOFOLLOW` / `O_EXCL` opens and size-capped reads;
 //! - [`confine`]: the path rule for `memory.persist` / `memory.load`;
 //! - [`store`]: per-scope graphs, lazy loading and group-committed durability.
 //!
@@ -21,6 +22,7 @@ pub mod context;
 pub mod embed;
 pub mod error;
 pub mod fact;
+pub mod fileio;
 pub mod graph;
 pub mod ranking;
 pub mod skill_find;

@@ -1,18 +1,32 @@
 //! The snapshot file format and atomic file writes.
 //!
 //! Owns `{"version": 1, "facts": [...], "skills": [...]}`, its validation on load, the
-//! atomic write (temp file in the same directory, fsync, rename, fsync of the directory)
-//! and moving a corrupt file aside. It must not decide where files live (the store and
-//! [`crate::confine`] do) or hold locks. Every function here blocks: call it from
+//! default size cap on every snapshot read or written ([`MAX_SNAPSHOT_BYTES`]), the atomic
+//! write (an `O_EXCL` temp file in the same directory, fsync, rename, fsync of the
+//! directory) and moving a corrupt or oversize file aside. It must not decide where files
+//! live (the store and [`crate::confine`] do) or hold locks; how files are opened and
+//! bounded-read is [`crate::fileio`]'s. Every function here blocks: call it from
 //! `spawn_blocking`, never on a tokio worker.
+//!
+//! Writers check the cap before writing ([`check_write_size`]), so the store never writes
+//! a snapshot it would refuse to read back.
 
+use crate::confine;
 use crate::error::MemoryError;
 use crate::fact::{Fact, FactInput};
+use crate::fileio::{create_exclusive, open_read, read_capped, ReadError};
 use crate::graph::{now_ms, Graph};
 use crate::skills::{Skill, SkillInput};
 use serde::{Deserialize, Serialize};
 use std::io::Write;
 use std::path::{Path, PathBuf};
+
+/// The default cap on a snapshot file, read or written: 64 MiB. A graph lives wholly in
+/// memory and is ranked fact by fact, so this is far beyond a useful scope (a fact is at
+/// most ~100 KiB encoded; typical ones are a few hundred bytes, so hundreds of thousands
+/// of facts) while keeping one `memory.load` from making the daemon buffer and parse an
+/// arbitrarily large file. [`crate::MemoryStore::set_max_file_bytes`] changes it per store.
+pub const MAX_SNAPSHOT_BYTES: u64 = 64 * 1024 * 1024;
 
 /// The only snapshot version this crate writes and reads.
 pub const SNAPSHOT_VERSION: u32 = 1;
@@ -85,6 +99,12 @@ pub fn decode(bytes: &[u8]) -> Result<Graph, String> {
 /// Writes `bytes` to `path` atomically: a temp file in the same directory, flushed and
 /// fsynced, renamed over `path`, then the directory fsynced so the rename itself survives a
 /// crash. Creates the parent directory if needed.
+///
+/// The temp file is created with `O_CREAT | O_EXCL | O_NOFOLLOW` (mode 0600) under a fresh
+/// random name, so it is always a new file in `path`'s directory, never an existing file or
+/// a symlink's target. `rename` replaces whatever entry `path` names (a symlink included)
+/// and never follows it, so a symlink at `path` cannot redirect the write; nor can a hard
+/// link, whose other names keep the old contents.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), MemoryError> {
     let dir = path
         .parent()
@@ -92,9 +112,9 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), MemoryError> {
         .unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).map_err(|e| MemoryError::io("create directory", dir, e))?;
     let mut tmp = tempfile::Builder::new()
-        .prefix(".snapshot-")
+        .prefix(confine::TEMP_PREFIX)
         .suffix(".tmp")
-        .tempfile_in(dir)
+        .make_in(dir, create_exclusive)
         .map_err(|e| MemoryError::io("create temp file in", dir, e))?;
     tmp.write_all(bytes)
         .map_err(|e| MemoryError::io("write", tmp.path().to_owned(), e))?;
@@ -104,6 +124,23 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), MemoryError> {
     tmp.persist(path)
         .map_err(|e| MemoryError::io("rename temp file to", path, e.error))?;
     sync_dir(dir)
+}
+
+/// Refuses to write a snapshot of `len` bytes to `path` when it exceeds `cap`: it could not
+/// be read back.
+pub fn check_write_size(path: &Path, len: usize, cap: u64) -> Result<(), MemoryError> {
+    let len = u64::try_from(len).unwrap_or(u64::MAX);
+    if len <= cap {
+        return Ok(());
+    }
+    Err(MemoryError::io(
+        "write snapshot",
+        path,
+        std::io::Error::new(
+            std::io::ErrorKind::FileTooLarge,
+            format!("the snapshot would be {len} bytes, over the cap of {cap} bytes"),
+        ),
+    ))
 }
 
 #[cfg(unix)]
@@ -118,22 +155,51 @@ fn sync_dir(_dir: &Path) -> Result<(), MemoryError> {
     Ok(())
 }
 
-/// Loads a scope's own snapshot. A missing file is an empty graph. A file that does not
-/// parse or validate is renamed to `<file>.corrupt-<unix-ms>`, a warning naming both paths
-/// is logged, and the scope starts empty; it is never deleted. A file that cannot be read
-/// (permissions, I/O) is an error: starting empty would overwrite it on the next write.
+/// Loads a scope's own snapshot with the default cap, [`MAX_SNAPSHOT_BYTES`]; see
+/// [`load_or_quarantine_with_cap`].
 pub fn load_or_quarantine(path: &Path) -> Result<Graph, MemoryError> {
-    let bytes = match std::fs::read(path) {
-        Ok(bytes) => bytes,
+    load_or_quarantine_with_cap(path, MAX_SNAPSHOT_BYTES)
+}
+
+/// Loads a scope's own snapshot. A missing file is an empty graph. A file over `cap` bytes
+/// (when opened, or by growing while read), or one that does not parse or validate, is
+/// renamed to `<file>.corrupt-<unix-ms>`, a warning naming both paths is logged, and the
+/// scope starts empty; it is never deleted. A file that cannot be read (permissions, I/O,
+/// not a regular file) is an error: starting empty would overwrite it on the next write.
+pub fn load_or_quarantine_with_cap(path: &Path, cap: u64) -> Result<Graph, MemoryError> {
+    let mut file = match open_read(path, true) {
+        Ok(file) => file,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Graph::new()),
         Err(e) => return Err(MemoryError::io("read snapshot", path, e)),
+    };
+    let read = read_capped(&mut file, cap);
+    drop(file);
+    let bytes = match read {
+        Ok(bytes) => bytes,
+        Err(e @ (ReadError::TooLarge { .. } | ReadError::Grew { .. })) => {
+            let aside = move_aside(path)?;
+            tracing::warn!(
+                path = %path.display(),
+                moved_to = %aside.display(),
+                cap,
+                reason = %e,
+                "memory snapshot over the size cap moved aside unread; scope starts empty"
+            );
+            return Ok(Graph::new());
+        }
+        Err(ReadError::Io(e)) => return Err(MemoryError::io("read snapshot", path, e)),
+        Err(other) => {
+            return Err(MemoryError::io(
+                "read snapshot",
+                path,
+                std::io::Error::other(other.to_string()),
+            ))
+        }
     };
     match decode(&bytes) {
         Ok(graph) => Ok(graph),
         Err(reason) => {
-            let aside = quarantine_path(path);
-            std::fs::rename(path, &aside)
-                .map_err(|e| MemoryError::io("move corrupt snapshot aside", path, e))?;
+            let aside = move_aside(path)?;
             tracing::warn!(
                 path = %path.display(),
                 moved_to = %aside.display(),
@@ -143,6 +209,13 @@ pub fn load_or_quarantine(path: &Path) -> Result<Graph, MemoryError> {
             Ok(Graph::new())
         }
     }
+}
+
+fn move_aside(path: &Path) -> Result<PathBuf, MemoryError> {
+    let aside = quarantine_path(path);
+    std::fs::rename(path, &aside)
+        .map_err(|e| MemoryError::io("move corrupt snapshot aside", path, e))?;
+    Ok(aside)
 }
 
 fn quarantine_path(path: &Path) -> PathBuf {
@@ -320,6 +393,91 @@ mod tests {
             load_or_quarantine(&path).unwrap().fact_count(),
             0,
             "missing is empty"
+        );
+    }
+
+    #[test]
+    fn oversize_writes_are_refused_naming_the_cap() {
+        let err = check_write_size(Path::new("/m/shared.json"), 11, 10).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "write snapshot /m/shared.json: the snapshot would be 11 bytes, over the cap of 10 bytes"
+        );
+        assert!(!err.is_invalid_params());
+        assert!(check_write_size(Path::new("x"), 10, 10).is_ok());
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn atomic_write_replaces_a_symlink_instead_of_following_it() {
+        let outside = tempfile::tempdir().unwrap();
+        let victim = outside.path().join("victim.json");
+        std::fs::write(&victim, b"untouched").unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.json");
+        std::os::unix::fs::symlink(&victim, &path).unwrap();
+        write_atomic(&path, b"new").unwrap();
+        assert_eq!(std::fs::read(&victim).unwrap(), b"untouched");
+        assert!(!std::fs::symlink_metadata(&path).unwrap().is_symlink());
+        assert_eq!(std::fs::read(&path).unwrap(), b"new");
+    }
+
+    #[derive(Clone, Default)]
+    struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl Write for Captured {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn an_oversize_own_snapshot_is_moved_aside_unread_with_a_warning() {
+        let logs = Captured::default();
+        let writer = logs.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || writer.clone())
+            .with_ansi(false)
+            .with_max_level(tracing::Level::WARN)
+            .finish();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("shared.json");
+        let bytes = encode(&sample());
+        std::fs::write(&path, &bytes).unwrap();
+        let cap = bytes.len() as u64 - 1;
+        let g = tracing::subscriber::with_default(subscriber, || {
+            load_or_quarantine_with_cap(&path, cap).unwrap()
+        });
+        assert_eq!(g.fact_count(), 0, "not loaded, although it is valid");
+        assert!(!path.exists());
+        let aside: Vec<PathBuf> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        assert_eq!(aside.len(), 1);
+        assert_eq!(std::fs::read(&aside[0]).unwrap(), bytes, "kept intact");
+        let text = String::from_utf8(logs.0.lock().unwrap().clone()).unwrap();
+        assert!(
+            text.contains("WARN") && text.contains("over the size cap"),
+            "{text}"
+        );
+        assert!(text.contains(&path.display().to_string()), "{text}");
+        assert!(text.contains(&aside[0].display().to_string()), "{text}");
+        assert!(
+            text.contains(&format!("over the cap of {cap} bytes")),
+            "{text}"
+        );
+        // Within the cap it loads normally.
+        std::fs::write(&path, &bytes).unwrap();
+        assert_eq!(
+            load_or_quarantine_with_cap(&path, bytes.len() as u64)
+                .unwrap()
+                .fact_count(),
+            1
         );
     }
 }

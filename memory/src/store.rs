@@ -20,6 +20,13 @@
 //! A failed write is reported to its caller; the change stays in memory and is written by
 //! the next successful flush (including [`MemoryStore::flush_all`] at shutdown).
 //!
+//! # Size cap
+//! Every snapshot the store reads or writes, its own or a caller's, is bounded by one cap
+//! ([`snapshot::MAX_SNAPSHOT_BYTES`] unless [`MemoryStore::set_max_file_bytes`] says
+//! otherwise): `memory.load` refuses a larger file, a scope's own oversize snapshot is moved
+//! aside with a warning, and a write that would exceed the cap fails (so the store never
+//! writes what it would refuse to read back).
+//!
 //! Closures given to [`MemoryStore::mutate`] must leave the graph unchanged when they
 //! return `Err` (every `Graph` method does): an error skips the flush.
 
@@ -32,6 +39,7 @@ use crate::graph::Graph;
 use crate::snapshot;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 
 /// Longest snapshot file name most file systems accept, in bytes.
@@ -104,6 +112,8 @@ struct Inner {
     dir: PathBuf,
     scopes: Mutex<HashMap<Scope, Arc<ScopeSlot>>>,
     embeddings: RwLock<Option<Arc<Embeddings>>>,
+    /// The cap on any snapshot file read or written, in bytes.
+    max_file_bytes: AtomicU64,
 }
 
 /// The memory store of one daemon. Cheap to clone; clones share everything.
@@ -133,6 +143,7 @@ impl MemoryStore {
                 dir,
                 scopes: Mutex::new(HashMap::new()),
                 embeddings: RwLock::new(None),
+                max_file_bytes: AtomicU64::new(snapshot::MAX_SNAPSHOT_BYTES),
             }),
         })
     }
@@ -151,6 +162,18 @@ impl MemoryStore {
             .write()
             .unwrap_or_else(PoisonError::into_inner);
         *slot = embedder.map(|e| Arc::new(Embeddings::new(e)));
+    }
+
+    /// Sets the cap, in bytes, on every snapshot file this store reads or writes (its own
+    /// scopes' and `memory.persist` / `memory.load` files). The default is
+    /// [`snapshot::MAX_SNAPSHOT_BYTES`]. Scopes already loaded are not re-read.
+    pub fn set_max_file_bytes(&self, cap: u64) {
+        self.inner.max_file_bytes.store(cap, Ordering::Relaxed);
+    }
+
+    /// The cap, in bytes, on every snapshot file this store reads or writes.
+    pub fn max_file_bytes(&self) -> u64 {
+        self.inner.max_file_bytes.load(Ordering::Relaxed)
     }
 
     fn embeddings(&self) -> Option<Arc<Embeddings>> {
@@ -179,13 +202,15 @@ impl MemoryStore {
                 })
                 .clone()
         };
+        let cap = self.max_file_bytes();
         slot.state
             .get_or_try_init(|| async {
                 let path = slot.path.clone();
-                let graph =
-                    tokio::task::spawn_blocking(move || snapshot::load_or_quarantine(&path))
-                        .await
-                        .map_err(task_error)??;
+                let graph = tokio::task::spawn_blocking(move || {
+                    snapshot::load_or_quarantine_with_cap(&path, cap)
+                })
+                .await
+                .map_err(task_error)??;
                 Ok::<_, MemoryError>(Arc::new(ScopeState {
                     path: slot.path.clone(),
                     graph: Mutex::new(Versioned { graph, version: 0 }),
@@ -211,7 +236,7 @@ impl MemoryStore {
             cell.version += 1;
             (value, cell.version)
         };
-        Self::flush_to(&state, version).await?;
+        self.flush_to(&state, version).await?;
         Ok(value)
     }
 
@@ -226,7 +251,8 @@ impl MemoryStore {
         Ok(f(&cell.graph))
     }
 
-    async fn flush_to(state: &Arc<ScopeState>, version: u64) -> Result<(), MemoryError> {
+    async fn flush_to(&self, state: &Arc<ScopeState>, version: u64) -> Result<(), MemoryError> {
+        let cap = self.max_file_bytes();
         let mut flushed = state.flushed.clone().lock_owned().await;
         if *flushed >= version {
             return Ok(());
@@ -237,6 +263,7 @@ impl MemoryStore {
                 let cell = state.lock();
                 (snapshot::encode(&cell.graph), cell.version)
             };
+            snapshot::check_write_size(&state.path, bytes.len(), cap)?;
             snapshot::write_atomic(&state.path, &bytes)?;
             *flushed = written;
             Ok(())
@@ -260,7 +287,7 @@ impl MemoryStore {
         for slot in slots {
             if let Some(state) = slot.state.get() {
                 let version = state.lock().version;
-                if let Err(e) = Self::flush_to(state, version).await {
+                if let Err(e) = self.flush_to(state, version).await {
                     tracing::warn!(path = %state.path.display(), error = %e, "memory flush failed");
                     first_error.get_or_insert(e);
                 }
@@ -297,7 +324,7 @@ impl MemoryStore {
             }
             (report, cell.version)
         };
-        Self::flush_to(&state, version).await?;
+        self.flush_to(&state, version).await?;
         Ok(report)
     }
 
@@ -414,10 +441,13 @@ impl MemoryStore {
     }
 
     /// `memory.persist`: writes the scope's graph to a caller path confined by
-    /// [`confine::resolve`] (atomically) and returns the number of facts written.
+    /// [`confine::resolve`] (atomically) and returns the number of facts written. Missing
+    /// directories are created and the path is resolved again before the write; if the
+    /// answer changed (a symlink appeared), nothing is written.
     pub async fn persist(&self, scope: &Scope, path: &str) -> Result<usize, MemoryError> {
         let state = self.state(scope).await?;
         let dir = self.inner.dir.clone();
+        let cap = self.max_file_bytes();
         let requested = path.to_owned();
         tokio::task::spawn_blocking(move || {
             let target = confine::resolve(&dir, &requested)?;
@@ -425,14 +455,27 @@ impl MemoryStore {
                 let cell = state.lock();
                 (snapshot::encode(&cell.graph), cell.graph.fact_count())
             };
-            snapshot::write_atomic(&target, &bytes).map_err(|e| MemoryError::CallerFile {
+            let caller_file = |e: MemoryError| MemoryError::CallerFile {
                 op: "persist to",
                 path: requested.clone(),
                 reason: match e {
                     MemoryError::Io { source, .. } => source.to_string(),
                     other => other.to_string(),
                 },
-            })?;
+            };
+            snapshot::check_write_size(&target, bytes.len(), cap).map_err(caller_file)?;
+            if let Some(parent) = target.parent() {
+                std::fs::create_dir_all(parent)
+                    .map_err(|e| caller_file(MemoryError::io("create directory", parent, e)))?;
+            }
+            if confine::resolve(&dir, &requested)? != target {
+                return Err(crate::ConfineError {
+                    path: requested.clone(),
+                    reason: "changed while being written (a symlink appeared)".to_owned(),
+                }
+                .into());
+            }
+            snapshot::write_atomic(&target, &bytes).map_err(caller_file)?;
             Ok(count)
         })
         .await
@@ -440,9 +483,13 @@ impl MemoryStore {
     }
 
     /// `memory.load`: replaces the scope's graph (facts and skills) with a confined file's
-    /// snapshot, writes the scope's own snapshot durably, and returns the fact count.
+    /// snapshot, writes the scope's own snapshot durably, and returns the fact count. The
+    /// file is opened without following a final symlink, must be a regular file with one
+    /// hard link, and at most [`MemoryStore::max_file_bytes`] long (checked on open and
+    /// enforced while reading).
     pub async fn load(&self, scope: &Scope, path: &str) -> Result<usize, MemoryError> {
         let dir = self.inner.dir.clone();
+        let cap = self.max_file_bytes();
         let requested = path.to_owned();
         let graph = tokio::task::spawn_blocking(move || {
             let target = confine::resolve(&dir, &requested)?;
@@ -451,7 +498,8 @@ impl MemoryStore {
                 path: requested.clone(),
                 reason,
             };
-            let bytes = std::fs::read(&target).map_err(|e| caller_file(e.to_string()))?;
+            let bytes = crate::fileio::read_caller_file(&target, cap)
+                .map_err(|e| caller_file(e.to_string()))?;
             snapshot::decode(&bytes).map_err(caller_file)
         })
         .await

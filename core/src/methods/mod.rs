@@ -23,6 +23,7 @@
 mod member;
 mod spec;
 
+pub mod agents;
 pub mod debug;
 pub mod events;
 pub mod fields;
@@ -33,6 +34,7 @@ pub mod models;
 pub mod policy;
 pub mod proposal;
 pub mod runs;
+pub mod secret;
 pub mod server;
 pub mod session;
 pub mod skills;
@@ -133,6 +135,8 @@ pub const NAMESPACES: &[&[Declaration]] = &[
     inference::DECLARATIONS,
     models::DECLARATIONS,
     host::DECLARATIONS,
+    agents::DECLARATIONS,
+    secret::DECLARATIONS,
     debug::DECLARATIONS,
 ];
 

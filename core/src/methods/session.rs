@@ -33,6 +33,9 @@ pub struct AuthReply {
     pub role: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent_id: Option<String>,
+    /// The bound agent's `method_allowlist`, when its registration has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub method_allowlist: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory_namespace: Option<String>,
 }

@@ -10,6 +10,7 @@
 //! [`ServerState`]: crate::state::ServerState
 //! [`Call`]: crate::handler::Call
 
+mod agents;
 mod debug;
 mod events;
 mod host;
@@ -23,6 +24,7 @@ pub mod run_lifecycle;
 mod run_records;
 mod run_turns;
 pub mod runs;
+mod secret;
 mod server;
 mod session;
 mod state;
@@ -46,6 +48,8 @@ pub fn routes() -> Routes {
         inference::register,
         models::register,
         host::register,
+        agents::register,
+        secret::register,
         debug::register,
     ] {
         register(&mut routes);
@@ -59,6 +63,11 @@ pub async fn on_session_closed(
     state: &std::sync::Arc<crate::state::ServerState>,
 ) {
     run_lifecycle::on_session_closed(session, state).await;
+    state.chats.on_session_closed(session);
+    state.host.on_session_closed(&session.label());
+    if let Some(agent) = session.identity().agent_id {
+        state.agents.detach(&agent, session);
+    }
 }
 
 #[cfg(test)]

@@ -22,7 +22,7 @@ pub fn register(routes: &mut Routes) {
 /// `server.handshake`: exact-version negotiation. A failure leaves the session's earlier
 /// negotiation (if any) untouched; a repeat with the same params is idempotent.
 fn handshake(
-    session: &Session,
+    session: &std::sync::Arc<Session>,
     _: &ServerState,
     params: Value,
 ) -> Result<HandshakeReply, RpcError> {

@@ -10,10 +10,14 @@
 //! With auth off every credential is accepted (`auth_enabled: false`); the session keeps
 //! the host role it started with, or binds the agent it names.
 //!
-//! `agent_id` binds the connection to a lifecycle agent, whose per-agent token is minted
-//! when the agent is registered. This daemon keeps no agent registry yet, so with auth on
-//! every `agent_id` is refused (`auth failed: unknown agent …`) rather than bound on the
-//! strength of the daemon token.
+//! `{token, agent_id}` binds the connection to a registered agent when `token` is that
+//! agent's own token (minted by `agents.upsert`; never the daemon token); an unknown agent
+//! and a wrong token get the same `auth failed: token mismatch`. The binding attaches the
+//! connection to the agent (a newer one replaces an older one, which is closed: see
+//! `crate::agent_registry`) and echoes the agent's `method_allowlist`, which dispatch then
+//! enforces before every handler.
+
+use std::sync::Arc;
 
 use car_proto::errors::RpcError;
 use car_proto::methods::fields::NoParams;
@@ -107,40 +111,46 @@ fn mismatch() -> RpcError {
 }
 
 pub fn auth(
-    session: &Session,
+    session: &Arc<Session>,
     state: &ServerState,
     params: AuthParams,
 ) -> Result<AuthReply, RpcError> {
     let request = parse(params)?;
     let current = session.identity();
-    let (role, agent_id) = match (&state.credentials, request.credential) {
+    let (role, agent_id, allowlist) = match (&state.credentials, request.credential) {
         (
             None,
             Credential::Token {
                 agent_id: Some(agent),
                 ..
             },
-        ) => (CallerRole::Agent, Some(agent)),
-        (None, _) => (current.role, None),
+        ) => {
+            let allowlist = state.agents.spec(&agent).and_then(|s| s.method_allowlist);
+            (CallerRole::Agent, Some(agent), allowlist)
+        }
+        (None, _) => (current.role, None, None),
         (Some(creds), Credential::Host(presented)) => {
-            if !tokens_match(&creds.host_token, &presented) {
+            if !tokens_match(creds.host_token.expose(), &presented) {
                 tracing::warn!(session = session.id, "session.auth: host token mismatch");
                 return Err(mismatch());
             }
-            (CallerRole::Host, None)
+            (CallerRole::Host, None, None)
         }
         (
             Some(_),
             Credential::Token {
+                token,
                 agent_id: Some(agent),
-                ..
             },
-        ) => {
-            tracing::warn!(session = session.id, agent = %agent, "session.auth: unknown agent");
-            return Err(RpcError::internal(format!(
-                "auth failed: unknown agent {agent:?}"
-            )));
-        }
+        ) => match state.agents.verify(&agent, &token) {
+            Some(spec) => (CallerRole::Agent, Some(agent), spec.method_allowlist),
+            None => {
+                // The same answer for an unknown agent and a wrong token: no oracle for
+                // which ids are registered.
+                tracing::warn!(session = session.id, agent = %agent, "session.auth: agent token mismatch");
+                return Err(mismatch());
+            }
+        },
         (
             Some(creds),
             Credential::Token {
@@ -148,25 +158,35 @@ pub fn auth(
                 agent_id: None,
             },
         ) => {
-            if !tokens_match(&creds.token, &token) {
+            if !tokens_match(creds.token.expose(), &token) {
                 tracing::warn!(session = session.id, "session.auth: token mismatch");
                 return Err(mismatch());
             }
-            (CallerRole::Operator, None)
+            (CallerRole::Operator, None, None)
         }
     };
+    if let Some(previous) = &current.agent_id {
+        if agent_id.as_ref() != Some(previous) {
+            state.agents.detach(previous, session);
+        }
+    }
     session.set_identity(Identity {
         authenticated: true,
         role,
         agent_id: agent_id.clone(),
         memory_namespace: request.memory_namespace.clone(),
+        method_allowlist: allowlist.clone().map(Into::into),
     });
+    if let Some(agent) = &agent_id {
+        state.agents.attach(agent, session);
+    }
     tracing::debug!(session = session.id, role = role.as_str(), "authenticated");
     Ok(AuthReply {
         ok: true,
         auth_enabled: state.auth_enabled(),
         role: (state.auth_enabled() && role == CallerRole::Host).then(|| "host".to_string()),
         agent_id,
+        method_allowlist: allowlist,
         memory_namespace: request.memory_namespace,
     })
 }

@@ -52,6 +52,7 @@ pub fn descriptors(defs: Vec<ToolDefinition>, what: &str) -> Result<Vec<ToolDesc
                 idempotent: d.idempotent.unwrap_or(false),
                 cache_ttl_secs: d.cache_ttl_secs,
                 rate_limit: d.rate_limit,
+                builtin: false,
             })
         })
         .collect()
@@ -95,7 +96,7 @@ fn schema_of(t: &ToolDescriptor) -> ToolSchema {
         idempotent: t.idempotent,
         cache_ttl_secs: t.cache_ttl_secs,
         rate_limit: t.rate_limit.clone(),
-        source: "user_defined".into(),
+        source: if t.builtin { "builtin" } else { "user_defined" }.into(),
     }
 }
 

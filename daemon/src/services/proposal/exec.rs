@@ -75,7 +75,7 @@ pub struct ActionResult {
 }
 
 impl ActionResult {
-    fn new(action: &Action, status: Status, error: Option<String>) -> Self {
+    pub(super) fn new(action: &Action, status: Status, error: Option<String>) -> Self {
         ActionResult {
             action_id: action.id.clone(),
             status,
@@ -439,6 +439,9 @@ impl Execution<'_> {
             result.status = Status::Rejected;
             result.error = Some(why);
             return result;
+        }
+        if registered.as_ref().is_some_and(|t| t.builtin) {
+            return self.call_builtin(action, tool, parameters, result).await;
         }
         for attempt in 1..=action.max_attempts() {
             let violation = self

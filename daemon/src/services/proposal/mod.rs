@@ -7,6 +7,7 @@
 //! surface there as `rejected` actions. Nothing is executed or written for a refused
 //! proposal.
 
+mod builtin;
 mod callback;
 pub mod exec;
 pub mod model;

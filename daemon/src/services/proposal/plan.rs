@@ -385,6 +385,7 @@ mod tests {
                         idempotent: false,
                         cache_ttl_secs: None,
                         rate_limit: None,
+                        builtin: false,
                     },
                 )
             })

@@ -1,0 +1,258 @@
+//! Serving chat turns: the agent side of CAR's `agent.chat`.
+//!
+//! A lifecycle agent serves the chat sessions the daemon routes to it. The wire contract
+//! (CAR's):
+//!
+//! - the daemon reverse-calls **`agent.chat`** `{session_id, prompt, stream?, context?,
+//!   model?, attachments?, goal?: {check, max_iterations?}}` ([`ChatParams`]). The agent
+//!   acks at once with `{accepted: true, session_id}` — or a JSON-RPC error: `-32602`
+//!   naming the field for invalid params, `-32000` when that session already has a turn
+//!   in flight (one turn per session at a time; the next is accepted once the previous
+//!   one's terminal event was queued) — and then runs the turn without holding up the
+//!   connection;
+//! - the turn streams **`agent.chat.event`** notifications `{session_id, kind, ...}` up
+//!   the connection the `agent.chat` arrived on, in order: `token {delta}`, `tool_call
+//!   {tool, params?}`, `approval_pending {approval_id, action, details?}`,
+//!   `goal_evaluated {iteration, met, grounded, reason}`, and exactly one terminal event
+//!   last: `done {finish_reason, text?}` or `error {error}`. The ack is queued before the
+//!   first event;
+//! - **`agent.chat.cancel {session_id}`** (a notification) sets the turn's abort signal
+//!   and resolves its parked approvals `false`. A cancelled turn always ends with `done
+//!   {finish_reason: "cancelled", text?}` (`text` when the handler still returned some),
+//!   whatever the handler returned: cancellation is the caller's choice, not a failure;
+//! - **`agent.chat.approve {session_id, approval_id, decision}`** (a request) resolves the
+//!   matching parked approval — approved for `true` or `"approve"`/`"approved"`/`"yes"`
+//!   ([`approves`]), denied otherwise — and answers `{resolved: true}`; `{resolved:
+//!   false}` when that session has no turn in flight or no approval parked under that id.
+//!
+//! [`Client::serve_chat`] installs a [`ChatHandler`]: it is given a [`ChatTurnContext`]
+//! and returns the turn's final text (→ `done {finish_reason: "stop", text}`) or an error
+//! (→ `error {error}`); a panic becomes `error` too. It runs on a dedicated thread per
+//! turn, never on a tokio worker and never under a lock, so it may block, e.g. on the
+//! agent loop through [`ChatTurnContext::block_on`]. When the connection ends mid-turn the
+//! turn is stopped as by a cancel (its parked approval resolves `false`, its abort signal
+//! is set) and whatever it emits afterwards is dropped (logged at debug): nothing waits
+//! on a dead connection.
+//!
+//! [`Client::serve_chat_with_agent_loop`] is the standard runner (what CAR's `--serve`
+//! harness does): each turn runs through [`Client::run_chat_turn`] on a per-session
+//! in-memory thread, bounded by [`ChatThreadLimits`].
+//!
+//! The turns in flight are the client's, keyed by session id across its connections, so
+//! a cancel or an approval reaches its turn even after the handler was replaced.
+
+mod agent_runner;
+mod params;
+mod turn;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use serde_json::{json, Value};
+use tokio::runtime::Handle;
+
+pub use agent_runner::ChatThreadLimits;
+pub use params::{approves, ChatGoal, ChatParams};
+pub use turn::{ChatTurnContext, FINISH_CANCELLED, FINISH_STOP};
+
+use crate::client::{Client, WeakClient};
+use crate::connection::Peer;
+use crate::error::HandlerError;
+use crate::handlers::{self, AfterReply, HandlerResult, RequestHandler};
+use params::ApproveParams;
+use turn::{Stop, TurnState};
+
+/// The daemon's reverse call that starts a turn.
+pub const CHAT_METHOD: &str = "agent.chat";
+/// The notification carrying a turn's events up to the daemon.
+pub const EVENT_METHOD: &str = "agent.chat.event";
+/// The daemon's notification cancelling a turn.
+pub const CANCEL_METHOD: &str = "agent.chat.cancel";
+/// The daemon's request deciding a parked approval.
+pub const APPROVE_METHOD: &str = "agent.chat.approve";
+
+/// Runs one chat turn (see the module docs): `Ok(final text)` or `Err(error text)`.
+/// Any `Fn(&ChatTurnContext) -> Result<String, String>` closure is one.
+pub trait ChatHandler: Send + Sync + 'static {
+    fn run(&self, turn: &ChatTurnContext) -> Result<String, String>;
+}
+
+impl<F> ChatHandler for F
+where
+    F: Fn(&ChatTurnContext) -> Result<String, String> + Send + Sync + 'static,
+{
+    fn run(&self, turn: &ChatTurnContext) -> Result<String, String> {
+        self(turn)
+    }
+}
+
+/// The turns in flight, by session id.
+#[derive(Default)]
+pub(crate) struct ChatSessions {
+    turns: Mutex<HashMap<String, Arc<TurnState>>>,
+}
+
+impl std::fmt::Debug for ChatSessions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChatSessions")
+            .field("in_flight", &self.lock().len())
+            .finish()
+    }
+}
+
+impl ChatSessions {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<TurnState>>> {
+        // Single map operations only: a poisoned lock is still consistent.
+        self.turns.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn get(&self, session_id: &str) -> Option<Arc<TurnState>> {
+        self.lock().get(session_id).cloned()
+    }
+
+    /// Registers `state` as `session_id`'s turn; false when one is already in flight.
+    fn claim(&self, session_id: &str, state: &Arc<TurnState>) -> bool {
+        match self.lock().entry(session_id.to_string()) {
+            std::collections::hash_map::Entry::Occupied(_) => false,
+            std::collections::hash_map::Entry::Vacant(v) => {
+                v.insert(state.clone());
+                true
+            }
+        }
+    }
+
+    fn release(&self, session_id: &str, state: &Arc<TurnState>) {
+        let mut turns = self.lock();
+        if turns.get(session_id).is_some_and(|t| Arc::ptr_eq(t, state)) {
+            turns.remove(session_id);
+        }
+    }
+}
+
+/// A session's claim on its turn slot, released when dropped: at the turn's end, or when
+/// the turn never started (its ack could not be queued).
+struct Claim {
+    sessions: Arc<ChatSessions>,
+    session_id: String,
+    state: Arc<TurnState>,
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        self.sessions.release(&self.session_id, &self.state);
+    }
+}
+
+impl Client {
+    /// Serves `agent.chat` with `handler` (see the module docs), replacing any earlier
+    /// chat handler (and any handler registered for `agent.chat`, `agent.chat.cancel` or
+    /// `agent.chat.approve`). Turns in flight keep their handler. The handler should
+    /// reach the daemon through [`ChatTurnContext::client`] rather than a captured
+    /// [`Client`], which would keep the client alive through its own handler registry.
+    pub fn serve_chat<H: ChatHandler>(&self, handler: H) {
+        let handler: Arc<dyn ChatHandler> = Arc::new(handler);
+        let sessions = self.chat_sessions().clone();
+        let weak = self.downgrade();
+        let registry = self.registry();
+        {
+            let sessions = sessions.clone();
+            registry.set_request(
+                CHAT_METHOD,
+                Some(RequestHandler::Peer(Arc::new(
+                    move |_id: &Value, params: Value, peer: &Peer| {
+                        accept(&handler, &sessions, &weak, &params, peer)
+                    },
+                ))),
+            );
+        }
+        {
+            let sessions = sessions.clone();
+            registry.set_notification(
+                CANCEL_METHOD,
+                Some(Arc::new(move |params: Value| cancel(&sessions, &params))),
+            );
+        }
+        registry.set_request(
+            APPROVE_METHOD,
+            Some(handlers::sync_handler(move |params| {
+                approve(&sessions, &params)
+            })),
+        );
+    }
+
+    /// Stops accepting new turns (`agent.chat` is then `-32601`, as for a client that
+    /// never served chat). Turns in flight run to their end, and cancels and approvals
+    /// still reach them.
+    pub fn stop_serving_chat(&self) {
+        self.registry().set_request(CHAT_METHOD, None);
+    }
+}
+
+/// Validates an `agent.chat`, claims its session and acks; the turn starts once the ack
+/// is queued. Runs inline on the connection's dispatch task: nothing here blocks.
+fn accept(
+    handler: &Arc<dyn ChatHandler>,
+    sessions: &Arc<ChatSessions>,
+    weak: &WeakClient,
+    params: &Value,
+    peer: &Peer,
+) -> (HandlerResult, Option<AfterReply>) {
+    let parsed = match ChatParams::from_params(params) {
+        Ok(p) => p,
+        Err(e) => return (Err(e), None),
+    };
+    let (Some(client), Ok(handle)) = (weak.upgrade(), Handle::try_current()) else {
+        return (
+            Err(HandlerError::new("agent.chat: the client is shutting down")),
+            None,
+        );
+    };
+    let session_id = parsed.session_id.clone();
+    let (state, events) = TurnState::new(&session_id);
+    if !sessions.claim(&session_id, &state) {
+        return (
+            Err(HandlerError::new(format!(
+                "agent.chat: session {session_id} already has a turn in flight"
+            ))),
+            None,
+        );
+    }
+    let claim = Claim {
+        sessions: sessions.clone(),
+        session_id: session_id.clone(),
+        state: state.clone(),
+    };
+    let ack = json!({"accepted": true, "session_id": session_id});
+    let (handler, peer) = (handler.clone(), peer.clone());
+    let start: AfterReply = Box::new(move || {
+        handle.spawn(turn::pump(state.clone(), peer, events));
+        let turn = turn::ChatTurnContext::new(parsed, state.clone(), client, handle);
+        let spawned = std::thread::Builder::new()
+            .name("car-chat-turn".into())
+            .spawn(move || turn::run(&*handler, turn, move || drop(claim)));
+        if let Err(e) = spawned {
+            // The closure (and with it the claim) is dropped: the session is free again.
+            tracing::error!(session_id = %session_id, error = %e, "cannot start the chat turn's thread");
+            state.fail(&format!("cannot start the turn: {e}"));
+        }
+    });
+    (Ok(ack), Some(start))
+}
+
+/// `agent.chat.cancel {session_id}`: stops that session's turn, if one is in flight.
+fn cancel(sessions: &ChatSessions, params: &Value) {
+    let session_id = params.get("session_id").and_then(Value::as_str);
+    match session_id.and_then(|s| sessions.get(s)) {
+        Some(turn) => turn.stop(Stop::Cancelled),
+        None => tracing::debug!(?session_id, "agent.chat.cancel for no turn in flight"),
+    }
+}
+
+/// `agent.chat.approve`: `{resolved}`.
+fn approve(sessions: &ChatSessions, params: &Value) -> HandlerResult {
+    let p = ApproveParams::from_params(params)?;
+    let resolved = sessions
+        .get(&p.session_id)
+        .is_some_and(|turn| turn.resolve(&p.approval_id, p.approved));
+    Ok(json!({ "resolved": resolved }))
+}

@@ -1,0 +1,277 @@
+//! `agents.*`: the durable agent registry (identities with per-agent tokens), the built-in
+//! agent tools, and chat turns routed to an attached agent (reference `agents` section,
+//! host-protocol.md "agents.chat").
+//!
+//! The registry keeps CAR's `AgentSpec` in `CAR_HOME/agents.json` and mints one token per
+//! agent at `agents.upsert`; a connection presenting `session.auth {token, agent_id}` with
+//! that token is bound to the agent. Starting and supervising agent processes
+//! (`agents.start`/`stop`/…) is not served yet: a listed agent's `status` is `stopped`
+//! unless a connection is attached.
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::fields::{Json, Name, NoParams};
+use super::{
+    agent, host, json, member, op, opt, req, unit, whole, ArgKind::Str, DeadlineClass, Declaration,
+};
+
+/// CAR's restart policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RestartPolicy {
+    #[default]
+    Never,
+    OnFailure,
+    Always,
+}
+
+/// CAR's `AgentSpec` (`agents.upsert` params; stored as given, with `command` resolved).
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, JsonSchema)]
+pub struct AgentSpec {
+    /// File-name safe: ASCII letters, digits, `-`, `_`, `.`; at most 128 bytes.
+    pub id: Name,
+    pub name: Name,
+    /// Absolute path of the program (or give `interpreter`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub args: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env: Option<BTreeMap<String, String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restart: Option<RestartPolicy>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_restarts: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backoff_secs: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auto_start: Option<bool>,
+    /// A program name resolved against `PATH` once, at upsert, into `command`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interpreter: Option<String>,
+    /// The only methods a connection bound to this agent may call (`session.auth` and
+    /// `server.handshake` always); absent means unrestricted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub method_allowlist: Option<Vec<String>>,
+    /// Advertised capabilities (`chat` makes a host show a chat tab).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capabilities: Option<Vec<String>>,
+}
+
+/// CAR's `ManagedAgent`.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+pub struct ManagedAgent {
+    pub spec: AgentSpec,
+    /// `stopped`, `starting`, `running`, `backoff` or `errored`.
+    pub status: String,
+    pub pid: Option<u32>,
+    pub last_exit_code: Option<i32>,
+    pub restart_count: u32,
+    pub started_at: Option<String>,
+    /// Whether a connection is bound to this agent (`session.auth {agent_id}`).
+    pub attached: bool,
+    /// The bound connection's session id while attached.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    pub manifest_path: String,
+    /// Beyond CAR: the owner-only file holding this agent's token, for a host that
+    /// launches the agent itself (`CAR_AGENT_ID` + `CAR_AGENT_TOKEN`).
+    pub token_path: String,
+}
+
+/// `{id}`.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+pub struct IdParams {
+    pub id: Name,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+pub struct RemoveReply {
+    pub removed: bool,
+}
+
+/// CAR's image content block (`agents.chat` attachments).
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ImageBlock {
+    ImageBase64 {
+        data: String,
+        media_type: ImageMediaType,
+    },
+    ImageUrl {
+        url: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        detail: Option<String>,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+pub enum ImageMediaType {
+    #[serde(rename = "image/png")]
+    Png,
+    #[serde(rename = "image/jpeg")]
+    Jpeg,
+    #[serde(rename = "image/gif")]
+    Gif,
+    #[serde(rename = "image/webp")]
+    Webp,
+}
+
+/// A chat turn's completion contract.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+pub struct ChatGoal {
+    pub check: Name,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_iterations: Option<u32>,
+}
+
+/// `agents.chat` params.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+pub struct ChatParams {
+    pub agent_id: Name,
+    pub prompt: String,
+    #[serde(default)]
+    pub session_id: Option<Name>,
+    #[serde(default)]
+    pub stream: Option<bool>,
+    #[serde(default)]
+    pub voice_input: Option<bool>,
+    #[serde(default)]
+    pub model: Option<String>,
+    #[serde(default)]
+    pub attachments: Option<Vec<ImageBlock>>,
+    #[serde(default)]
+    pub goal: Option<ChatGoal>,
+}
+
+/// `agents.chat` result: the ack (the answer streams as `agents.chat.event`).
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+pub struct ChatReply {
+    pub accepted: bool,
+    pub session_id: String,
+}
+
+/// `{session_id}`.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+pub struct ChatSessionParams {
+    pub session_id: Name,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+pub struct ChatCancelReply {
+    pub cancelled: bool,
+    pub session_id: String,
+}
+
+/// `agents.chat.approve` params; `decision` is forwarded verbatim (a bool, or a string
+/// such as `"approve"`); absent means denied.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+pub struct ChatApproveParams {
+    pub session_id: Name,
+    pub approval_id: Name,
+    #[serde(default)]
+    pub decision: Option<Json>,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+pub struct ChatApproveReply {
+    pub resolved: bool,
+    pub session_id: String,
+}
+
+crate::method!(
+    /// `agents.upsert AgentSpec` → `ManagedAgent` (mints the agent's token when new).
+    Upsert = host("agents.upsert", "add or replace an agent in the registry (minting its token when new)");
+    AgentSpec => ManagedAgent;
+    member("agents_upsert", &[whole("spec_json")], json())
+);
+crate::method!(
+    /// `agents.list` → `[ManagedAgent]`.
+    List = op("agents.list", "the registered agents with their attachment status");
+    NoParams => Vec<ManagedAgent>;
+    member("agents_list", &[], json())
+);
+crate::method!(
+    /// `agents.remove {id}` → `{removed}`.
+    Remove = host("agents.remove", "remove an agent from the registry and revoke its token");
+    IdParams => RemoveReply;
+    member("agents_remove", &[whole("params_json")], json())
+);
+crate::method!(
+    /// `agents.register_basics` → `null`.
+    RegisterBasics = op("agents.register_basics", "register the daemon's built-in file and calculator tools on this session");
+    NoParams => ();
+    member("register_agent_basics", &[], unit())
+);
+crate::method!(
+    /// `agents.chat` → `{accepted, session_id}`; the turn streams as `agents.chat.event`.
+    Chat = agent("agents.chat", "send a chat turn to an attached agent; its reply streams as agents.chat.event")
+        .deadline(DeadlineClass::Standard);
+    ChatParams => ChatReply
+);
+/// What an agent streams during a chat turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ChatEventKind {
+    Token,
+    ToolCall,
+    ApprovalPending,
+    GoalEvaluated,
+    Done,
+    Error,
+}
+
+impl ChatEventKind {
+    /// `done` and `error` end the turn.
+    pub fn is_terminal(self) -> bool {
+        matches!(self, ChatEventKind::Done | ChatEventKind::Error)
+    }
+}
+
+/// `agent.chat.event` params (agent → daemon): `{session_id, kind, delta?, …}`; the
+/// other fields of each kind (`finish_reason`, `text`, `error`, `tool`, `params`,
+/// `approval_id`, …) are forwarded as given.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+pub struct ChatEventParams {
+    pub session_id: Name,
+    pub kind: ChatEventKind,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delta: Option<String>,
+    #[serde(flatten)]
+    pub rest: serde_json::Map<String, Json>,
+}
+
+crate::method!(
+    /// `agent.chat.event` (agent → daemon, usually a notification) → `null`; forwarded to
+    /// the host that started the turn as `agents.chat.event`.
+    ChatEvent = agent("agent.chat.event", "stream one event of a chat turn this agent is serving (forwarded to the host)")
+        .deadline(DeadlineClass::Immediate);
+    ChatEventParams => ();
+    member("chat_event", &[req("session_id", Str), req("kind", Str), opt("delta", Str)], unit())
+);
+crate::method!(
+    /// `agents.chat.cancel {session_id}` → `{cancelled, session_id}`.
+    ChatCancel = op("agents.chat.cancel", "cancel an in-flight chat turn");
+    ChatSessionParams => ChatCancelReply
+);
+crate::method!(
+    /// `agents.chat.approve` → `{resolved, session_id}`.
+    ChatApprove = op("agents.chat.approve", "resolve an approval an agent raised inside a chat turn");
+    ChatApproveParams => ChatApproveReply
+);
+
+pub const DECLARATIONS: &[Declaration] = &[
+    Declaration::of::<Upsert>(),
+    Declaration::of::<List>(),
+    Declaration::of::<Remove>(),
+    Declaration::of::<RegisterBasics>(),
+    Declaration::of::<Chat>(),
+    Declaration::of::<ChatCancel>(),
+    Declaration::of::<ChatApprove>(),
+    Declaration::of::<ChatEvent>(),
+];

@@ -1,0 +1,307 @@
+//! `agents.*`: the agent registry (`upsert`, `list`, `remove`) and chat turns routed to
+//! attached agents (`chat`, `chat.cancel`, `chat.approve`, and the agent's
+//! `agent.chat.event` stream). Files and attachment: [`crate::agent_registry`]; routing:
+//! [`crate::chat_routes`].
+//!
+//! # `agents.upsert`
+//! CAR's `AgentSpec`, checked before anything is written: `id` file-name safe (ASCII
+//! letters, digits, `-_.`, at most 128 bytes), `command` an absolute path to an executable
+//! file or `interpreter` a program found on the daemon's `PATH` (resolved once, stored in
+//! `command`), `cwd` absolute, every `method_allowlist` entry a declared method. The
+//! agent is not started (process supervision is not served yet).
+//!
+//! # `agents.chat`
+//! The agent must be registered and attached (`session.auth {token, agent_id}`). The
+//! daemon opens the route, reverse-calls `agent.chat {session_id, prompt, stream, context:
+//! {host_client_id, voice_input}, model?, attachments?, goal?}` on the agent's connection
+//! and waits at most [`CHAT_ACK`] for its ack; it answers the host `{accepted: true,
+//! session_id}` (an agent error, or no ack, is the host's error and drops the route). The
+//! reply streams as `agents.chat.event`. `attachments` are checked (CAR's image blocks:
+//! base64 data non-empty, an image media type; `http(s)` URLs) and forwarded verbatim;
+//! `goal` and `attachments` are mutually exclusive, as in CAR.
+//!
+//! # Cancel and approve
+//! Only the host connection that started the turn, or a host session, may cancel or
+//! approve it. `agents.chat.cancel` notifies the agent (`agent.chat.cancel`) and drops the
+//! route: `{cancelled: true}`, or `false` for a turn not in flight. `agents.chat.approve`
+//! reverse-requests `agent.chat.approve {session_id, approval_id, decision}` and relays
+//! the agent's `{resolved}` (waiting at most [`APPROVE_ACK`]).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use car_proto::errors::RpcError;
+use car_proto::methods::agents::{
+    self as m, AgentSpec, ChatApproveParams, ChatApproveReply, ChatCancelReply, ChatEventParams,
+    ChatParams, ChatReply, ChatSessionParams, IdParams, ImageBlock, ManagedAgent, RemoveReply,
+};
+use car_proto::methods::fields::NoParams;
+use car_proto::methods::CallerRole;
+use serde_json::{json, Value};
+
+use crate::agent_registry;
+use crate::chat_routes::{ChatRoutes, Route};
+use crate::handler::{Call, Routes};
+use crate::runtime::ToolDescriptor;
+use crate::session::{ReverseCallError, Session};
+use crate::state::ServerState;
+
+/// How long the agent has to ack a turn.
+pub const CHAT_ACK: Duration = Duration::from_secs(5);
+/// How long the agent has to answer an approval.
+pub const APPROVE_ACK: Duration = Duration::from_secs(10);
+/// Attachments per turn at most.
+pub const MAX_ATTACHMENTS: usize = 16;
+
+pub fn register(routes: &mut Routes) {
+    routes
+        .add::<m::Upsert, _, _>(upsert)
+        .add::<m::List, _, _>(list)
+        .add::<m::Remove, _, _>(remove)
+        .add::<m::RegisterBasics, _, _>(register_basics)
+        .add::<m::Chat, _, _>(chat)
+        .add::<m::ChatCancel, _, _>(chat_cancel)
+        .add::<m::ChatApprove, _, _>(chat_approve)
+        .immediate::<m::ChatEvent, _>(chat_event);
+}
+
+async fn upsert(call: Call, spec: AgentSpec) -> Result<ManagedAgent, RpcError> {
+    let spec = agent_registry::validate(spec)?;
+    let agents = call.state.clone();
+    tokio::task::spawn_blocking(move || agents.agents.upsert(spec))
+        .await
+        .map_err(|e| RpcError::internal(format!("agents.upsert failed: {e}")))?
+}
+
+async fn list(call: Call, _: NoParams) -> Result<Vec<ManagedAgent>, RpcError> {
+    Ok(call.state.agents.list())
+}
+
+async fn remove(call: Call, p: IdParams) -> Result<RemoveReply, RpcError> {
+    let state = call.state.clone();
+    let removed = tokio::task::spawn_blocking(move || state.agents.remove(&p.id))
+        .await
+        .map_err(|e| RpcError::internal(format!("agents.remove failed: {e}")))??;
+    Ok(RemoveReply { removed })
+}
+
+/// `agents.register_basics`: the built-in tools join this session's registry
+/// (`source: "builtin"`), replacing same-named tools; see `proposal::builtin`.
+async fn register_basics(call: Call, _: NoParams) -> Result<(), RpcError> {
+    let tools = car_builtin_tools::descriptors()
+        .into_iter()
+        .map(|d| ToolDescriptor {
+            name: d.name.to_string(),
+            description: Some(d.description.to_string()),
+            parameters: Some(d.parameters),
+            returns: None,
+            idempotent: !d.mutating,
+            cache_ttl_secs: None,
+            rate_limit: None,
+            builtin: true,
+        })
+        .collect();
+    super::tools::install(&call, tools)?;
+    Ok(())
+}
+
+fn check_attachments(attachments: &[ImageBlock]) -> Result<(), RpcError> {
+    if attachments.len() > MAX_ATTACHMENTS {
+        return Err(RpcError::invalid_params(format!(
+            "attachments: at most {MAX_ATTACHMENTS} images per turn"
+        )));
+    }
+    for (i, block) in attachments.iter().enumerate() {
+        match block {
+            ImageBlock::ImageBase64 { data, .. } if data.is_empty() => {
+                return Err(RpcError::invalid_params(format!(
+                    "attachments[{i}].data: must not be empty"
+                )))
+            }
+            ImageBlock::ImageUrl { url, .. }
+                if !(url.starts_with("https://") || url.starts_with("http://")) =>
+            {
+                return Err(RpcError::invalid_params(format!(
+                    "attachments[{i}].url: must be an http(s) URL"
+                )))
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+async fn chat(call: Call, p: ChatParams) -> Result<ChatReply, RpcError> {
+    let attachments = p.attachments.unwrap_or_default();
+    check_attachments(&attachments)?;
+    if p.goal.is_some() && !attachments.is_empty() {
+        return Err(RpcError::invalid_params(
+            "goal: cannot be combined with attachments",
+        ));
+    }
+    if p.prompt.trim().is_empty() && attachments.is_empty() {
+        return Err(RpcError::invalid_params("prompt: must not be empty"));
+    }
+    let agent_id = p.agent_id.to_string();
+    if call.state.agents.spec(&agent_id).is_none() {
+        return Err(RpcError::invalid_params(format!(
+            "agent_id: no registered agent {agent_id:?}"
+        ))
+        .with_data(json!({"reason": "not_found"})));
+    }
+    let Some(agent) = call.state.agents.attached_session(&agent_id) else {
+        return Err(RpcError::internal(format!(
+            "agent {agent_id:?} is not attached: no connection has authenticated as it"
+        ))
+        .with_data(json!({"reason": "agent_not_attached"})));
+    };
+    let session_id = p
+        .session_id
+        .map(|s| s.into_string())
+        .unwrap_or_else(|| format!("chat-{}", crate::auth::mint_token()));
+    call.state.chats.open(
+        &session_id,
+        Route {
+            agent_id: agent_id.clone(),
+            agent_session: agent.id,
+            agent: Arc::downgrade(&agent),
+            host: Arc::downgrade(&call.session),
+            host_session: call.session.id,
+        },
+    )?;
+    let mut request = json!({
+        "session_id": session_id,
+        "prompt": p.prompt,
+        "stream": p.stream.unwrap_or(true),
+        "context": {
+            "host_client_id": call.session.label(),
+            "voice_input": p.voice_input.unwrap_or(false),
+        },
+    });
+    let obj = request.as_object_mut().expect("an object");
+    if let Some(model) = p.model.filter(|m| !m.trim().is_empty()) {
+        obj.insert("model".into(), json!(model));
+    }
+    if !attachments.is_empty() {
+        obj.insert("attachments".into(), json!(attachments));
+    }
+    if let Some(goal) = p.goal {
+        obj.insert("goal".into(), json!(goal));
+    }
+    let refused = |chats: &ChatRoutes, e: RpcError| {
+        chats.remove(&session_id);
+        e
+    };
+    match agent.call_client("agent.chat", &request, CHAT_ACK).await {
+        Ok(Ok(ack)) if ack.get("accepted") == Some(&Value::Bool(false)) => Err(refused(
+            &call.state.chats,
+            RpcError::internal(format!("agent {agent_id:?} declined the chat turn"))
+                .with_data(json!({"reason": "agent_declined"})),
+        )),
+        Ok(Ok(_)) => Ok(ChatReply {
+            accepted: true,
+            session_id,
+        }),
+        Ok(Err(e)) => Err(refused(
+            &call.state.chats,
+            RpcError::new(
+                e.code,
+                format!("agent {agent_id:?} refused the chat turn: {}", e.message),
+            ),
+        )),
+        Err(e) => Err(refused(
+            &call.state.chats,
+            RpcError::internal(format!("agent {agent_id:?} did not accept the turn: {e}"))
+                .with_data(json!({"reason": match e {
+                    ReverseCallError::Closed => "agent_disconnected",
+                    ReverseCallError::TimedOut(_) => "agent_timeout",
+                }})),
+        )),
+    }
+}
+
+/// The route of `session_id` when the caller may act on it.
+fn authorized_route(call: &Call, session_id: &str) -> Result<Option<Route>, RpcError> {
+    let Some(route) = call.state.chats.get(session_id) else {
+        return Ok(None);
+    };
+    let is_host = call.session.identity().role == CallerRole::Host;
+    if route.host_session != call.session.id && !is_host {
+        return Err(RpcError::internal(format!(
+            "permission denied: chat session {session_id:?} was started by another connection"
+        ))
+        .with_data(json!({"reason": "not_owner"})));
+    }
+    Ok(Some(route))
+}
+
+async fn chat_cancel(call: Call, p: ChatSessionParams) -> Result<ChatCancelReply, RpcError> {
+    let session_id = p.session_id.into_string();
+    let cancelled = match authorized_route(&call, &session_id)? {
+        None => false,
+        Some(route) => {
+            call.state.chats.remove(&session_id);
+            if let Some(agent) = ChatRoutes::agent_of(&route) {
+                agent.notify("agent.chat.cancel", &json!({"session_id": session_id}));
+            }
+            true
+        }
+    };
+    Ok(ChatCancelReply {
+        cancelled,
+        session_id,
+    })
+}
+
+async fn chat_approve(call: Call, p: ChatApproveParams) -> Result<ChatApproveReply, RpcError> {
+    let session_id = p.session_id.into_string();
+    let Some(route) = authorized_route(&call, &session_id)? else {
+        return Ok(ChatApproveReply {
+            resolved: false,
+            session_id,
+        });
+    };
+    let Some(agent) = ChatRoutes::agent_of(&route) else {
+        return Ok(ChatApproveReply {
+            resolved: false,
+            session_id,
+        });
+    };
+    let mut request = json!({"session_id": session_id, "approval_id": p.approval_id});
+    if let Some(decision) = p.decision {
+        request["decision"] = decision;
+    }
+    let resolved = match agent
+        .call_client("agent.chat.approve", &request, APPROVE_ACK)
+        .await
+    {
+        Ok(Ok(reply)) => reply
+            .get("resolved")
+            .and_then(Value::as_bool)
+            .unwrap_or(false),
+        Ok(Err(e)) => {
+            tracing::debug!(chat = %session_id, error = %e, "agent.chat.approve refused");
+            false
+        }
+        Err(e) => {
+            return Err(
+                RpcError::internal(format!("the agent did not answer the approval: {e}"))
+                    .with_data(json!({"reason": "agent_timeout"})),
+            )
+        }
+    };
+    Ok(ChatApproveReply {
+        resolved,
+        session_id,
+    })
+}
+
+/// `agent.chat.event`: immediate, so a turn's events keep their order.
+fn chat_event(
+    session: &Arc<Session>,
+    state: &ServerState,
+    p: ChatEventParams,
+) -> Result<(), RpcError> {
+    state.chats.forward(session, p);
+    Ok(())
+}

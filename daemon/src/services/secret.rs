@@ -1,0 +1,159 @@
+//! `secret.*` and `diagnostics.secret_store_activity` over [`car_secrets::SecretStore`]
+//! (`CAR_HOME/secrets/`: directory 0700, files 0600, atomic writes; layout and rules in
+//! that crate's docs).
+//!
+//! Roles are CAR's labels: `secret.get` is an `agent` row and every other `secret.*` an
+//! `operator` row, so any authenticated session may use them; the activity counters are
+//! host-only. Values cross the daemon as `Redacted` strings: no log line, `host.event` or
+//! error carries one. Errors: a malformed field → `-32602` naming it (`key: …`, `value:
+//! …`); a missing secret on `get` → `-32602` with `data.reason: "not_found"`; a reserved
+//! daemon-private slot → `-32602` with `reserved_private_secret`; a store problem →
+//! `-32603` with the crate's reason (`store_unavailable`, `insecure_file`, `corrupt`,
+//! `io`).
+
+use std::sync::Arc;
+
+use car_proto::errors::RpcError;
+use car_proto::methods::fields::NoParams;
+use car_proto::methods::secret::{
+    self as m, ActivityReply, GetReply, ListReply, PutParams, SecretKeyParams, SecretNameRow,
+    SecretOkReply, StatusReply,
+};
+use car_secrets::{SecretError, SecretStore};
+use serde_json::json;
+
+use crate::handler::{Call, Routes};
+
+pub fn register(routes: &mut Routes) {
+    routes
+        .add::<m::Put, _, _>(put)
+        .add::<m::Get, _, _>(get)
+        .add::<m::Delete, _, _>(delete)
+        .add::<m::Status, _, _>(status)
+        .add::<m::Available, _, _>(available)
+        .add::<m::List, _, _>(list)
+        .add::<m::Activity, _, _>(activity);
+}
+
+/// The JSON-RPC form of a store error (see the module docs).
+pub fn rpc_error(e: SecretError) -> RpcError {
+    let reason = e.reason();
+    let invalid = e.is_invalid_params()
+        || matches!(
+            e,
+            SecretError::NotFound { .. } | SecretError::ReservedPrivateSecret { .. }
+        );
+    let message = match e.field() {
+        Some(field) => format!("{field}: {e}"),
+        None if matches!(e, SecretError::NotFound { .. }) => format!("key: {e}"),
+        None => e.to_string(),
+    };
+    let error = if invalid {
+        RpcError::invalid_params(message)
+    } else {
+        RpcError::internal(message)
+    };
+    error.with_data(json!({"reason": reason}))
+}
+
+/// Runs `op` on the store off the async workers.
+async fn with_store<T: Send + 'static>(
+    call: &Call,
+    op: impl FnOnce(&SecretStore) -> Result<T, SecretError> + Send + 'static,
+) -> Result<T, RpcError> {
+    let state = call.state.clone();
+    tokio::task::spawn_blocking(move || match &state.secrets {
+        Some(store) => op(store).map_err(rpc_error),
+        None => Err(RpcError::internal(
+            "the secret store is unavailable (see the daemon's log)",
+        )
+        .with_data(json!({"reason": "store_unavailable"}))),
+    })
+    .await
+    .map_err(|e| RpcError::internal(format!("secret store task failed: {e}")))?
+}
+
+async fn put(call: Call, p: PutParams) -> Result<SecretOkReply, RpcError> {
+    let id = with_store(&call, move |s| {
+        s.put(p.service.as_deref(), &p.key, &p.value)
+    })
+    .await?;
+    tracing::info!(service = id.service(), key = id.key(), "secret stored");
+    Ok(SecretOkReply {
+        ok: true,
+        service: id.service().to_string(),
+        key: id.key().to_string(),
+        deleted: None,
+    })
+}
+
+async fn get(call: Call, p: SecretKeyParams) -> Result<GetReply, RpcError> {
+    let value = with_store(&call, move |s| s.get(p.service.as_deref(), &p.key)).await?;
+    Ok(GetReply { value })
+}
+
+async fn delete(call: Call, p: SecretKeyParams) -> Result<SecretOkReply, RpcError> {
+    let (id, deleted) = with_store(&call, move |s| {
+        let id = car_secrets::SecretId::new(p.service.as_deref(), &p.key)?;
+        let deleted = s.delete(p.service.as_deref(), &p.key)?;
+        Ok((id, deleted))
+    })
+    .await?;
+    Ok(SecretOkReply {
+        ok: true,
+        service: id.service().to_string(),
+        key: id.key().to_string(),
+        deleted: Some(deleted),
+    })
+}
+
+async fn status(call: Call, p: SecretKeyParams) -> Result<StatusReply, RpcError> {
+    let st = with_store(&call, move |s| s.status(p.service.as_deref(), &p.key)).await?;
+    Ok(StatusReply {
+        service: st.service,
+        key: st.key,
+        exists: st.exists,
+        bytes: st.bytes,
+        updated_at_ms: st.updated_at_ms,
+    })
+}
+
+async fn available(call: Call, _: NoParams) -> Result<bool, RpcError> {
+    match &call.state.secrets {
+        Some(store) => {
+            let store = Arc::clone(store);
+            tokio::task::spawn_blocking(move || store.available())
+                .await
+                .map_err(|e| RpcError::internal(format!("secret store task failed: {e}")))
+        }
+        None => {
+            call.state.secret_activity.record_availability();
+            Ok(false)
+        }
+    }
+}
+
+async fn list(call: Call, _: NoParams) -> Result<ListReply, RpcError> {
+    let names = with_store(&call, |s| s.list()).await?;
+    Ok(ListReply {
+        secrets: names
+            .into_iter()
+            .map(|n| SecretNameRow {
+                service: n.service,
+                key: n.key,
+                exists: n.exists,
+            })
+            .collect(),
+    })
+}
+
+async fn activity(call: Call, _: NoParams) -> Result<ActivityReply, RpcError> {
+    let a = call.state.secret_activity.snapshot();
+    Ok(ActivityReply {
+        get_attempts: a.get_attempts,
+        status_attempts: a.status_attempts,
+        availability_attempts: a.availability_attempts,
+        write_attempts: a.write_attempts,
+        delete_attempts: a.delete_attempts,
+    })
+}
