@@ -209,7 +209,10 @@ pub async fn open_state(
     let dispatch = dispatch::Dispatch::new(services::routes(), config.debug_methods);
     let agents = agent_registry::AgentRegistry::open(state_root);
     let secret_activity = Arc::new(car_secrets::Activity::new());
-    let secrets = match car_secrets::SecretStore::open_with_activity(state_root, secret_activity.clone()) {
+    let secrets = match car_secrets::SecretStore::open_with_activity(
+        state_root,
+        secret_activity.clone(),
+    ) {
         Ok(store) => Some(Arc::new(store)),
         Err(e) => {
             tracing::error!(error = %e, "the secret store is unavailable; secret.* methods will fail");
@@ -226,10 +229,15 @@ pub async fn open_state(
             .recursive(true)
             .mode(0o700)
             .create(&workspace_root)
-            .map_err(|e| Fatal::runtime(format!("cannot create {}: {e}", workspace_root.display())))?;
+            .map_err(|e| {
+                Fatal::runtime(format!("cannot create {}: {e}", workspace_root.display()))
+            })?;
     }
     let workspace = car_builtin_tools::Workspace::new(&workspace_root).map_err(|e| {
-        Fatal::usage(format!("--workspace-root {}: {e}", workspace_root.display()))
+        Fatal::usage(format!(
+            "--workspace-root {}: {e}",
+            workspace_root.display()
+        ))
     })?;
     tracing::info!(root = %workspace.root().display(), "built-in agent tools act under this root");
     let stores = state::Stores {
@@ -314,13 +322,31 @@ async fn wait_for_signal() {
     }
 }
 
-/// Installs the stderr logger; `CAR_LOG` holds the filter (default `info`).
+/// Libraries whose trace output carries whole frames or requests (tokens, secret values,
+/// `Authorization` headers): held at `debug` whatever `CAR_LOG` says.
+const WIRE_LOGGERS: &[&str] = &["tungstenite", "tokio_tungstenite", "ureq", "ureq_proto"];
+
+/// Installs the stderr logger; `CAR_LOG` holds the filter (default `info`), except that
+/// [`WIRE_LOGGERS`] never log at `trace`.
 pub fn init_logging() {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    use tracing_subscriber::Layer;
     let filter = tracing_subscriber::EnvFilter::try_from_env("CAR_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+    let wire_cap = tracing_subscriber::filter::filter_fn(|meta| {
+        *meta.level() != tracing::Level::TRACE
+            || !WIRE_LOGGERS
+                .iter()
+                .any(|t| meta.target() == *t || meta.target().starts_with(&format!("{t}::")))
+    });
+    tracing_subscriber::registry()
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                .with_filter(filter)
+                .with_filter(wire_cap),
+        )
         .init();
 }
 

@@ -50,11 +50,20 @@ async fn an_agent_binds_with_its_own_token_only_and_its_allowlist_holds() {
     .await;
     assert_eq!(a["attached"], false);
     assert_eq!(a["status"], "stopped");
-    assert!(b["spec"]["command"].as_str().unwrap().ends_with("/sh"), "{b}");
+    assert!(
+        b["spec"]["command"].as_str().unwrap().ends_with("/sh"),
+        "{b}"
+    );
     let token_path = a["token_path"].as_str().unwrap();
     assert_eq!(mode(token_path), 0o600);
     assert_eq!(
-        mode(std::path::Path::new(token_path).parent().unwrap().to_str().unwrap()),
+        mode(
+            std::path::Path::new(token_path)
+                .parent()
+                .unwrap()
+                .to_str()
+                .unwrap()
+        ),
         0o700
     );
     assert_eq!(mode(a["manifest_path"].as_str().unwrap()), 0o600);
@@ -76,12 +85,19 @@ async fn an_agent_binds_with_its_own_token_only_and_its_allowlist_holds() {
     let (mut alpha, r) = as_agent(&d, "alpha", &alpha_token).await;
     assert_eq!(r["result"]["agent_id"], "alpha", "{r}");
     assert!(r["result"].get("method_allowlist").is_none(), "{r}");
-    let r = alpha.call("state.set", json!({"key": "k", "value": 1})).await;
+    let r = alpha
+        .call("state.set", json!({"key": "k", "value": 1}))
+        .await;
     assert!(r["error"].is_null(), "unrestricted: {r}");
 
     let (mut beta, r) = as_agent(&d, "beta", &beta_token).await;
-    assert_eq!(r["result"]["method_allowlist"], json!(["state.get", "state.keys"]));
-    let r = beta.call("state.set", json!({"key": "k", "value": 2})).await;
+    assert_eq!(
+        r["result"]["method_allowlist"],
+        json!(["state.get", "state.keys"])
+    );
+    let r = beta
+        .call("state.set", json!({"key": "k", "value": 2}))
+        .await;
     assert_eq!(code(&r), -32601, "{r}");
     assert_eq!(r["error"]["data"]["reason"], "agent_method_not_allowed");
     assert!(message(&r).contains("agent_method_not_allowed"), "{r}");
@@ -89,7 +105,9 @@ async fn an_agent_binds_with_its_own_token_only_and_its_allowlist_holds() {
     let r = beta.call("state.get", json!({"key": "k"})).await;
     assert_eq!(r["result"], Value::Null, "{r}");
     // The handshake is implicit.
-    let r = beta.call("server.handshake", common::handshake_params()).await;
+    let r = beta
+        .call("server.handshake", common::handshake_params())
+        .await;
     assert!(r["result"].is_object(), "{r}");
 
     let r = host.call("agents.list", json!({})).await;
@@ -155,14 +173,32 @@ async fn agents_upsert_refuses_bad_specs_naming_the_field() {
     let mut host = Ws::host(&d).await;
     let cases = [
         (json!({"name": "n", "command": "/bin/sh"}), "id"),
-        (json!({"id": "../x", "name": "n", "command": "/bin/sh"}), "id"),
-        (json!({"id": "a b", "name": "n", "command": "/bin/sh"}), "id"),
+        (
+            json!({"id": "../x", "name": "n", "command": "/bin/sh"}),
+            "id",
+        ),
+        (
+            json!({"id": "a b", "name": "n", "command": "/bin/sh"}),
+            "id",
+        ),
         (json!({"id": "a", "name": "n"}), "command"),
         (json!({"id": "a", "name": "n", "command": "sh"}), "command"),
-        (json!({"id": "a", "name": "n", "command": "/nonexistent/x"}), "command"),
-        (json!({"id": "a", "name": "n", "interpreter": "no-such-program-xyz"}), "interpreter"),
-        (json!({"id": "a", "name": "n", "command": "/bin/sh", "cwd": "rel"}), "cwd"),
-        (json!({"id": "a", "name": "n", "command": "/bin/sh", "restart": "sometimes"}), "restart"),
+        (
+            json!({"id": "a", "name": "n", "command": "/nonexistent/x"}),
+            "command",
+        ),
+        (
+            json!({"id": "a", "name": "n", "interpreter": "no-such-program-xyz"}),
+            "interpreter",
+        ),
+        (
+            json!({"id": "a", "name": "n", "command": "/bin/sh", "cwd": "rel"}),
+            "cwd",
+        ),
+        (
+            json!({"id": "a", "name": "n", "command": "/bin/sh", "restart": "sometimes"}),
+            "restart",
+        ),
         (
             json!({"id": "a", "name": "n", "command": "/bin/sh", "method_allowlist": ["state.get", "nope.x"]}),
             "method_allowlist[1]",
@@ -171,14 +207,21 @@ async fn agents_upsert_refuses_bad_specs_naming_the_field() {
     for (spec, field) in cases {
         let r = host.call("agents.upsert", spec.clone()).await;
         assert_eq!(code(&r), -32602, "{spec}: {r}");
-        assert!(message(&r).contains(field), "{spec}: {} should name {field}", message(&r));
+        assert!(
+            message(&r).contains(field),
+            "{spec}: {} should name {field}",
+            message(&r)
+        );
     }
     let r = host.call("agents.list", json!({})).await;
     assert_eq!(r["result"], json!([]), "nothing was registered: {r}");
     // Operators cannot upsert (host role).
     let mut op = Ws::authed(&d).await;
     let r = op
-        .call("agents.upsert", json!({"id": "a", "name": "n", "command": "/bin/sh"}))
+        .call(
+            "agents.upsert",
+            json!({"id": "a", "name": "n", "command": "/bin/sh"}),
+        )
         .await;
     assert_eq!(r["error"]["data"]["reason"], "host_required", "{r}");
 }
@@ -208,8 +251,10 @@ async fn reply(ws: &mut Ws, id: &Value, result: Value) {
 }
 
 async fn event(ws: &mut Ws, params: Value) {
-    ws.send_text(json!({"jsonrpc": "2.0", "method": "agent.chat.event", "params": params}).to_string())
-        .await;
+    ws.send_text(
+        json!({"jsonrpc": "2.0", "method": "agent.chat.event", "params": params}).to_string(),
+    )
+    .await;
 }
 
 async fn response(ws: &mut Ws, id: u64) -> Value {
@@ -250,22 +295,49 @@ async fn a_chat_turn_reaches_the_attached_agent_and_streams_back_to_the_host() {
     assert_eq!(params["model"], "m1");
     assert_eq!(params["stream"], true);
     assert!(params["context"]["host_client_id"].is_string(), "{params}");
-    reply(&mut agent, &call_id, json!({"accepted": true, "session_id": "chat-1"})).await;
+    reply(
+        &mut agent,
+        &call_id,
+        json!({"accepted": true, "session_id": "chat-1"}),
+    )
+    .await;
     let r = response(&mut caller, id).await;
-    assert_eq!(r["result"], json!({"accepted": true, "session_id": "chat-1"}));
+    assert_eq!(
+        r["result"],
+        json!({"accepted": true, "session_id": "chat-1"})
+    );
 
     // A second turn on a busy session is refused.
     let r = caller
-        .call("agents.chat", json!({"agent_id": "milo", "prompt": "again", "session_id": "chat-1"}))
+        .call(
+            "agents.chat",
+            json!({"agent_id": "milo", "prompt": "again", "session_id": "chat-1"}),
+        )
         .await;
     assert_eq!(r["error"]["data"]["reason"], "turn_in_flight", "{r}");
 
-    event(&mut agent, json!({"session_id": "chat-1", "kind": "token", "delta": "It is "})).await;
+    event(
+        &mut agent,
+        json!({"session_id": "chat-1", "kind": "token", "delta": "It is "}),
+    )
+    .await;
     event(&mut agent, json!({"session_id": "chat-1", "kind": "tool_call", "tool": "calculate", "params": {"expression": "2+2"}})).await;
-    event(&mut agent, json!({"session_id": "chat-1", "kind": "token", "delta": "4"})).await;
-    event(&mut agent, json!({"session_id": "chat-1", "kind": "done", "finish_reason": "stop", "text": "It is 4"})).await;
+    event(
+        &mut agent,
+        json!({"session_id": "chat-1", "kind": "token", "delta": "4"}),
+    )
+    .await;
+    event(
+        &mut agent,
+        json!({"session_id": "chat-1", "kind": "done", "finish_reason": "stop", "text": "It is 4"}),
+    )
+    .await;
     // After done, the route is gone: this one is dropped.
-    event(&mut agent, json!({"session_id": "chat-1", "kind": "token", "delta": "late"})).await;
+    event(
+        &mut agent,
+        json!({"session_id": "chat-1", "kind": "token", "delta": "late"}),
+    )
+    .await;
     let mut got = Vec::new();
     for _ in 0..4 {
         let e = notification(&mut caller, "agents.chat.event").await;
@@ -283,7 +355,10 @@ async fn a_chat_turn_reaches_the_attached_agent_and_streams_back_to_the_host() {
 
     // Approve: relayed to the agent, its answer relayed back.
     let id = caller
-        .request("agents.chat", json!({"agent_id": "milo", "prompt": "book it", "session_id": "chat-2"}))
+        .request(
+            "agents.chat",
+            json!({"agent_id": "milo", "prompt": "book it", "session_id": "chat-2"}),
+        )
         .await;
     let (call_id, _) = reverse_call(&mut agent, "agent.chat").await;
     reply(&mut agent, &call_id, json!({"accepted": true})).await;
@@ -295,17 +370,29 @@ async fn a_chat_turn_reaches_the_attached_agent_and_streams_back_to_the_host() {
     // Another operator session may not approve it.
     let mut stranger = Ws::authed(&d).await;
     let r = stranger
-        .call("agents.chat.approve", json!({"session_id": "chat-2", "approval_id": "ap-1", "decision": true}))
+        .call(
+            "agents.chat.approve",
+            json!({"session_id": "chat-2", "approval_id": "ap-1", "decision": true}),
+        )
         .await;
     assert_eq!(r["error"]["data"]["reason"], "not_owner", "{r}");
     let id = caller
-        .request("agents.chat.approve", json!({"session_id": "chat-2", "approval_id": "ap-1", "decision": "approve"}))
+        .request(
+            "agents.chat.approve",
+            json!({"session_id": "chat-2", "approval_id": "ap-1", "decision": "approve"}),
+        )
         .await;
     let (call_id, params) = reverse_call(&mut agent, "agent.chat.approve").await;
-    assert_eq!(params, json!({"session_id": "chat-2", "approval_id": "ap-1", "decision": "approve"}));
+    assert_eq!(
+        params,
+        json!({"session_id": "chat-2", "approval_id": "ap-1", "decision": "approve"})
+    );
     reply(&mut agent, &call_id, json!({"resolved": true})).await;
     let r = response(&mut caller, id).await;
-    assert_eq!(r["result"], json!({"resolved": true, "session_id": "chat-2"}));
+    assert_eq!(
+        r["result"],
+        json!({"resolved": true, "session_id": "chat-2"})
+    );
 
     // Cancel: the agent is told, the route is gone.
     let r = caller
@@ -321,7 +408,10 @@ async fn a_chat_turn_reaches_the_attached_agent_and_streams_back_to_the_host() {
 
     // The agent refusing a turn is the host's error, and the route is dropped.
     let id = caller
-        .request("agents.chat", json!({"agent_id": "milo", "prompt": "no", "session_id": "chat-3"}))
+        .request(
+            "agents.chat",
+            json!({"agent_id": "milo", "prompt": "no", "session_id": "chat-3"}),
+        )
         .await;
     let (call_id, _) = reverse_call(&mut agent, "agent.chat").await;
     agent
@@ -333,7 +423,10 @@ async fn a_chat_turn_reaches_the_attached_agent_and_streams_back_to_the_host() {
 
     // The agent disconnecting mid-turn ends the turn with an error event.
     let id = caller
-        .request("agents.chat", json!({"agent_id": "milo", "prompt": "long", "session_id": "chat-4"}))
+        .request(
+            "agents.chat",
+            json!({"agent_id": "milo", "prompt": "long", "session_id": "chat-4"}),
+        )
         .await;
     let (call_id, _) = reverse_call(&mut agent, "agent.chat").await;
     reply(&mut agent, &call_id, json!({"accepted": true})).await;
@@ -349,22 +442,45 @@ async fn a_chat_turn_reaches_the_attached_agent_and_streams_back_to_the_host() {
 async fn agents_chat_refuses_bad_input_naming_the_field() {
     let d = Daemon::builder().args(["--no-approvals"]).start();
     let mut host = Ws::host(&d).await;
-    upsert(&mut host, json!({"id": "milo", "name": "Milo", "command": "/bin/sh"})).await;
+    upsert(
+        &mut host,
+        json!({"id": "milo", "name": "Milo", "command": "/bin/sh"}),
+    )
+    .await;
     let cases = [
         (json!({"prompt": "hi"}), "agent_id"),
         (json!({"agent_id": "milo"}), "prompt"),
         (json!({"agent_id": "milo", "prompt": "  "}), "prompt"),
         (json!({"agent_id": "ghost", "prompt": "hi"}), "agent_id"),
-        (json!({"agent_id": "milo", "prompt": "hi", "attachments": [{"type": "image_base64", "data": "", "media_type": "image/png"}]}), "attachments[0].data"),
-        (json!({"agent_id": "milo", "prompt": "hi", "attachments": [{"type": "image_base64", "data": "AA", "media_type": "image/tiff"}]}), "attachments[0]"),
-        (json!({"agent_id": "milo", "prompt": "hi", "attachments": [{"type": "image_url", "url": "file:///etc/passwd"}]}), "attachments[0].url"),
-        (json!({"agent_id": "milo", "prompt": "hi", "goal": {"check": "true"}, "attachments": [{"type": "image_url", "url": "https://x/y.png"}]}), "goal"),
-        (json!({"agent_id": "milo", "prompt": "hi", "goal": {}}), "goal: missing field `check`"),
+        (
+            json!({"agent_id": "milo", "prompt": "hi", "attachments": [{"type": "image_base64", "data": "", "media_type": "image/png"}]}),
+            "attachments[0].data",
+        ),
+        (
+            json!({"agent_id": "milo", "prompt": "hi", "attachments": [{"type": "image_base64", "data": "AA", "media_type": "image/tiff"}]}),
+            "attachments[0]",
+        ),
+        (
+            json!({"agent_id": "milo", "prompt": "hi", "attachments": [{"type": "image_url", "url": "file:///etc/passwd"}]}),
+            "attachments[0].url",
+        ),
+        (
+            json!({"agent_id": "milo", "prompt": "hi", "goal": {"check": "true"}, "attachments": [{"type": "image_url", "url": "https://x/y.png"}]}),
+            "goal",
+        ),
+        (
+            json!({"agent_id": "milo", "prompt": "hi", "goal": {}}),
+            "goal: missing field `check`",
+        ),
     ];
     for (params, field) in cases {
         let r = host.call("agents.chat", params.clone()).await;
         assert_eq!(code(&r), -32602, "{params}: {r}");
-        assert!(message(&r).contains(field), "{params}: {} should name {field}", message(&r));
+        assert!(
+            message(&r).contains(field),
+            "{params}: {} should name {field}",
+            message(&r)
+        );
     }
     for method in ["agents.chat.cancel", "agents.chat.approve"] {
         let r = host.call(method, json!({})).await;

@@ -64,10 +64,10 @@ async fn with_store<T: Send + 'static>(
     let state = call.state.clone();
     tokio::task::spawn_blocking(move || match &state.secrets {
         Some(store) => op(store).map_err(rpc_error),
-        None => Err(RpcError::internal(
-            "the secret store is unavailable (see the daemon's log)",
-        )
-        .with_data(json!({"reason": "store_unavailable"}))),
+        None => Err(
+            RpcError::internal("the secret store is unavailable (see the daemon's log)")
+                .with_data(json!({"reason": "store_unavailable"})),
+        ),
     })
     .await
     .map_err(|e| RpcError::internal(format!("secret store task failed: {e}")))?

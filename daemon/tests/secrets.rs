@@ -1,0 +1,145 @@
+//! The secret store against a real daemon: put/get across a restart, owner-only files,
+//! and the value never in the daemon's log (at `CAR_LOG=trace`), in a `host.event` or in
+//! an error.
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+
+use common::{code, message, Daemon, Ws};
+use serde_json::{json, Value};
+
+const VALUE: &str = "sk-test-SECRET-4f9a1c";
+
+fn mode(path: &std::path::Path) -> u32 {
+    std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+}
+
+#[tokio::test]
+async fn secrets_round_trip_across_a_restart_and_never_leak() {
+    let home = tempfile::tempdir().unwrap();
+    let car_home = home.path().join("car");
+    let mut d = Daemon::builder()
+        .home(&car_home)
+        .env("CAR_LOG", "trace")
+        .start();
+    let mut host = Ws::host(&d).await;
+    host.call("server.handshake", common::handshake_params())
+        .await;
+    let snapshot = host.call("host.subscribe", json!({})).await;
+    let mut ws = Ws::authed(&d).await;
+
+    let r = ws
+        .call(
+            "secret.put",
+            json!({"key": "OPENAI_API_KEY", "value": VALUE}),
+        )
+        .await;
+    assert_eq!(r["result"]["ok"], true, "{r}");
+    assert_eq!(r["result"]["service"], "car");
+    let r = ws
+        .call("secret.get", json!({"key": "OPENAI_API_KEY"}))
+        .await;
+    assert_eq!(r["result"]["value"], VALUE, "{r}");
+    let status = ws
+        .call("secret.status", json!({"key": "OPENAI_API_KEY"}))
+        .await;
+    assert_eq!(status["result"]["exists"], true, "{status}");
+    let list = ws.call("secret.list", json!({})).await;
+    assert_eq!(
+        list["result"]["secrets"],
+        json!([{"service": "car", "key": "OPENAI_API_KEY", "exists": true}])
+    );
+    let r = ws.call("secret.available", json!({})).await;
+    assert_eq!(r["result"], true);
+
+    // Bad input: precise, and no error carries the value.
+    let big = "v".repeat(70_000);
+    let mut errors: Vec<Value> = Vec::new();
+    for (params, field) in [
+        (json!({"key": "", "value": VALUE}), "key"),
+        (json!({"value": VALUE}), "key"),
+        (json!({"key": "k", "value": 5}), "value"),
+        (json!({"key": "k", "value": big}), "value"),
+        (json!({"key": "bad\u{7}key", "value": VALUE}), "key"),
+        (
+            json!({"service": "car", "key": "PARSLEE_ACCESS_TOKEN", "value": VALUE}),
+            "key",
+        ),
+    ] {
+        let r = ws.call("secret.put", params.clone()).await;
+        assert_eq!(code(&r), -32602, "{params}: {r}");
+        assert!(
+            message(&r).contains(field),
+            "{}: should name {field}",
+            message(&r)
+        );
+        errors.push(r);
+    }
+    let r = ws.call("secret.get", json!({"key": "MISSING_KEY"})).await;
+    assert_eq!(r["error"]["data"]["reason"], "not_found", "{r}");
+    errors.push(r);
+    for e in &errors {
+        assert!(
+            !e.to_string().contains(VALUE),
+            "an error leaked the value: {e}"
+        );
+    }
+    // Operators cannot read the activity counters; hosts can.
+    ws.call("server.handshake", common::handshake_params())
+        .await;
+    let r = ws
+        .call("diagnostics.secret_store_activity", json!({}))
+        .await;
+    assert_eq!(r["error"]["data"]["reason"], "host_required", "{r}");
+    let r = host
+        .call("diagnostics.secret_store_activity", json!({}))
+        .await;
+    // One stored, three refused by the store (too big, a control character, reserved);
+    // the other refusals never reached it (decoding).
+    assert_eq!(r["result"]["write_attempts"], 4, "{r}");
+    assert_eq!(r["result"].as_object().unwrap().len(), 5, "{r}");
+
+    // Files: 0600 in a 0700 directory.
+    let dir = car_home.join("secrets");
+    assert_eq!(mode(&dir), 0o700);
+    let files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    assert_eq!(mode(&files[0]), 0o600);
+
+    // No host.event carries it (the events so far are in the ring).
+    let events = host.call("host.events", json!({"limit": 1000})).await;
+    assert!(!events.to_string().contains(VALUE));
+    assert!(!snapshot.to_string().contains(VALUE));
+
+    drop((ws, host));
+    d.terminate();
+    let log = d.stderr();
+    assert!(
+        log.contains("TRACE") || log.contains("DEBUG"),
+        "the log is at trace level"
+    );
+    let leaks: Vec<&str> = log.lines().filter(|l| l.contains(VALUE)).collect();
+    assert!(
+        leaks.is_empty(),
+        "the daemon's log leaked the value: {leaks:#?}"
+    );
+
+    let d = Daemon::builder().home(&car_home).start();
+    let mut ws = Ws::authed(&d).await;
+    let r = ws
+        .call("secret.get", json!({"key": "OPENAI_API_KEY"}))
+        .await;
+    assert_eq!(r["result"]["value"], VALUE, "survives a restart: {r}");
+    let r = ws
+        .call("secret.delete", json!({"key": "OPENAI_API_KEY"}))
+        .await;
+    assert_eq!(r["result"]["deleted"], true, "{r}");
+    let r = ws
+        .call("secret.status", json!({"key": "OPENAI_API_KEY"}))
+        .await;
+    assert_eq!(r["result"]["exists"], false, "{r}");
+}
