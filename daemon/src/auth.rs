@@ -5,7 +5,8 @@
 //! `O_EXCL` in the target directory, written, synced and renamed over the target. A
 //! pre-existing symlink, or a file owned by another user, at the target is refused — the
 //! daemon will not follow a planted link into someone else's file. The token directory is
-//! created `0700`.
+//! created `0700`; an existing one that group or others can read is tightened to `0700`,
+//! and one that is a symlink or another user's is refused.
 
 use std::fs::{self, OpenOptions};
 use std::io::Write;
@@ -47,6 +48,8 @@ pub enum TokenFileError {
     ForeignOwner(PathBuf, u32),
     #[error("refusing to write {0}: it is not a regular file")]
     NotAFile(PathBuf),
+    #[error("refusing to use {0}: it is not a directory")]
+    NotADir(PathBuf),
     #[error("cannot write {path}: {source}")]
     Io {
         path: PathBuf,
@@ -83,14 +86,37 @@ fn check_target(path: &Path) -> Result<(), TokenFileError> {
     }
 }
 
-/// Atomically writes `contents` to `path` with mode `0600` (see the module docs).
-pub fn write_private_file(path: &Path, contents: &str) -> Result<(), TokenFileError> {
-    let dir = path.parent().unwrap_or(Path::new("."));
+/// Creates `dir` `0700` if missing; an existing one must be a real directory owned by this
+/// user, and one that group or others can enter or read is tightened to `0700` (logged).
+pub fn ensure_private_dir(dir: &Path) -> Result<(), TokenFileError> {
+    use std::os::unix::fs::PermissionsExt;
     fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
         .create(dir)
         .map_err(io_err(dir))?;
+    let meta = fs::symlink_metadata(dir).map_err(io_err(dir))?;
+    if meta.file_type().is_symlink() {
+        return Err(TokenFileError::Symlink(dir.into()));
+    }
+    if !meta.is_dir() {
+        return Err(TokenFileError::NotADir(dir.into()));
+    }
+    if meta.uid() != current_uid() {
+        return Err(TokenFileError::ForeignOwner(dir.into(), meta.uid()));
+    }
+    let mode = meta.permissions().mode() & 0o777;
+    if mode & 0o077 != 0 {
+        tracing::warn!(dir = %dir.display(), mode = format!("{mode:o}"), "tightening a credential directory that group or others could read to 0700");
+        fs::set_permissions(dir, fs::Permissions::from_mode(0o700)).map_err(io_err(dir))?;
+    }
+    Ok(())
+}
+
+/// Atomically writes `contents` to `path` with mode `0600` (see the module docs).
+pub fn write_private_file(path: &Path, contents: &str) -> Result<(), TokenFileError> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    ensure_private_dir(dir)?;
     check_target(path)?;
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
     let tmp = dir.join(format!(

@@ -295,6 +295,17 @@ async fn on_text(
                 drain: false,
             })
         }
+        Verdict::GrantEnded => {
+            reply(Err(RpcError::new(
+                car_proto::errors::AUTH_REQUIRED,
+                "auth required: this socket's inference-consumer grant ended (revoked, expired or its agent disconnected)",
+            )));
+            Some(Ending::Close {
+                code: 1008,
+                reason: "consumer grant ended".into(),
+                drain: false,
+            })
+        }
         Verdict::Refuse(error) => {
             // Unknown client notifications are dropped silently (docs/protocol-choices.md, "Framing").
             reply(Err(error));

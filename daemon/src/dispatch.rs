@@ -44,6 +44,8 @@ pub enum Verdict {
     Refuse(RpcError),
     /// Unauthenticated call: answer `-32001` (when it has an id), then close.
     CloseUnauthenticated,
+    /// The socket's inference-consumer grant ended: answer `-32001`, then close.
+    GrantEnded,
 }
 
 /// Method name → (declaration, handler) for the methods this daemon serves.
@@ -98,6 +100,9 @@ impl Dispatch {
         let identity = session.identity();
         if !identity.authenticated && method != "session.auth" {
             return Verdict::CloseUnauthenticated;
+        }
+        if identity.grant.as_ref().is_some_and(|g| !g.is_live()) {
+            return Verdict::GrantEnded;
         }
         let Some((decl, handler)) = self.routes.get(method) else {
             return Verdict::Refuse(RpcError::method_not_found(method));

@@ -24,6 +24,7 @@ pub mod auth;
 pub mod chat_routes;
 pub mod config;
 pub mod connection;
+pub mod consumer_grants;
 pub mod dispatch;
 pub mod handler;
 pub mod host_state;
@@ -31,6 +32,7 @@ pub mod in_memory;
 pub mod inference;
 pub mod instance;
 pub mod outbound;
+pub mod pattern_budget;
 pub mod run_registry;
 pub mod runtime;
 pub mod services;
@@ -195,7 +197,28 @@ pub async fn open_state(
     let memory = car_memory::MemoryStore::open(memory_dir.clone())
         .await
         .map_err(|e| Fatal::runtime(format!("cannot open {}: {e}", memory_dir.display())))?;
+    let secret_activity = Arc::new(car_secrets::Activity::new());
+    let secrets = match car_secrets::SecretStore::open_with_activity(
+        state_root,
+        secret_activity.clone(),
+    ) {
+        Ok(store) => Some(Arc::new(store)),
+        Err(e) => {
+            tracing::error!(error = %e, "the secret store is unavailable; secret.* methods will fail");
+            None
+        }
+    };
     let mut engine_config = car_inference::EngineConfig::new(state_root);
+    if let Some(store) = &secrets {
+        let store = store.clone();
+        engine_config.secret_lookup = Some(Arc::new(move |name: &str| match store.resolve(name) {
+            Ok(value) => value,
+            Err(e) => {
+                tracing::warn!(secret = %name, error = %e, "a model's api_key_secret could not be read");
+                None
+            }
+        }));
+    }
     engine_config.llama.n_threads = config.llama_threads;
     engine_config.llama.prefix_cache_bytes = config.prefix_cache_bytes;
     let engine = car_inference::InferenceEngine::open(engine_config)
@@ -208,17 +231,6 @@ pub async fn open_state(
     inference::refresh_memory_embedder(&inference.engine, &memory);
     let dispatch = dispatch::Dispatch::new(services::routes(), config.debug_methods);
     let agents = agent_registry::AgentRegistry::open(state_root);
-    let secret_activity = Arc::new(car_secrets::Activity::new());
-    let secrets = match car_secrets::SecretStore::open_with_activity(
-        state_root,
-        secret_activity.clone(),
-    ) {
-        Ok(store) => Some(Arc::new(store)),
-        Err(e) => {
-            tracing::error!(error = %e, "the secret store is unavailable; secret.* methods will fail");
-            None
-        }
-    };
     let workspace_root = config
         .workspace_root
         .clone()

@@ -42,6 +42,8 @@ pub enum Rule {
         target: String,
         key: String,
         pattern: Regex,
+        /// The pattern's share of the daemon's regex budget (`crate::pattern_budget`).
+        reservation: std::sync::Arc<crate::pattern_budget::Reservation>,
     },
     /// No tool may be called unless state `key` equals `value`.
     RequireState { key: String, value: Value },
@@ -74,6 +76,7 @@ impl Policy {
                 target,
                 key,
                 pattern,
+                ..
             } => format!(
                 "deny tool {target} when parameter {key} matches /{}/",
                 pattern.as_str()
@@ -95,6 +98,7 @@ impl Policy {
                 target,
                 key,
                 pattern,
+                ..
             } => json!({
                 "name": self.name, "rule": "deny_tool_param", "target": target, "key": key, "pattern": pattern.as_str()
             }),
@@ -119,6 +123,7 @@ impl Policy {
                 target,
                 key,
                 pattern,
+                ..
             } if target == tool => {
                 let value = parameters.get(key)?;
                 let text = match value {
@@ -238,6 +243,9 @@ mod tests {
                 target: "shell".into(),
                 key: "cmd".into(),
                 pattern: Regex::new("^sudo").unwrap(),
+                reservation: crate::pattern_budget::PatternBudget::default()
+                    .reserve()
+                    .unwrap(),
             },
             session_id: None,
         });

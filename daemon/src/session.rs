@@ -25,7 +25,7 @@ use crate::runtime::Runtime;
 static NEXT_CALLBACK_ID: AtomicU64 = AtomicU64::new(1);
 
 /// How this session authenticated.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct Identity {
     pub authenticated: bool,
     pub role: CallerRole,
@@ -34,6 +34,8 @@ pub struct Identity {
     /// The bound agent's `method_allowlist`: when present, dispatch refuses every other
     /// method (`session.auth` and `server.handshake` always pass).
     pub method_allowlist: Option<std::sync::Arc<[String]>>,
+    /// The inference-consumer grant this socket authenticated with.
+    pub grant: Option<std::sync::Arc<crate::consumer_grants::Grant>>,
 }
 
 /// Per-connection state.
@@ -62,7 +64,12 @@ pub struct Session {
     evict_reason: Mutex<String>,
     /// What this session's built-in tools have read (their read-before-edit guard).
     read_ledger: car_builtin_tools::ReadLedger,
+    /// Open `session.policy.open` ids.
+    policy_scopes: Mutex<std::collections::BTreeSet<String>>,
 }
+
+/// Policy-scoping ids one connection may hold open.
+pub const MAX_POLICY_SCOPES: usize = 1024;
 
 impl Session {
     /// A session that starts authenticated (auth off: every session may call everything)
@@ -84,6 +91,7 @@ impl Session {
             agent_id: None,
             memory_namespace: None,
             method_allowlist: None,
+            grant: None,
         };
         Session {
             id,
@@ -101,6 +109,7 @@ impl Session {
             evicted: CancellationToken::new(),
             evict_reason: Mutex::new(String::new()),
             read_ledger: car_builtin_tools::ReadLedger::new(),
+            policy_scopes: Mutex::new(Default::default()),
         }
     }
 
@@ -115,6 +124,23 @@ impl Session {
     pub async fn evicted(&self) -> String {
         self.evicted.cancelled().await;
         self.evict_reason.lock().expect("evict lock").clone()
+    }
+
+    /// Opens a policy-scoping id (at most [`MAX_POLICY_SCOPES`] per connection).
+    pub fn open_policy_scope(&self, id: &str) -> Result<(), RpcError> {
+        let mut scopes = self.policy_scopes.lock().expect("scopes lock");
+        if scopes.len() >= MAX_POLICY_SCOPES {
+            return Err(RpcError::invalid_params(format!(
+                "a connection may hold at most {MAX_POLICY_SCOPES} open policy sessions"
+            )));
+        }
+        scopes.insert(id.to_string());
+        Ok(())
+    }
+
+    /// Closes a policy-scoping id; false when it was not open.
+    pub fn close_policy_scope(&self, id: &str) -> bool {
+        self.policy_scopes.lock().expect("scopes lock").remove(id)
     }
 
     pub fn read_ledger(&self) -> &car_builtin_tools::ReadLedger {

@@ -61,6 +61,10 @@ pub struct ServerState {
     pub secret_activity: Arc<car_secrets::Activity>,
     /// The built-in agent tools' root.
     pub workspace: Arc<car_builtin_tools::Workspace>,
+    /// Inference-consumer grants.
+    pub grants: crate::consumer_grants::ConsumerGrants,
+    /// The daemon-wide bound on compiled policy-regex memory.
+    pub patterns: crate::pattern_budget::PatternBudget,
     /// Chat turns routed between hosts and attached agents.
     pub chats: crate::chat_routes::ChatRoutes,
     /// Run trace records for `runs.subscribe`.
@@ -113,6 +117,8 @@ impl ServerState {
             secrets,
             secret_activity,
             workspace,
+            patterns: Default::default(),
+            grants: Default::default(),
             chats: Default::default(),
             run_events,
             live_runs: Default::default(),

@@ -668,7 +668,7 @@ async fn bad_models_and_requests_get_precise_errors() {
 /// forms become `-32007`, and a rejected key names its env var without ever showing the key.
 #[tokio::test]
 async fn a_remote_provider_streams_retries_and_refuses_through_the_daemon() {
-    const KEY_VAR: &str = "CAR_TEST_REMOTE_KEY";
+    const KEY_VAR: &str = "CAR_TEST_REMOTE_API_KEY";
     const KEY: &str = "sk-daemon-test-secret-42";
     let delta = |content: &str| json!({"choices": [{"index": 0, "delta": {"content": content}, "finish_reason": null}]});
     let mut busy = Reply::json(429, json!({"error": {"message": "rate limited"}}));
@@ -698,7 +698,8 @@ async fn a_remote_provider_streams_retries_and_refuses_through_the_daemon() {
         ),
     ]);
     let d = Daemon::builder().env(KEY_VAR, KEY).start();
-    let mut ws = Ws::authed(&d).await;
+    // Registering a remote endpoint needs a host session.
+    let mut ws = Ws::host(&d).await;
     let r = ws.call("server.handshake", handshake_params()).await;
     assert!(r["result"].is_object(), "{r}");
     let r = ws

@@ -11,7 +11,7 @@ use common::*;
 use serde_json::{json, Value};
 use std::time::Duration;
 
-const KEY_VAR: &str = "CAR_TEST_TOOL_KEY";
+const KEY_VAR: &str = "CAR_TEST_TOOL_API_KEY";
 
 /// A streamed tool call in fragments: id and name first, the arguments in three pieces.
 fn fragments() -> Reply {
@@ -50,7 +50,8 @@ fn add_tool() -> Value {
 async fn a_remote_model_calls_tools_through_the_daemon() {
     let server = Server::start(vec![fragments(), fragments()]);
     let d = Daemon::builder().env(KEY_VAR, "sk-test").start();
-    let mut ws = Ws::authed(&d).await;
+    // Registering a remote endpoint needs a host session.
+    let mut ws = Ws::host(&d).await;
     let r = ws
         .call(
             "models.register",
@@ -133,7 +134,8 @@ async fn a_remote_model_calls_tools_through_the_daemon() {
 async fn bad_tool_inputs_are_precise_errors_and_reach_no_provider() {
     let server = Server::start(vec![]);
     let d = Daemon::builder().env(KEY_VAR, "sk-test").start();
-    let mut ws = Ws::authed(&d).await;
+    // Registering a remote endpoint needs a host session.
+    let mut ws = Ws::host(&d).await;
     let r = ws
         .call(
             "models.register",

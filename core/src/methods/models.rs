@@ -40,9 +40,13 @@ pub struct ModelSchema {
     /// Flat form: the remote model's name.
     #[serde(default)]
     pub model: Option<String>,
-    /// The environment variable holding the remote API key (never the key itself).
+    /// The environment variable holding the remote API key (never the key itself); it
+    /// must end in `_API_KEY`.
     #[serde(default)]
     pub api_key_env: Option<String>,
+    /// Beyond CAR: a secret-store entry (`service/key` or `key`) holding the API key.
+    #[serde(default)]
+    pub api_key_secret: Option<String>,
 }
 
 /// `models.register` params: `{schema}` or the bare schema (its fields at top level; they
@@ -73,6 +77,8 @@ pub struct RegisterParams {
     pub model: Option<String>,
     #[serde(default)]
     pub api_key_env: Option<String>,
+    #[serde(default)]
+    pub api_key_secret: Option<String>,
 }
 
 impl RegisterParams {
@@ -90,6 +96,7 @@ impl RegisterParams {
             base_url: self.base_url,
             model: self.model,
             api_key_env: self.api_key_env,
+            api_key_secret: self.api_key_secret,
         })
     }
 }

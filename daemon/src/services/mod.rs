@@ -27,6 +27,7 @@ pub mod runs;
 mod secret;
 mod server;
 mod session;
+mod session_scopes;
 mod state;
 mod tools;
 
@@ -38,6 +39,7 @@ pub fn routes() -> Routes {
     for register in [
         server::register,
         session::register,
+        session_scopes::register,
         state::register,
         memory::register,
         tools::register,
@@ -64,6 +66,7 @@ pub async fn on_session_closed(
 ) {
     run_lifecycle::on_session_closed(session, state).await;
     state.chats.on_session_closed(session);
+    state.grants.on_session_closed(session.id);
     state.host.on_session_closed(&session.label());
     if let Some(agent) = session.identity().agent_id {
         state.agents.detach(&agent, session);

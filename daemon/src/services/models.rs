@@ -7,11 +7,18 @@
 //! whose model name defaults to the schema's `name`. The flat form (`path`, or `base_url`
 //! and `model` at top level) is accepted too. Unlike CAR's daemon, a registration takes
 //! effect at once: no restart is needed.
+//!
+//! Beyond CAR (the daemon sends the endpoint's API key to the registered URL): registering
+//! a remote endpoint needs a host session (`permission denied`, `data.reason:
+//! "host_required"` otherwise; the method's label stays CAR's `operator`, so local models
+//! register from any session), and the key is named either by `api_key_env`, which must
+//! end in `_API_KEY`, or by `api_key_secret`, a `secret.*` entry.
 
 use car_inference::RegisterRequest;
 use car_proto::errors::RpcError;
 use car_proto::methods::fields::NoParams;
 use car_proto::methods::models::{self as m, IdParams, ModelSchema, RegisterParams, RegisterReply};
+use car_proto::methods::CallerRole;
 use serde_json::{json, Map, Value};
 
 use super::inference::{blocking, service};
@@ -95,6 +102,7 @@ fn request_of(schema: ModelSchema) -> Result<RegisterRequest, RpcError> {
         base_url: schema.base_url,
         model: schema.model,
         api_key_env: schema.api_key_env,
+        api_key_secret: schema.api_key_secret,
     };
     if let Some(source) = schema.source {
         let kind = text_at(&source, &["type", "kind"])?.unwrap_or_default();
@@ -108,6 +116,8 @@ fn request_of(schema: ModelSchema) -> Result<RegisterRequest, RpcError> {
                 request.base_url =
                     text_at(&source, &["endpoint", "base_url", "url"])?.or(request.base_url);
                 request.api_key_env = text_at(&source, &["api_key_env"])?.or(request.api_key_env);
+                request.api_key_secret =
+                    text_at(&source, &["api_key_secret"])?.or(request.api_key_secret);
                 request.model = text_at(&source, &["model", "model_id"])?
                     .or(request.model)
                     .or(schema.name.clone());
@@ -131,6 +141,13 @@ fn request_of(schema: ModelSchema) -> Result<RegisterRequest, RpcError> {
 /// `models.register` → `{id, registered: true, path, note, model}`.
 async fn register_model(call: Call, p: RegisterParams) -> Result<RegisterReply, RpcError> {
     let request = request_of(p.into_schema())?;
+    if request.base_url.is_some() && call.session.identity().role != CallerRole::Host {
+        // The daemon will send an API key to the registered URL: only a host chooses it.
+        return Err(RpcError::internal(
+            "permission denied: registering a remote endpoint needs a host session (session.auth with host_token)",
+        )
+        .with_data(json!({"reason": "host_required"})));
+    }
     let engine = service(&call).engine.clone();
     let entry = blocking({
         let engine = engine.clone();

@@ -2,8 +2,9 @@
 //! tool-call attempt of a proposal.
 //!
 //! Rules: `deny_tool {target}`, `deny_tool_param {target, key, pattern}` (a regular
-//! expression, at most 4 KiB, compiled with a 1 MiB size limit) and `require_state {key,
-//! value}`. A field that does not apply to the rule is refused, naming it. Policies are
+//! expression, at most 4 KiB, compiled within the per-pattern program and DFA-cache limits
+//! of `crate::pattern_budget`, which also bounds the total per daemon) and `require_state
+//! {key, value}`. A field that does not apply to the rule is refused, naming it. Policies are
 //! kept in registration order and a name registered again appends another policy under
 //! it (CAR's rule), so `policy.unregister` removes every policy of that name and says how
 //! many. `session_id` scopes a policy to proposals run under that execution session.
@@ -29,7 +30,11 @@ pub fn register(routes: &mut Routes) {
 }
 
 /// Checks a definition; `what` prefixes field names in messages (`""` or `policies[2].`).
-pub fn policy(def: PolicyDefinition, what: &str) -> Result<Policy, RpcError> {
+pub fn policy(
+    def: PolicyDefinition,
+    what: &str,
+    budget: &crate::pattern_budget::PatternBudget,
+) -> Result<Policy, RpcError> {
     let bad = |detail: String| RpcError::invalid_params(format!("{what}{detail}"));
     let rule_name = def.rule.clone();
     let forbid = |fields: &[(&str, bool)]| -> Result<(), RpcError> {
@@ -61,14 +66,24 @@ pub fn policy(def: PolicyDefinition, what: &str) -> Result<Policy, RpcError> {
                     "pattern: is longer than {MAX_PATTERN_BYTES} bytes"
                 )));
             }
+            let target = need("target", def.target)?;
+            let key = need("key", def.key)?;
             let pattern = RegexBuilder::new(&pattern)
-                .size_limit(1 << 20)
+                .size_limit(crate::pattern_budget::PROGRAM_BYTES)
+                .dfa_size_limit(crate::pattern_budget::DFA_BYTES)
                 .build()
                 .map_err(|e| bad(format!("pattern: is not a valid regular expression: {e}")))?;
+            let reservation = budget.reserve().ok_or_else(|| {
+                RpcError::internal(
+                    "server busy: the daemon holds as many policy patterns as its regex budget allows",
+                )
+                .with_data(serde_json::json!({"reason": "pattern_budget"}))
+            })?;
             Rule::DenyToolParam {
-                target: need("target", def.target)?,
-                key: need("key", def.key)?,
+                target,
+                key,
                 pattern,
+                reservation,
             }
         }
         "require_state" => {
@@ -110,7 +125,7 @@ pub fn install(call: &Call, policies: Vec<Policy>) -> Result<usize, RpcError> {
 }
 
 async fn register_policy(call: Call, def: PolicyDefinition) -> Result<RegisterReply, RpcError> {
-    let policy = policy(def, "")?;
+    let policy = policy(def, "", &call.state.patterns)?;
     let reply = RegisterReply {
         registered: policy.name.clone(),
         scope: Scope::of(policy.session_id.as_deref()),

@@ -54,13 +54,31 @@ enum Credential {
         agent_id: Option<String>,
     },
     Host(String),
+    Consumer {
+        consumer_id: String,
+        token: String,
+    },
 }
 
 fn parse(p: AuthParams) -> Result<AuthRequest, RpcError> {
-    if p.consumer_id.is_some() {
-        return Err(RpcError::invalid_params(
-            "consumer_id: inference-consumer credentials are not served by this daemon",
-        ));
+    if let Some(consumer_id) = non_empty("consumer_id", p.consumer_id)? {
+        for (field, present) in [
+            ("host_token", p.host_token.is_some()),
+            ("agent_id", p.agent_id.is_some()),
+            ("memory_namespace", p.memory_namespace.is_some()),
+        ] {
+            if present {
+                return Err(RpcError::invalid_params(format!(
+                    "{field}: cannot be combined with consumer_id"
+                )));
+            }
+        }
+        let token = non_empty("token", p.token)?
+            .ok_or_else(|| RpcError::invalid_params("token: is required with consumer_id"))?;
+        return Ok(AuthRequest {
+            credential: Credential::Consumer { consumer_id, token },
+            memory_namespace: None,
+        });
     }
     let token = non_empty("token", p.token)?;
     let host_token = non_empty("host_token", p.host_token)?;
@@ -106,7 +124,7 @@ pub fn register(routes: &mut Routes) {
         .add::<m::ClearHalt, _, _>(clear_halt);
 }
 
-fn mismatch() -> RpcError {
+pub(super) fn mismatch() -> RpcError {
     RpcError::internal("auth failed: token mismatch")
 }
 
@@ -117,7 +135,11 @@ pub fn auth(
 ) -> Result<AuthReply, RpcError> {
     let request = parse(params)?;
     let current = session.identity();
+    if let Credential::Consumer { consumer_id, token } = &request.credential {
+        return super::session_scopes::consumer_auth(session, state, consumer_id, token);
+    }
     let (role, agent_id, allowlist) = match (&state.credentials, request.credential) {
+        (_, Credential::Consumer { .. }) => unreachable!("handled above"),
         (
             None,
             Credential::Token {
@@ -176,6 +198,7 @@ pub fn auth(
         agent_id: agent_id.clone(),
         memory_namespace: request.memory_namespace.clone(),
         method_allowlist: allowlist.clone().map(Into::into),
+        grant: None,
     });
     if let Some(agent) = &agent_id {
         state.agents.attach(agent, session);
@@ -188,6 +211,7 @@ pub fn auth(
         agent_id,
         method_allowlist: allowlist,
         memory_namespace: request.memory_namespace,
+        consumer: None,
     })
 }
 
@@ -200,7 +224,9 @@ async fn init(call: Call, p: InitParams) -> Result<InitReply, RpcError> {
         .unwrap_or_default()
         .into_iter()
         .enumerate()
-        .map(|(i, def)| super::policy::policy(def, &format!("policies[{i}].")))
+        .map(|(i, def)| {
+            super::policy::policy(def, &format!("policies[{i}]."), &call.state.patterns)
+        })
         .collect::<Result<Vec<_>, _>>()?;
     let (tools_registered, policies_registered) = (tools.len(), policies.len());
     super::tools::install(&call, tools)?;
