@@ -8,8 +8,8 @@
 //!   acks at once with `{accepted: true, session_id}` — or a JSON-RPC error: `-32602`
 //!   naming the field for invalid params, `-32000` when that session already has a turn
 //!   in flight (one turn per session at a time; the next is accepted once the previous
-//!   one's terminal event was queued) — and then runs the turn without holding up the
-//!   connection;
+//!   one's terminal event was queued, and sends nothing before that event went out) —
+//!   and then runs the turn without holding up the connection;
 //! - the turn streams **`agent.chat.event`** notifications `{session_id, kind, ...}` up
 //!   the connection the `agent.chat` arrived on, in order: `token {delta}`, `tool_call
 //!   {tool, params?}`, `approval_pending {approval_id, action, details?}`,
@@ -86,45 +86,74 @@ where
     }
 }
 
-/// The turns in flight, by session id.
+/// The turns in flight, by session id, and the pumps of the turns that just ended.
 #[derive(Default)]
 pub(crate) struct ChatSessions {
-    turns: Mutex<HashMap<String, Arc<TurnState>>>,
+    turns: Mutex<Turns>,
+}
+
+#[derive(Default)]
+struct Turns {
+    in_flight: HashMap<String, Arc<TurnState>>,
+    /// A session's last ended turn's `drained` token: its next turn's pump waits on it.
+    draining: HashMap<String, tokio_util::sync::CancellationToken>,
 }
 
 impl std::fmt::Debug for ChatSessions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ChatSessions")
-            .field("in_flight", &self.lock().len())
+            .field("in_flight", &self.lock().in_flight.len())
             .finish()
     }
 }
 
 impl ChatSessions {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<TurnState>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Turns> {
         // Single map operations only: a poisoned lock is still consistent.
         self.turns.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn get(&self, session_id: &str) -> Option<Arc<TurnState>> {
-        self.lock().get(session_id).cloned()
+        self.lock().in_flight.get(session_id).cloned()
     }
 
-    /// Registers `state` as `session_id`'s turn; false when one is already in flight.
-    fn claim(&self, session_id: &str, state: &Arc<TurnState>) -> bool {
-        match self.lock().entry(session_id.to_string()) {
-            std::collections::hash_map::Entry::Occupied(_) => false,
-            std::collections::hash_map::Entry::Vacant(v) => {
-                v.insert(state.clone());
-                true
-            }
-        }
-    }
-
-    fn release(&self, session_id: &str, state: &Arc<TurnState>) {
+    /// Registers `state` as `session_id`'s turn: `None` when one is already in flight,
+    /// else the previous turn's `drained` token (if it may still be sending).
+    #[allow(clippy::option_option)]
+    fn claim(
+        &self,
+        session_id: &str,
+        state: &Arc<TurnState>,
+    ) -> Option<Option<tokio_util::sync::CancellationToken>> {
         let mut turns = self.lock();
-        if turns.get(session_id).is_some_and(|t| Arc::ptr_eq(t, state)) {
-            turns.remove(session_id);
+        if turns.in_flight.contains_key(session_id) {
+            return None;
+        }
+        turns
+            .in_flight
+            .insert(session_id.to_string(), state.clone());
+        let previous = turns
+            .draining
+            .remove(session_id)
+            .filter(|t| !t.is_cancelled());
+        Some(previous)
+    }
+
+    /// Ends `state`'s turn: `last` (queueing its terminal event) runs under the lock, so a
+    /// new turn of the session is claimed only after that event is in the stream.
+    fn release(&self, session_id: &str, state: &Arc<TurnState>, last: impl FnOnce()) {
+        let mut turns = self.lock();
+        last();
+        if turns
+            .in_flight
+            .get(session_id)
+            .is_some_and(|t| Arc::ptr_eq(t, state))
+        {
+            turns.in_flight.remove(session_id);
+            turns.draining.retain(|_, t| !t.is_cancelled());
+            turns
+                .draining
+                .insert(session_id.to_string(), state.drained.clone());
         }
     }
 }
@@ -135,11 +164,24 @@ struct Claim {
     sessions: Arc<ChatSessions>,
     session_id: String,
     state: Arc<TurnState>,
+    ended: bool,
+}
+
+impl Claim {
+    /// Queues the turn's terminal event and frees the session (see
+    /// [`ChatSessions::release`]).
+    fn end(mut self, kind: &str, fields: Value) {
+        let (sessions, state) = (self.sessions.clone(), self.state.clone());
+        sessions.release(&self.session_id, &state, || state.finish(kind, fields));
+        self.ended = true;
+    }
 }
 
 impl Drop for Claim {
     fn drop(&mut self) {
-        self.sessions.release(&self.session_id, &self.state);
+        if !self.ended {
+            self.sessions.release(&self.session_id, &self.state, || {});
+        }
     }
 }
 
@@ -209,27 +251,31 @@ fn accept(
     };
     let session_id = parsed.session_id.clone();
     let (state, events) = TurnState::new(&session_id);
-    if !sessions.claim(&session_id, &state) {
+    let Some(previous) = sessions.claim(&session_id, &state) else {
         return (
             Err(HandlerError::new(format!(
                 "agent.chat: session {session_id} already has a turn in flight"
             ))),
             None,
         );
-    }
+    };
     let claim = Claim {
         sessions: sessions.clone(),
         session_id: session_id.clone(),
         state: state.clone(),
+        ended: false,
     };
     let ack = json!({"accepted": true, "session_id": session_id});
     let (handler, peer) = (handler.clone(), peer.clone());
     let start: AfterReply = Box::new(move || {
-        handle.spawn(turn::pump(state.clone(), peer, events));
+        handle.spawn(turn::pump(state.clone(), peer, events, previous));
         let turn = turn::ChatTurnContext::new(parsed, state.clone(), client, handle);
         let spawned = std::thread::Builder::new()
             .name("car-chat-turn".into())
-            .spawn(move || turn::run(&*handler, turn, move || drop(claim)));
+            .spawn(move || {
+                let (kind, fields) = turn::outcome(&*handler, &turn);
+                claim.end(kind, fields);
+            });
         if let Err(e) = spawned {
             // The closure (and with it the claim) is dropped: the session is free again.
             tracing::error!(session_id = %session_id, error = %e, "cannot start the chat turn's thread");

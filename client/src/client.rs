@@ -37,6 +37,7 @@ use crate::timeouts::{self, TimeoutPolicy, Wait};
 use crate::typed::{self, Naming, Projected};
 
 mod connect;
+mod host;
 
 /// How to find, authenticate to and wait for the daemon.
 #[derive(Debug, Clone)]
@@ -156,8 +157,8 @@ enum Credential {
 struct Live {
     conn: Connection,
     session: Session,
-    /// Which operator connection this is (see [`Client::connection_epoch`]); 0 for the
-    /// host-management connection.
+    /// Which connection of its credential this is: [`Client::connection_epoch`] for the
+    /// operator connection, [`Client::host_connection_epoch`] for the host one.
     epoch: u64,
 }
 
@@ -188,6 +189,8 @@ struct Inner {
     closed: AtomicBool,
     /// Operator connections opened so far (connect, auth and handshake all succeeded).
     epochs: AtomicU64,
+    /// Host-token connections opened so far (see [`Client::host_connection_epoch`]).
+    host_epochs: AtomicU64,
     /// What the agent loop registered on which connection epoch.
     agent_registered: std::sync::Mutex<AgentRegistrations>,
     /// The chat turns this client serves that are in flight (`chat`).
@@ -240,6 +243,7 @@ impl Client {
                 host: Slot::default(),
                 closed: AtomicBool::new(false),
                 epochs: AtomicU64::new(0),
+                host_epochs: AtomicU64::new(0),
                 agent_registered: Default::default(),
                 chat: Default::default(),
             }),
@@ -545,9 +549,10 @@ impl Client {
             return Ok(live);
         }
         let mut opened = self.open(credential).await?;
-        if credential == Credential::Token {
-            opened.epoch = self.inner.epochs.fetch_add(1, Ordering::SeqCst) + 1;
-        }
+        opened.epoch = match credential {
+            Credential::Token => self.inner.epochs.fetch_add(1, Ordering::SeqCst) + 1,
+            Credential::HostToken => self.inner.host_epochs.fetch_add(1, Ordering::SeqCst) + 1,
+        };
         let live = Arc::new(opened);
         slot.set(Some(live.clone()));
         // close() may have run while we were opening; it must win.

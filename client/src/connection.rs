@@ -324,6 +324,11 @@ impl Connection {
         self.shutdown.is_cancelled()
     }
 
+    /// Cancelled when the connection ends.
+    pub(crate) fn ended(&self) -> CancellationToken {
+        self.shutdown.clone()
+    }
+
     /// Ends the connection: pending calls fail with `reason`, tasks stop.
     pub(crate) fn close(&self, reason: Error) {
         self.pending.fail_all(reason);

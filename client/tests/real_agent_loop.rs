@@ -41,8 +41,9 @@ fn config() -> AgentConfig {
 
 async fn client_with_model(d: &Daemon, server: &Server) -> Client {
     let client = Client::new(ClientConfig::with_env(EnvSnapshot::with_car_home(&d.home)));
+    // Registering a remote endpoint needs the host role.
     client
-        .call(
+        .call_host_management(
             "models.register",
             json!({"id": "scripted", "base_url": format!("{}/v1", server.base_url), "model": "m"}),
         )

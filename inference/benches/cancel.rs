@@ -95,7 +95,11 @@ fn remote_run(into_stall: Duration) -> Duration {
         .insert(1, (Duration::from_secs(3600), b": still here\n\n".to_vec()));
     let server = Server::start(vec![reply]);
     let home = tempfile::tempdir().expect("temp dir");
-    std::fs::write(home.path().join("env"), "CAR_BENCH_REMOTE_KEY=sk-bench\n").expect("env");
+    std::fs::write(
+        home.path().join("env"),
+        "CAR_BENCH_REMOTE_API_KEY=sk-bench\n",
+    )
+    .expect("env");
     let mut config = EngineConfig::new(home.path());
     config.remote = RemoteConfig {
         max_retries: 0,
@@ -107,7 +111,7 @@ fn remote_run(into_stall: Duration) -> Duration {
             id: Some("remote".into()),
             base_url: Some(format!("{}/v1", server.base_url)),
             model: Some("m".into()),
-            api_key_env: Some("CAR_BENCH_REMOTE_KEY".into()),
+            api_key_env: Some("CAR_BENCH_REMOTE_API_KEY".into()),
             ..Default::default()
         })
         .expect("register");

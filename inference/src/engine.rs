@@ -7,11 +7,18 @@
 //!
 //! Every method blocks (model loads, decoding, HTTP) and is meant to run on a blocking
 //! thread; the engine is `Send + Sync` and shared behind an `Arc`.
+//!
+//! A remote endpoint's key is resolved at every request (so a rotated key applies at once):
+//! `api_key_env` through `keys` (refused unless it matches the `_API_KEY` rule, which an
+//! entry registered before the rule may not), `api_key_secret` through
+//! [`EngineConfig::secret_lookup`]. A missing key is an error naming where it was looked
+//! for, before any request is sent.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
+use car_proto::redact::Redacted;
 use serde::{Deserialize, Serialize};
 
 use crate::cache::ModelCache;
@@ -20,7 +27,7 @@ use crate::embed::BertEmbedder;
 use crate::error::{InferenceError, Result};
 use crate::generate::{CancelToken, GenerateRequest, GenerateResult, StreamControl, StreamEvent};
 use crate::identity::ModelIdentity;
-use crate::keys::resolve_api_key;
+use crate::keys::{self, resolve_api_key, KeySource};
 use crate::llama::{LlamaConfig, LlamaEngineModel};
 use crate::registry::{ModelEntry, ModelRegistry, ModelSource, RegisterRequest};
 use crate::remote::{RemoteClient, RemoteConfig, RemoteEndpoint};
@@ -30,8 +37,12 @@ pub const DEFAULT_MAX_TOKENS: u32 = 256;
 /// Default loaded-model budget: 4 GiB of estimated weights.
 pub const DEFAULT_MEMORY_BUDGET: u64 = 4 * 1024 * 1024 * 1024;
 
+/// Resolves an `api_key_secret` name (`service/key` or `key`) to its value; `None` when
+/// there is no such secret. The daemon installs one backed by its secret store.
+pub type SecretLookup = Arc<dyn Fn(&str) -> Option<Redacted<String>> + Send + Sync>;
+
 /// How the engine is set up.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct EngineConfig {
     /// Where `registry.json` lives (`CAR_HOME/models`).
     pub models_dir: PathBuf,
@@ -45,6 +56,26 @@ pub struct EngineConfig {
     pub default_max_tokens: u32,
     /// Remote retry and timeout policy.
     pub remote: RemoteConfig,
+    /// Reads the secrets named by remote endpoints' `api_key_secret`; without it such an
+    /// endpoint fails with `ApiSecretMissing`.
+    pub secret_lookup: Option<SecretLookup>,
+}
+
+impl std::fmt::Debug for EngineConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EngineConfig")
+            .field("models_dir", &self.models_dir)
+            .field("env_file", &self.env_file)
+            .field("memory_budget", &self.memory_budget)
+            .field("llama", &self.llama)
+            .field("default_max_tokens", &self.default_max_tokens)
+            .field("remote", &self.remote)
+            .field(
+                "secret_lookup",
+                &self.secret_lookup.as_ref().map(|_| "installed"),
+            )
+            .finish()
+    }
 }
 
 impl EngineConfig {
@@ -57,6 +88,7 @@ impl EngineConfig {
             llama: LlamaConfig::default(),
             default_max_tokens: DEFAULT_MAX_TOKENS,
             remote: RemoteConfig::default(),
+            secret_lookup: None,
         }
     }
 }
@@ -422,6 +454,7 @@ impl InferenceEngine {
             base_url,
             model,
             api_key_env,
+            api_key_secret,
         } = &entry.source
         else {
             return Err(InferenceError::Engine(format!(
@@ -429,22 +462,60 @@ impl InferenceEngine {
                 entry.id
             )));
         };
-        let api_key = match api_key_env {
-            Some(var) => Some(
-                resolve_api_key(var, self.config.env_file.as_deref()).ok_or_else(|| {
-                    InferenceError::ApiKeyMissing {
-                        env_var: var.clone(),
-                    }
-                })?,
+        let (api_key, key_source) = match (api_key_env, api_key_secret) {
+            (Some(_), Some(_)) => {
+                return Err(InferenceError::invalid(
+                    "api_key_secret",
+                    "give either api_key_env or api_key_secret",
+                ))
+            }
+            (Some(var), None) => (Some(self.env_key(var)?), KeySource::Env(var.clone())),
+            (None, Some(name)) => (
+                Some(self.secret_key(name)?),
+                KeySource::Secret(name.clone()),
             ),
-            None => None,
+            (None, None) => (None, KeySource::None),
         };
         Ok(RemoteEndpoint {
             base_url: base_url.clone(),
             model: model.clone(),
             api_key,
-            api_key_env: api_key_env.clone(),
+            key_source,
         })
+    }
+
+    /// The key in env var `var`, if the `_API_KEY` rule allows it (an entry registered
+    /// before the rule may name any variable: it still loads, but is refused here).
+    fn env_key(&self, var: &str) -> Result<Redacted<String>> {
+        if !keys::env_name_allowed(var) {
+            return Err(InferenceError::ApiKeyEnvRefused {
+                env_var: var.to_owned(),
+            });
+        }
+        resolve_api_key(var, self.config.env_file.as_deref()).ok_or_else(|| {
+            InferenceError::ApiKeyMissing {
+                env_var: var.to_owned(),
+            }
+        })
+    }
+
+    /// The key in secret `name`, through [`EngineConfig::secret_lookup`].
+    fn secret_key(&self, name: &str) -> Result<Redacted<String>> {
+        keys::check_secret_name(name)?;
+        let missing = |reason| InferenceError::ApiSecretMissing {
+            secret: name.to_owned(),
+            reason,
+        };
+        let lookup = self
+            .config
+            .secret_lookup
+            .as_ref()
+            .ok_or_else(|| missing("cannot be read: no secret store is configured"))?;
+        lookup(name)
+            .filter(|key| !key.expose().is_empty())
+            .ok_or_else(|| {
+                missing("is not in the secret store or may not be read (store it with secret.put)")
+            })
     }
 }
 
@@ -461,3 +532,7 @@ fn wrong_kind(entry: &ModelEntry, purpose: Use) -> InferenceError {
         operation: purpose.verb(),
     }
 }
+
+#[cfg(test)]
+#[path = "engine_tests.rs"]
+mod tests;

@@ -7,6 +7,7 @@
 use std::path::PathBuf;
 
 use crate::gguf::GgufError;
+use crate::keys::{KeySource, REDACTED};
 
 /// What the daemon should answer for an error, independent of its wording.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -101,11 +102,31 @@ pub enum InferenceError {
         /// The variable named in the registration.
         env_var: String,
     },
-    /// The provider rejected the credentials (HTTP 401/403).
-    #[error("provider rejected the api key from env var {env_var} (http {status})")]
-    Unauthorized {
-        /// The variable the key came from (never the key itself).
+    /// The registration names a secret-store entry (`api_key_secret`) that cannot be read.
+    #[error("api key missing: secret {secret} {reason}")]
+    ApiSecretMissing {
+        /// The secret's name (never its value).
+        secret: String,
+        /// Why: not in the store, or no store is configured.
+        reason: &'static str,
+    },
+    /// A registry entry from before the `api_key_env` rule names a variable the rule
+    /// refuses; the key is not sent (see `keys`).
+    #[error(
+        "api key env var {env_var} is refused: api_key_env must name a variable ending in \
+         _API_KEY (^[A-Z][A-Z0-9_]*_API_KEY$); register the model again with such a \
+         variable or with api_key_secret"
+    )]
+    ApiKeyEnvRefused {
+        /// The variable named in the old registration.
         env_var: String,
+    },
+    /// The provider rejected the credentials (HTTP 401/403). Nothing of the provider's
+    /// body is included.
+    #[error("provider rejected {credentials} (http {status})")]
+    Unauthorized {
+        /// Where the key came from, by name (never the key itself).
+        credentials: KeySource,
         /// 401 or 403.
         status: u16,
     },
@@ -159,6 +180,8 @@ impl InferenceError {
             Self::WeightsChanged { .. }
             | Self::Engine(_)
             | Self::ApiKeyMissing { .. }
+            | Self::ApiSecretMissing { .. }
+            | Self::ApiKeyEnvRefused { .. }
             | Self::Unauthorized { .. }
             | Self::ProviderStatus { .. }
             | Self::Provider(_)
@@ -174,6 +197,63 @@ impl InferenceError {
         }
     }
 
+    /// The same error with every occurrence of `secret` in its text replaced by
+    /// `[redacted]`: applied to every error a remote call returns, with its API key, so a
+    /// provider echoing the key (in a message, a tool name, a refusal) cannot leak it.
+    pub(crate) fn redact(self, secret: &str) -> Self {
+        if secret.is_empty() {
+            return self;
+        }
+        let r = |s: String| {
+            if s.contains(secret) {
+                s.replace(secret, REDACTED)
+            } else {
+                s
+            }
+        };
+        match self {
+            Self::InvalidRequest { field, reason } => Self::InvalidRequest {
+                field,
+                reason: r(reason),
+            },
+            Self::ModelNotFound { id } => Self::ModelNotFound { id: r(id) },
+            Self::InvalidModelId { id, reason } => Self::InvalidModelId { id: r(id), reason },
+            Self::InvalidEmbeddingModel { path, reason } => Self::InvalidEmbeddingModel {
+                path,
+                reason: r(reason),
+            },
+            Self::WrongModelKind {
+                id,
+                kind,
+                operation,
+            } => Self::WrongModelKind {
+                id: r(id),
+                kind,
+                operation,
+            },
+            Self::Engine(m) => Self::Engine(r(m)),
+            Self::ContentRefused { reason } => Self::ContentRefused { reason: r(reason) },
+            Self::ProviderStatus { status, message } => Self::ProviderStatus {
+                status,
+                message: r(message),
+            },
+            Self::Provider(m) => Self::Provider(r(m)),
+            Self::CorruptRegistry { path, reason } => Self::CorruptRegistry {
+                path,
+                reason: r(reason),
+            },
+            // Names and paths from the registry, not provider text.
+            other @ (Self::WeightsMissing { .. }
+            | Self::WeightsChanged { .. }
+            | Self::InvalidGguf { .. }
+            | Self::ApiKeyMissing { .. }
+            | Self::ApiSecretMissing { .. }
+            | Self::ApiKeyEnvRefused { .. }
+            | Self::Unauthorized { .. }
+            | Self::Io { .. }) => other,
+        }
+    }
+
     pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         Self::Io {
             path: path.into(),
@@ -184,3 +264,31 @@ impl InferenceError {
 
 /// The crate's result alias.
 pub type Result<T, E = InferenceError> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redact_replaces_the_secret_in_every_text_field() {
+        let s = "sk-42";
+        let errors = [
+            InferenceError::invalid("tools", format!("bad {s}")),
+            InferenceError::ModelNotFound { id: s.into() },
+            InferenceError::Engine(format!("{s} {s}")),
+            InferenceError::ContentRefused { reason: s.into() },
+            InferenceError::ProviderStatus {
+                status: 400,
+                message: s.into(),
+            },
+            InferenceError::Provider(format!("x{s}y")),
+        ];
+        for e in errors {
+            let e = e.redact(s);
+            let shown = format!("{e} {e:?}");
+            assert!(!shown.contains(s) && shown.contains(REDACTED), "{shown}");
+        }
+        let e = InferenceError::Provider("keep".into()).redact("");
+        assert_eq!(e.to_string(), "provider error: keep");
+    }
+}

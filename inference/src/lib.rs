@@ -29,6 +29,7 @@ mod llama_classify;
 mod llama_tools;
 mod openai;
 pub mod prefix_cache;
+mod provider_error;
 pub mod registry;
 pub mod remote;
 mod remote_read;
@@ -37,13 +38,14 @@ mod tool_formats;
 pub mod tools;
 
 pub use classify::LabelScore;
-pub use engine::{ClassifyResult, EmbedResult, EngineConfig, InferenceEngine};
+pub use engine::{ClassifyResult, EmbedResult, EngineConfig, InferenceEngine, SecretLookup};
 pub use error::{ErrorKind, InferenceError, Result};
 pub use generate::{
     CancelToken, GenerateRequest, GenerateResult, Message, StopReason, StreamControl, StreamEvent,
     Usage,
 };
 pub use identity::ModelIdentity;
+pub use keys::KeySource;
 pub use llama::LlamaConfig;
 pub use prefix_cache::CacheHint;
 pub use registry::{ModelEntry, ModelRegistry, ModelSource, RegisterRequest};

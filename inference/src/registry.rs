@@ -3,12 +3,16 @@
 //! Owns: model ids, what each id points at (a GGUF file, an embedding model directory, or a
 //! remote OpenAI-compatible endpoint), the identity computed at registration, and atomic
 //! persistence. Must not touch: loaded models (the engines and their caches) or API keys
-//! (only the *name* of the env var is stored).
+//! (only the *name* of the key is stored: an env var or a secret-store entry).
 //!
 //! Registration validates before it records: a GGUF file must pass the header validator, an
 //! embedding directory must hold `model.safetensors`, `tokenizer.json` and `config.json`,
-//! and the weights are hashed (streamed) so the identity is fixed from then on. Writes go to
-//! a temp file in the same directory, are synced, then renamed over `registry.json`.
+//! and the weights are hashed (streamed) so the identity is fixed from then on. A remote
+//! endpoint names its key by at most one of `api_key_env` (which must match
+//! `^[A-Z][A-Z0-9_]*_API_KEY$`) and `api_key_secret` (`service/key` or `key`); see `keys`
+//! for the rules and why. Loading checks none of this: an entry written before these rules
+//! still loads, and its endpoint refuses the key at request time instead. Writes go to a
+//! temp file in the same directory, are synced, then renamed over `registry.json`.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -21,6 +25,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{InferenceError, Result};
 use crate::gguf;
 use crate::identity::{hash_file, ModelIdentity};
+use crate::keys;
 
 /// File name of the registry inside `models_dir`.
 pub const REGISTRY_FILE: &str = "registry.json";
@@ -58,6 +63,9 @@ pub enum ModelSource {
         model: String,
         /// Name of the env var (or `CAR_HOME/env` line) holding the API key.
         api_key_env: Option<String>,
+        /// Name of the secret-store entry holding the API key (`service/key` or `key`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        api_key_secret: Option<String>,
     },
 }
 
@@ -121,9 +129,13 @@ pub struct RegisterRequest {
     /// Remote model name.
     #[serde(default)]
     pub model: Option<String>,
-    /// Env var that holds the remote API key.
+    /// Env var that holds the remote API key; must match `^[A-Z][A-Z0-9_]*_API_KEY$`.
     #[serde(default)]
     pub api_key_env: Option<String>,
+    /// Secret-store entry (`service/key` or `key`) that holds the remote API key, instead
+    /// of `api_key_env`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key_secret: Option<String>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -385,16 +397,16 @@ fn remote_entry(request: &RegisterRequest, base_url: &str) -> Result<ModelEntry>
             ))
         }
     };
-    if let Some(var) = &request.api_key_env {
-        let valid = !var.is_empty()
-            && !var.starts_with(|c: char| c.is_ascii_digit())
-            && var.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-        if !valid {
+    match (&request.api_key_env, &request.api_key_secret) {
+        (Some(_), Some(_)) => {
             return Err(InferenceError::invalid(
-                "api_key_env",
-                format!("{var:?} is not an environment variable name"),
-            ));
+                "api_key_secret",
+                "give either api_key_env or api_key_secret",
+            ))
         }
+        (Some(var), None) => keys::check_env_name(var)?,
+        (None, Some(name)) => keys::check_secret_name(name)?,
+        (None, None) => {}
     }
     let id = pick_id(request.id.as_deref(), &model)?;
     Ok(ModelEntry {
@@ -403,6 +415,7 @@ fn remote_entry(request: &RegisterRequest, base_url: &str) -> Result<ModelEntry>
             base_url: base,
             model,
             api_key_env: request.api_key_env.clone(),
+            api_key_secret: request.api_key_secret.clone(),
         },
     })
 }

@@ -141,27 +141,40 @@ fn registers_remote_endpoints() {
             base_url: "http://127.0.0.1:9".into(),
             model: "gpt-4o-mini".into(),
             api_key_env: Some("OPENAI_API_KEY".into()),
+            api_key_secret: None,
         }
     );
     assert_eq!(entry.identity().sha256, None);
     let json = serde_json::to_value(&entry).unwrap();
     assert_eq!(json["kind"], "remote");
 
-    for (base, model, env) in [
-        ("ftp://x", Some("m"), None),
-        ("http://x", None, None),
-        ("http://x", Some("m"), Some("BAD-NAME")),
+    for (base, model, env, secret) in [
+        ("ftp://x", Some("m"), None, None),
+        ("http://x", None, None, None),
+        ("http://x", Some("m"), Some("BAD-NAME"), None),
+        ("http://x", Some("m"), Some("HOME"), None),
+        ("http://x", Some("m"), Some("CAR_AUTH_TOKEN"), None),
+        ("http://x", Some("m"), Some("aws_secret"), None),
+        (
+            "http://x",
+            Some("m"),
+            Some("OPENAI_API_KEY"),
+            Some("openai"),
+        ),
+        ("http://x", Some("m"), None, Some("")),
     ] {
         let err = reg
             .register(&RegisterRequest {
                 base_url: Some(base.into()),
                 model: model.map(Into::into),
                 api_key_env: env.map(Into::into),
+                api_key_secret: secret.map(Into::into),
                 ..Default::default()
             })
             .unwrap_err();
         assert_eq!(err.kind(), ErrorKind::InvalidParams, "{base} {model:?}");
     }
+    assert_eq!(reg.list().len(), 1);
     let err = reg.register(&RegisterRequest::default()).unwrap_err();
     assert_eq!(
         err.to_string(),
@@ -177,4 +190,44 @@ fn corrupt_registry_file_is_reported() {
     fs::write(models.join(REGISTRY_FILE), b"{not json").unwrap();
     let err = ModelRegistry::open(&models).unwrap_err();
     assert!(matches!(err, InferenceError::CorruptRegistry { .. }));
+}
+
+#[test]
+fn registry_files_from_before_api_key_secret_still_load() {
+    let home = tempfile::tempdir().unwrap();
+    let models = home.path().join("models");
+    fs::create_dir_all(&models).unwrap();
+    // Written by an older build: no api_key_secret field, and an env var the current rule
+    // would refuse at registration (the engine refuses to send it; see engine_tests).
+    let old = r#"{"version": 1, "models": [
+        {"id": "old", "kind": "remote", "base_url": "http://127.0.0.1:9", "model": "m",
+         "api_key_env": "MY_KEY"}
+    ]}"#;
+    fs::write(models.join(REGISTRY_FILE), old).unwrap();
+    let reg = ModelRegistry::open(&models).unwrap();
+    let entry = reg.get("old").unwrap();
+    assert_eq!(
+        entry.source,
+        ModelSource::Remote {
+            base_url: "http://127.0.0.1:9".into(),
+            model: "m".into(),
+            api_key_env: Some("MY_KEY".into()),
+            api_key_secret: None,
+        }
+    );
+    // Rewriting the file (any registration) keeps the old entry as it was.
+    reg.register(&RegisterRequest {
+        id: Some("new".into()),
+        base_url: Some("http://127.0.0.1:9".into()),
+        model: Some("m".into()),
+        api_key_secret: Some("svc/key".into()),
+        ..Default::default()
+    })
+    .unwrap();
+    let text = fs::read_to_string(models.join(REGISTRY_FILE)).unwrap();
+    let json: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(json["models"][1]["id"], "old");
+    assert!(json["models"][1].get("api_key_secret").is_none(), "{text}");
+    assert_eq!(json["models"][0]["api_key_secret"], "svc/key");
+    assert_eq!(ModelRegistry::open(&models).unwrap().list().len(), 2);
 }

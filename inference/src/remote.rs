@@ -3,8 +3,15 @@
 //!
 //! Owns: request bodies, bounded retries, and mapping provider error answers to
 //! `InferenceError` (reading successful answers is `remote_read`'s). Must not touch: the
-//! registry, API key storage (it receives the key and the *name* of its env var, and only
-//! the name ever appears in errors or logs), or local engines.
+//! registry, API key storage or the rules on which key may be used (`keys`; it receives
+//! the key, inside `Redacted`, and the key's *name*, and only the name ever appears in
+//! errors or logs), or local engines.
+//!
+//! Provider text in errors: a provider's error body is never passed on whole. Only a short
+//! sanitized reason is (its JSON `error.message`, at most 200 characters; a non-JSON body
+//! only by its size; see `provider_error`), a 401/403 carries nothing of the body, and
+//! every error a call returns has the API key replaced by `[redacted]`, wherever the
+//! provider echoed it.
 //!
 //! Retries: HTTP 429 and 5xx, and transport failures (connection refused, reset, timeout),
 //! are retried up to `RemoteConfig::max_retries` times. The delay is the response's
@@ -18,7 +25,8 @@
 //! - an error body (any status, or a streamed `{"error": …}` event) has `error.code` or
 //!   `error.type` equal to `content_filter`, `content_policy_violation` or
 //!   `moderation_blocked`, or `error.innererror.code` equal to
-//!   `ResponsibleAIPolicyViolation` (Azure OpenAI).
+//!   `ResponsibleAIPolicyViolation` (Azure OpenAI); the reason is its sanitized
+//!   `error.message`.
 //!
 //! Cancellation: checked between retries (in 50 ms steps while backing off) and every
 //! 50 ms while a stream is open, so a stalled provider cannot hold a cancelled call.
@@ -36,8 +44,10 @@
 //! from a whole message or assembled from streamed fragments (`remote_read`). Response
 //! reading lives in `remote_read`.
 
+use std::io::Read;
 use std::time::{Duration, Instant};
 
+use car_proto::redact::Redacted;
 use serde_json::{json, Value};
 use ureq::http::Response;
 use ureq::Body;
@@ -46,8 +56,10 @@ use crate::error::{InferenceError, Result};
 use crate::generate::{
     CancelToken, GenerateRequest, StreamControl, StreamEvent, TextAssembler, Usage,
 };
+use crate::keys::KeySource;
 use crate::llama::Generated;
 use crate::openai;
+use crate::provider_error::{check_error_object, ErrorBody};
 use crate::remote_read::{answers_json, cancelled, read_stream, read_whole, report_calls};
 
 /// Most stop sequences forwarded to a provider (OpenAI's limit); all of them are also
@@ -57,11 +69,6 @@ const PROVIDER_STOP_LIMIT: usize = 4;
 const MAX_BODY: u64 = 16 * 1024 * 1024;
 /// Largest error body read (only a message is wanted from it).
 const MAX_ERROR_BODY: u64 = 64 * 1024;
-const REFUSAL_CODES: [&str; 3] = [
-    "content_filter",
-    "content_policy_violation",
-    "moderation_blocked",
-];
 
 /// Retry and timeout policy.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -93,27 +100,23 @@ impl Default for RemoteConfig {
     }
 }
 
-/// Where to send a request and with which credentials.
-#[derive(Clone)]
+/// Where to send a request and with which credentials. `Debug` shows the key as
+/// `[redacted]`.
+#[derive(Debug, Clone)]
 pub struct RemoteEndpoint {
     /// Base URL without `/v1`.
     pub base_url: String,
     /// Provider model name.
     pub model: String,
     /// The key, if one is configured.
-    pub api_key: Option<String>,
-    /// Name of the env var the key came from, for error messages.
-    pub api_key_env: Option<String>,
+    pub api_key: Option<Redacted<String>>,
+    /// Where the key came from, by name, for error messages.
+    pub key_source: KeySource,
 }
 
-impl std::fmt::Debug for RemoteEndpoint {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // The key is deliberately left out.
-        f.debug_struct("RemoteEndpoint")
-            .field("base_url", &self.base_url)
-            .field("model", &self.model)
-            .field("api_key_env", &self.api_key_env)
-            .finish()
+impl RemoteEndpoint {
+    fn key(&self) -> Option<&str> {
+        self.api_key.as_ref().map(|k| k.expose().as_str())
     }
 }
 
@@ -150,6 +153,20 @@ impl RemoteClient {
         started: Instant,
         on_event: Option<&mut dyn FnMut(StreamEvent<'_>) -> StreamControl>,
     ) -> Result<Generated> {
+        self.chat_unredacted(endpoint, request, max_tokens, cancel, started, on_event)
+            .map_err(|e| redact(e, endpoint))
+    }
+
+    fn chat_unredacted(
+        &self,
+        endpoint: &RemoteEndpoint,
+        request: &GenerateRequest,
+        max_tokens: u32,
+        cancel: &CancelToken,
+        started: Instant,
+        on_event: Option<&mut dyn FnMut(StreamEvent<'_>) -> StreamControl>,
+    ) -> Result<Generated> {
+        let key = endpoint.key();
         let body = chat_body(endpoint, request, max_tokens, on_event.is_some())?;
         let url = format!("{}/v1/chat/completions", endpoint.base_url);
         let Some(response) = self.post(endpoint, &url, &body, cancel)? else {
@@ -158,23 +175,32 @@ impl RemoteClient {
         let mut assembler = TextAssembler::new(&request.stop);
         match on_event {
             Some(cb) if !answers_json(&response) => {
-                read_stream(response, &mut assembler, cancel, started, cb)
+                read_stream(response, &mut assembler, cancel, started, key, cb)
             }
             // Some OpenAI-compatible servers ignore `stream: true` and answer in one JSON
             // body: take it whole and deliver its text as a single piece, then its calls.
             Some(cb) => {
-                let out = read_whole(response, &mut assembler, started)?;
+                let out = read_whole(response, &mut assembler, started, key)?;
                 if !out.text.is_empty() {
                     let _ = cb(StreamEvent::Text(&out.text));
                 }
                 Ok(report_calls(out, cb))
             }
-            None => read_whole(response, &mut assembler, started),
+            None => read_whole(response, &mut assembler, started, key),
         }
     }
 
     /// Embeddings via `/v1/embeddings`, in input order.
     pub fn embed(&self, endpoint: &RemoteEndpoint, texts: &[String]) -> Result<Vec<Vec<f32>>> {
+        self.embed_unredacted(endpoint, texts)
+            .map_err(|e| redact(e, endpoint))
+    }
+
+    fn embed_unredacted(
+        &self,
+        endpoint: &RemoteEndpoint,
+        texts: &[String],
+    ) -> Result<Vec<Vec<f32>>> {
         if texts.is_empty() {
             return Err(InferenceError::invalid("texts", "must not be empty"));
         }
@@ -184,7 +210,7 @@ impl RemoteClient {
             .post(endpoint, &url, &body, &CancelToken::new())?
             .ok_or_else(|| InferenceError::Provider("embedding request cancelled".into()))?;
         let value = read_json(response)?;
-        check_error_object(&value)?;
+        check_error_object(&value, endpoint.key())?;
         let data = value["data"]
             .as_array()
             .ok_or_else(|| malformed("embeddings response has no data array"))?;
@@ -230,7 +256,7 @@ impl RemoteClient {
                 .post(url)
                 .header("content-type", "application/json")
                 .header("accept", "application/json, text/event-stream");
-            if let Some(key) = &endpoint.api_key {
+            if let Some(key) = endpoint.key() {
                 req = req.header("authorization", format!("Bearer {key}"));
             }
             let retry_after = match req.send(payload.as_str()) {
@@ -251,22 +277,19 @@ impl RemoteClient {
                         return Ok(Some(resp));
                     }
                     let retry_after = parse_retry_after(&resp);
-                    let text = read_error_body(resp);
-                    if let Some(reason) = refusal_in_error_text(&text) {
+                    let body = read_error_body(resp);
+                    if let Some(reason) = body.refusal(endpoint.key()) {
                         return Err(InferenceError::ContentRefused { reason });
                     }
                     if status == 401 || status == 403 {
                         return Err(InferenceError::Unauthorized {
-                            env_var: endpoint
-                                .api_key_env
-                                .clone()
-                                .unwrap_or_else(|| "(none registered)".into()),
+                            credentials: endpoint.key_source.clone(),
                             status,
                         });
                     }
                     let retryable = status == 429 || status >= 500;
                     if !retryable || attempt >= self.config.max_retries {
-                        let message = error_message(&text);
+                        let message = body.reason(endpoint.key());
                         return Err(InferenceError::ProviderStatus {
                             status,
                             message: if retryable {
@@ -354,13 +377,22 @@ fn parse_retry_after(resp: &Response<Body>) -> Option<Duration> {
     v.parse::<u64>().ok().map(Duration::from_secs)
 }
 
-fn read_error_body(resp: Response<Body>) -> String {
-    resp.into_body()
-        .into_with_config()
-        .limit(MAX_ERROR_BODY)
-        .lossy_utf8(true)
-        .read_to_string()
-        .unwrap_or_default()
+/// Up to `MAX_ERROR_BODY` bytes of an error body (what arrived, if reading fails).
+fn read_error_body(resp: Response<Body>) -> ErrorBody {
+    let mut bytes = Vec::new();
+    let mut reader = resp.into_body().into_reader().take(MAX_ERROR_BODY + 1);
+    let _ = reader.read_to_end(&mut bytes);
+    let cut = bytes.len() as u64 > MAX_ERROR_BODY;
+    bytes.truncate(MAX_ERROR_BODY as usize);
+    ErrorBody::new(&bytes, cut)
+}
+
+/// `e` with the endpoint's key, wherever provider text put it, replaced by `[redacted]`.
+fn redact(e: InferenceError, endpoint: &RemoteEndpoint) -> InferenceError {
+    match endpoint.key() {
+        Some(key) => e.redact(key),
+        None => e,
+    }
 }
 
 pub(crate) fn read_json(resp: Response<Body>) -> Result<Value> {
@@ -371,48 +403,4 @@ pub(crate) fn read_json(resp: Response<Body>) -> Result<Value> {
         .read_to_string()
         .map_err(|e| InferenceError::Provider(format!("reading response failed: {e}")))?;
     serde_json::from_str(&text).map_err(|e| malformed(&format!("invalid json: {e}")))
-}
-
-/// The provider's error message, shortened; the raw text when it is not JSON.
-fn error_message(text: &str) -> String {
-    let msg = serde_json::from_str::<Value>(text)
-        .ok()
-        .and_then(|v| v["error"]["message"].as_str().map(str::to_owned))
-        .unwrap_or_else(|| text.trim().to_owned());
-    let mut msg: String = msg.chars().take(500).collect();
-    if msg.is_empty() {
-        msg = "empty response body".into();
-    }
-    msg
-}
-
-fn refusal_in_error_text(text: &str) -> Option<String> {
-    serde_json::from_str::<Value>(text)
-        .ok()
-        .and_then(|v| refusal_in_error(&v))
-}
-
-/// Detects a refusal in an `{"error": {...}}` object (see the module docs).
-fn refusal_in_error(value: &Value) -> Option<String> {
-    let err = value.get("error")?;
-    let is_refusal = |v: &Value| v.as_str().is_some_and(|s| REFUSAL_CODES.contains(&s));
-    if is_refusal(&err["code"])
-        || is_refusal(&err["type"])
-        || err["innererror"]["code"].as_str() == Some("ResponsibleAIPolicyViolation")
-    {
-        let msg = err["message"].as_str().unwrap_or("provider content filter");
-        return Some(msg.chars().take(500).collect());
-    }
-    None
-}
-
-/// Turns a 2xx body's `error` object into an error.
-pub(crate) fn check_error_object(value: &Value) -> Result<()> {
-    if let Some(reason) = refusal_in_error(value) {
-        return Err(InferenceError::ContentRefused { reason });
-    }
-    if value.get("error").is_some_and(|e| !e.is_null()) {
-        return Err(InferenceError::Provider(error_message(&value.to_string())));
-    }
-    Ok(())
 }

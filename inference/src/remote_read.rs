@@ -2,7 +2,9 @@
 //!
 //! Owns: finish-reason mapping, usage, refusal checks on choices, local stop-sequence
 //! enforcement, tool-call assembly (through `openai`) and delivering stream events. Must
-//! not touch: request bodies, retries or HTTP errors (see `remote`).
+//! not touch: request bodies, retries or HTTP errors (see `remote`), or what of an
+//! `{"error": …}` object reaches an error (see `provider_error`; `key` is the API key to
+//! keep out of it).
 //!
 //! Tool calls: a result carries the provider's calls with `StopReason::ToolUse` (when the
 //! finish reason is `tool_calls`, or any call was produced). When a stop sequence ends the
@@ -23,7 +25,8 @@ use crate::error::{InferenceError, Result};
 use crate::generate::{StopReason, StreamControl, StreamEvent, TextAssembler, Usage};
 use crate::llama::Generated;
 use crate::openai::{message_tool_calls, StreamedToolCalls};
-use crate::remote::{check_error_object, malformed, read_json};
+use crate::provider_error::check_error_object;
+use crate::remote::{malformed, read_json};
 use crate::sse::EventReader;
 use crate::CancelToken;
 
@@ -84,9 +87,10 @@ pub(crate) fn read_whole(
     response: Response<Body>,
     assembler: &mut TextAssembler,
     started: Instant,
+    key: Option<&str>,
 ) -> Result<Generated> {
     let value = read_json(response)?;
-    check_error_object(&value)?;
+    check_error_object(&value, key)?;
     let choice = &value["choices"][0];
     if choice.is_null() {
         return Err(malformed("no choices"));
@@ -154,6 +158,7 @@ pub(crate) fn read_stream(
     assembler: &mut TextAssembler,
     cancel: &CancelToken,
     started: Instant,
+    key: Option<&str>,
     on_event: &mut dyn FnMut(StreamEvent<'_>) -> StreamControl,
 ) -> Result<Generated> {
     // The body is read on a helper thread so a stalled provider cannot delay a cancel: this
@@ -203,7 +208,7 @@ pub(crate) fn read_stream(
         }
         let value: Value = serde_json::from_str(&data)
             .map_err(|e| malformed(&format!("stream chunk is not json: {e}")))?;
-        check_error_object(&value)?;
+        check_error_object(&value, key)?;
         if let Some(u) = usage_of(&value) {
             usage = Some(u);
         }

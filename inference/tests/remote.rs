@@ -12,7 +12,7 @@ use car_inference::{
 use car_test_harness::http_script::{Reply, Server};
 use serde_json::{json, Value};
 
-const KEY_VAR: &str = "CAR_TEST_REMOTE_KEY";
+const KEY_VAR: &str = "CAR_TEST_REMOTE_API_KEY";
 const KEY: &str = "sk-test-secret-123";
 
 /// An engine with the remote model registered as `remote` and its key in `CAR_HOME/env`.
@@ -383,7 +383,7 @@ fn a_missing_key_fails_before_any_request() {
             id: Some("remote".into()),
             base_url: Some(server.base_url.clone()),
             model: Some("m".into()),
-            api_key_env: Some("CAR_TEST_KEY_THAT_IS_NEVER_SET".into()),
+            api_key_env: Some("CAR_TEST_NEVER_SET_API_KEY".into()),
             ..Default::default()
         })
         .unwrap();
@@ -393,7 +393,7 @@ fn a_missing_key_fails_before_any_request() {
     assert!(matches!(err, InferenceError::ApiKeyMissing { .. }));
     assert_eq!(
         err.to_string(),
-        "api key missing: set env var CAR_TEST_KEY_THAT_IS_NEVER_SET (or add it to CAR_HOME/env)"
+        "api key missing: set env var CAR_TEST_NEVER_SET_API_KEY (or add it to CAR_HOME/env)"
     );
     assert!(server.requests().is_empty());
 }

@@ -30,10 +30,11 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
 
 REPO = Path(__file__).resolve().parents[2]
 LOG_TAIL_BYTES = 12_000
@@ -117,10 +118,12 @@ class WireTap:
 
 
 class Daemon:
-    """One `car-server` process over one `CAR_HOME`; can be restarted on the same home."""
+    """One `car-server` process over one `CAR_HOME`; can be restarted on the same home.
+    `extra_args` go on its command line (e.g. `--no-approvals`)."""
 
-    def __init__(self, home: Path) -> None:
+    def __init__(self, home: Path, extra_args: Sequence[str] = ()) -> None:
         self.home = home
+        self.extra_args = list(extra_args)
         self.proc: Optional[subprocess.Popen[bytes]] = None
         self.ready: Dict[str, Any] = {}
         self.tap: Optional[WireTap] = None
@@ -158,7 +161,7 @@ class Daemon:
         self.ready_file.unlink(missing_ok=True)
         env = {k: v for k, v in os.environ.items() if not k.startswith("CAR_")}
         env["CAR_HOME"] = str(self.home)
-        args = [str(car_server_binary()), "--port", "0", "--ready-file", str(self.ready_file)]
+        args = [str(car_server_binary()), "--port", "0", "--ready-file", str(self.ready_file), *self.extra_args]
         with open(self.log_file, "ab") as log:
             log.write(f"---- start: {' '.join(args)}\n".encode())
             log.flush()
@@ -222,9 +225,9 @@ def client_env(daemon: Daemon, **extra: str) -> Iterator[None]:
         os.environ.update(saved)
 
 
-def start_daemon(home: Path) -> Daemon:
+def start_daemon(home: Path, *extra_args: str) -> Daemon:
     home.mkdir(parents=True, exist_ok=True)
-    return Daemon(home).start()
+    return Daemon(home, extra_args).start()
 
 
 # --- helpers shared by the test modules -------------------------------------------------
@@ -245,6 +248,82 @@ def proposal(*actions: Dict[str, Any], **extra: Any) -> str:
 def by_name(rows: List[Dict[str, Any]]) -> Dict[str, Dict[str, Any]]:
     return {r["name"]: r for r in rows}
 
+
+def wait_until(check: Callable[[], Any], what: str, timeout: float = 15.0) -> Any:
+    """Polls `check` until it returns something truthy (and returns that), failing after
+    `timeout` seconds. For state another process changes (an agent attaching, a session's
+    agents going away); never a fixed sleep."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.02)
+
+
+class Inbox:
+    """Collects the notifications CAR's client hands to a
+    `register_daemon_notification_handler` callback (called on a CAR-owned thread)."""
+
+    def __init__(self) -> None:
+        self.items: List[Dict[str, Any]] = []
+        self._changed = threading.Condition()
+
+    def __call__(self, params_json: str) -> None:
+        with self._changed:
+            self.items.append(json.loads(params_json))
+            self._changed.notify_all()
+
+    def wait_for(self, check: Callable[[List[Dict[str, Any]]], Any], what: str, timeout: float = 15.0) -> Any:
+        """Waits (bounded) until `check(items)` is truthy and returns its value."""
+        with self._changed:
+            value = self._changed.wait_for(lambda: check(list(self.items)), timeout=timeout)
+            if not value:
+                raise AssertionError(f"timed out after {timeout}s waiting for {what}; got {self.items}")
+            return value
+
+    def snapshot(self) -> List[Dict[str, Any]]:
+        with self._changed:
+            return list(self.items)
+
+
+class RawHost:
+    """A host-management WebSocket session of our own (`session.auth {host_token}` +
+    `server.handshake`), for what CAR's client cannot send as a host: its
+    `daemon_call_host_management` refuses every method outside its allowlist (including
+    `host.*`), and its `HostClient` has no `host.*` members. Use as `with RawHost(d) as h:`."""
+
+    def __init__(self, daemon: "Daemon") -> None:
+        from websockets.sync.client import connect
+
+        self._connection = connect(daemon.client_url, max_size=None)  # through the wire relay when on
+        self.ws = self._connection.__enter__()
+        self.next_id = 0
+        self.notifications: List[Dict[str, Any]] = []
+        token = daemon.host_token_file.read_text().strip()
+        assert self.call("session.auth", {"host_token": token})["result"]["ok"] is True
+        handshake = {"client_version": "interop", "protocol_version": 3, "required_capabilities": []}
+        assert "result" in self.call("server.handshake", handshake)
+
+    def call(self, method: str, params: Any) -> Dict[str, Any]:
+        """The whole response (`result` or `error`); notifications on the way are kept."""
+        self.next_id += 1
+        want = self.next_id
+        self.ws.send(json.dumps({"jsonrpc": "2.0", "id": want, "method": method, "params": params}))
+        while True:
+            msg = json.loads(self.ws.recv(timeout=30))
+            if msg.get("id") == want:
+                return msg
+            if "method" in msg:
+                self.notifications.append(msg)
+
+    def __enter__(self) -> "RawHost":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._connection.__exit__(*exc)
 
 # --- the relay process (`python conftest.py relay <ready.json> <frames.jsonl> <relay.json>`) ---
 
@@ -314,15 +393,31 @@ import pytest  # noqa: E402  (the relay process above needs neither pytest nor c
 import car_runtime  # noqa: E402
 
 
-@pytest.fixture
-def daemon(tmp_path: Path) -> Iterator[Daemon]:
-    """A fresh daemon on its own CAR_HOME; the test's environment points CAR's client at it."""
-    d = start_daemon(tmp_path / "car-home")
+@contextmanager
+def running_daemon(home: Path, *extra_args: str) -> Iterator[Daemon]:
+    """A fresh daemon on `home`, with the environment pointing CAR's client at it."""
+    d = start_daemon(home, *extra_args)
     try:
         with client_env(d):
             yield d
     finally:
         d.stop()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "daemon_args(*args): extra car-server arguments for the test's `daemon` (e.g. --no-approvals)"
+    )
+
+
+@pytest.fixture
+def daemon(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Daemon]:
+    """A fresh daemon on its own CAR_HOME; the test's environment points CAR's client at it.
+    `@pytest.mark.daemon_args("--no-approvals")` adds command-line arguments."""
+    marker = request.node.get_closest_marker("daemon_args")
+    extra = [str(a) for a in marker.args] if marker else []
+    with running_daemon(tmp_path / "car-home", *extra) as d:
+        yield d
 
 
 @pytest.fixture

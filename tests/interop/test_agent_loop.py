@@ -44,11 +44,21 @@ def host_call(daemon: Daemon, method: str, params: Dict[str, Any]) -> Any:
                 return msg["result"]
 
 
+def register_scripted(daemon: Daemon, scripted: ScriptedModel) -> None:
+    """Registers the scripted provider as model `scripted`. A remote endpoint is registered
+    by a host session (the daemon sends a remote model's key to its URL, so only the host
+    chooses one); CAR's client has no host path for `models.register`, so the user's host
+    does it, as CarHost would, before CAR's agent loop runs."""
+    reply = host_call(daemon, "models.register", {"schema": {
+        "id": "scripted", "name": "scripted", "provider": "openai",
+        "source": {"type": "remote_api", "endpoint": scripted.url}}})
+    assert reply["registered"] is True, reply
+
+
 def test_run_agent_completes_a_two_tool_task(
     daemon: Daemon, rt: car_runtime.CarRuntime, scripted: ScriptedModel
 ) -> None:
-    rt.register_model(json.dumps({"id": "scripted", "name": "scripted", "provider": "openai",
-                                  "source": {"type": "remote_api", "endpoint": scripted.url}}))
+    register_scripted(daemon, scripted)
     calls: List[Dict[str, Any]] = []
 
     def add(params: Dict[str, Any]) -> Dict[str, Any]:
@@ -100,14 +110,13 @@ def test_run_chat_turn_answers_a_conversation(daemon: Daemon, rt: car_runtime.Ca
     the tool runs, and the model's text reply after its result is the answer."""
     scripted = ScriptedModel(answer_as_text=True)
     try:
-        _chat_turn(rt, scripted)
+        _chat_turn(daemon, rt, scripted)
     finally:
         scripted.close()
 
 
-def _chat_turn(rt: car_runtime.CarRuntime, scripted: ScriptedModel) -> None:
-    rt.register_model(json.dumps({"id": "scripted", "name": "scripted", "provider": "openai",
-                                  "source": {"type": "remote_api", "endpoint": scripted.url}}))
+def _chat_turn(daemon: Daemon, rt: car_runtime.CarRuntime, scripted: ScriptedModel) -> None:
+    register_scripted(daemon, scripted)
     schemas = [{"name": "add", "description": "add two numbers", "parameters": {
         "type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "number"}},
         "required": ["a", "b"]}}]

@@ -23,7 +23,26 @@ SERVED_ROLES = {
     "events.count": "operator",
     "events.query": "operator",
     "events.stats": "operator",
+    "agents.chat": "agent",
+    "agents.chat.approve": "operator",
+    "agents.chat.cancel": "operator",
+    "agents.list": "operator",
+    "agents.remove": "host",
+    "agents.upsert": "host",
+    "diagnostics.secret_store_activity": "host",
+    "host.agents": "operator",
+    "host.approvals": "operator",
+    "host.devices": "operator",
+    "host.events": "operator",
+    "host.notify": "operator",
+    "host.register_agent": "operator",
+    "host.register_device": "operator",
+    "host.request_approval": "agent",
+    "host.resolve_approval": "agent",
+    "host.set_status": "operator",
     "host.subscribe": "operator",
+    "host.unregister_agent": "operator",
+    "host.update_device": "operator",
     "infer": "agent",
     "infer.cancel": "operator",
     "infer.deadline": "operator",
@@ -48,6 +67,12 @@ SERVED_ROLES = {
     "runs.list": "owner",
     "runs.start": "agent",
     "runs.subscribe": "owner",
+    "secret.available": "operator",
+    "secret.delete": "operator",
+    "secret.get": "agent",
+    "secret.list": "operator",
+    "secret.put": "operator",
+    "secret.status": "operator",
     "server.schema": "operator",
     "session.auth": "agent",
     "session.clear_halt": "host",
@@ -221,12 +246,13 @@ def test_session_init(rt: car_runtime.CarRuntime) -> None:
 
 
 def test_host_subscribe(rt: car_runtime.CarRuntime) -> None:
-    # A deliberate, documented difference until the host surface exists (agents, devices,
-    # approvals, events): CAR answers a snapshot of those lists; this daemon has no host
-    # registry yet, so it answers only `{subscribed: true}` rather than a snapshot of a
-    # stream nothing publishes (docs/protocol-choices.md, "Shapes changed to CAR's").
+    # websocket-protocol-v0.48.md `host.subscribe`: `{subscribed, agents, devices, approvals,
+    # events, identity?}`, the current snapshot (test_host.py covers the stream after it).
     snapshot = json.loads(rt.host_subscribe("{}"))
-    assert snapshot == {"subscribed": True}
+    assert snapshot["subscribed"] is True
+    for key in ("agents", "devices", "approvals", "events"):
+        assert snapshot[key] == [], key  # a fresh daemon
+    assert set(snapshot["identity"]) >= {"version", "pid", "manifest_path", "manifest_role"}
 
 
 def test_connection_epoch_is_stable_until_close(rt: car_runtime.CarRuntime) -> None:

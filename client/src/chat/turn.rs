@@ -56,6 +56,9 @@ pub(crate) struct TurnState {
     approvals: Mutex<Approvals>,
     /// `None` once the terminal event was queued.
     events: Mutex<Option<mpsc::UnboundedSender<Value>>>,
+    /// Cancelled when this turn's pump has sent (or given up sending) its last event: the
+    /// session's next turn sends nothing before.
+    pub(crate) drained: CancellationToken,
 }
 
 /// Why a turn stops early.
@@ -76,6 +79,7 @@ impl TurnState {
             cancel_requested: AtomicBool::new(false),
             approvals: Mutex::default(),
             events: Mutex::new(Some(tx)),
+            drained: CancellationToken::new(),
         });
         (state, rx)
     }
@@ -125,7 +129,7 @@ impl TurnState {
     }
 
     /// Queues the terminal event and closes the queue.
-    fn finish(&self, kind: &str, fields: Value) {
+    pub(crate) fn finish(&self, kind: &str, fields: Value) {
         let event = event(&self.session_id, kind, fields);
         if let Some(tx) = lock(&self.events).take() {
             if tx.send(event).is_err() {
@@ -145,12 +149,22 @@ pub(crate) fn event(session_id: &str, kind: &str, fields: Value) -> Value {
 }
 
 /// Sends a turn's events up `peer` in order until the queue closes; the connection's end
-/// stops the turn (see [`Stop::ConnectionLost`]).
+/// stops the turn (see [`Stop::ConnectionLost`]). It first waits for `previous` (the same
+/// session's previous turn's pump) to drain, so a session's events never interleave
+/// across turns.
 pub(crate) async fn pump(
     state: Arc<TurnState>,
     peer: Peer,
     mut events: mpsc::UnboundedReceiver<Value>,
+    previous: Option<CancellationToken>,
 ) {
+    let _drained = state.drained.clone().drop_guard();
+    if let Some(previous) = previous {
+        tokio::select! {
+            () = previous.cancelled() => {}
+            () = peer.closed() => {}
+        }
+    }
     loop {
         let event = tokio::select! {
             biased;
@@ -296,12 +310,12 @@ impl ChatTurnContext {
     }
 }
 
-/// Runs `handler` for the turn on the current (dedicated) thread and queues the terminal
-/// event; `unregister` runs first, so the session takes a new turn once its terminal
-/// event is seen.
-pub(crate) fn run(handler: &dyn ChatHandler, turn: ChatTurnContext, unregister: impl FnOnce()) {
-    let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| handler.run(&turn)));
-    unregister();
+/// Runs `handler` for the turn on the current (dedicated) thread and returns its terminal
+/// event `(kind, fields)`; the caller queues it (see `chat.rs`: together with freeing the
+/// session, so the next turn of the session is accepted exactly when this one's terminal
+/// event is in the stream).
+pub(crate) fn outcome(handler: &dyn ChatHandler, turn: &ChatTurnContext) -> (&'static str, Value) {
+    let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| handler.run(turn)));
     let state = &turn.state;
     let cancelled = state.cancel_requested.load(Ordering::SeqCst);
     match outcome {
@@ -312,19 +326,26 @@ pub(crate) fn run(handler: &dyn ChatHandler, turn: ChatTurnContext, unregister: 
                     fields["text"] = json!(text);
                 }
             }
-            state.finish("done", fields);
+            ("done", fields)
         }
-        Ok(Ok(text)) => state.finish("done", json!({"finish_reason": FINISH_STOP, "text": text})),
-        Ok(Err(error)) => state.finish("error", json!({ "error": error })),
+        Ok(Ok(text)) => ("done", json!({"finish_reason": FINISH_STOP, "text": text})),
+        Ok(Err(error)) => ("error", json!({ "error": error })),
         Err(panic) => {
             let panic = crate::handlers::panic_text(panic);
             tracing::error!(session_id = %state.session_id, %panic, "chat handler panicked");
-            state.finish(
+            (
                 "error",
                 json!({ "error": format!("chat handler panicked: {panic}") }),
-            );
+            )
         }
     }
+}
+
+/// [`outcome`], then its terminal event queued.
+#[cfg(test)]
+pub(crate) fn run(handler: &dyn ChatHandler, turn: ChatTurnContext) {
+    let (kind, fields) = outcome(handler, &turn);
+    turn.state.finish(kind, fields);
 }
 
 /// Whether `stop` already happened (tests).
@@ -476,9 +497,7 @@ mod approval_tests {
             if cancel {
                 turn.state.stop(Stop::Cancelled);
             }
-            let unregistered = std::cell::Cell::new(false);
-            run(&*handler, turn, || unregistered.set(true));
-            assert!(unregistered.get());
+            run(&*handler, turn);
             let mut got = next(&rt, &mut rx);
             got.as_object_mut().unwrap().remove("session_id");
             assert_eq!(got, want);
@@ -487,7 +506,6 @@ mod approval_tests {
         run(
             &|_: &ChatTurnContext| -> Result<String, String> { panic!("handler blew up") },
             turn,
-            || {},
         );
         let got = next(&rt, &mut rx);
         assert_eq!(got["kind"], "error");
