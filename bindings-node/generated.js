@@ -3,8 +3,18 @@
 
 const { CALL_MEMBER } = require('./lib/typed.js')
 
-/** JSON-string wrapper → daemon method. */
+/** CarRuntime's JSON-string wrapper → daemon method. */
 const GENERATED_METHODS = {
+  agentChatEvent: 'agent.chat.event',
+  agentPermissionsEvaluate: 'agent_permissions.evaluate',
+  agentPermissionsGet: 'agent_permissions.get',
+  agentPermissionsListGrants: 'agent_permissions.list_grants',
+  agentPermissionsRevokeGrant: 'agent_permissions.revoke_grant',
+  agentsChat: 'agents.chat',
+  agentsChatApprove: 'agents.chat.approve',
+  agentsChatCancel: 'agents.chat.cancel',
+  agentsList: 'agents.list',
+  agentsRegisterBasics: 'agents.register_basics',
   capabilitiesList: 'capabilities.list',
   eventsCount: 'events.count',
   eventsQuery: 'events.query',
@@ -22,8 +32,10 @@ const GENERATED_METHODS = {
   memoryQuery: 'memory.query',
   modelsList: 'models.list',
   modelsRegister: 'models.register',
-  modelsRemove: 'models.remove',
   modelsUnregister: 'models.unregister',
+  permissionClassify: 'permission.classify',
+  permissionEvaluate: 'permission.evaluate',
+  permissionPending: 'permission.pending',
   policyList: 'policy.list',
   policyRegister: 'policy.register',
   policyUnregister: 'policy.unregister',
@@ -37,8 +49,12 @@ const GENERATED_METHODS = {
   runsUnsubscribe: 'runs.unsubscribe',
   serverHandshake: 'server.handshake',
   sessionAuth: 'session.auth',
-  sessionClearHalt: 'session.clear_halt',
+  sessionBindContext: 'session.bind_context',
+  sessionConsumerIssue: 'session.consumer.issue',
+  sessionConsumerRevoke: 'session.consumer.revoke',
   sessionInit: 'session.init',
+  sessionPolicyClose: 'session.policy.close',
+  sessionPolicyOpen: 'session.policy.open',
   skillFind: 'skill.find',
   skillIngest: 'skill.ingest',
   skillReport: 'skill.report',
@@ -49,14 +65,28 @@ const GENERATED_METHODS = {
   verify: 'verify',
 }
 
-/** Typed member → its contract: daemon method, CAR's member name, arguments, result. */
+/** CarRuntime's typed member → its contract: daemon method, CAR's member name, arguments, result. */
 const TYPED_MEMBERS = {
+  chatEvent: {"args":[{"kind":"str","name":"sessionId","optional":false},{"kind":"str","name":"kind","optional":false},{"kind":"str","name":"delta","optional":true}],"member":"chat_event","method":"agent.chat.event","returns":{"kind":"unit"}},
+  registerAgentBasics: {"args":[],"member":"register_agent_basics","method":"agents.register_basics","returns":{"kind":"unit"}},
   capabilities: {"args":[],"member":"capabilities","method":"capabilities.list","returns":{"kind":"json"}},
   classify: {"args":[{"kind":"str","name":"text","optional":false},{"kind":"str_list","name":"labels","optional":false},{"kind":"str","name":"model","optional":true}],"member":"classify","method":"classify","returns":{"kind":"json"}},
   detokenize: {"args":[{"kind":"str","name":"model","optional":false},{"kind":"int_list","name":"tokens","optional":false}],"member":"detokenize","method":"detokenize","returns":{"field":"text","kind":"text"}},
   embed: {"args":[{"kind":"str_list","name":"texts","optional":false},{"kind":"str","name":"model","optional":true}],"member":"embed","method":"embed","returns":{"kind":"json"}},
   eventCount: {"args":[],"member":"event_count","method":"events.count","returns":{"kind":"int"}},
   eventQuery: {"args":[{"kind":"json","name":"queryJson","optional":false}],"member":"event_query","method":"events.query","returns":{"kind":"json"}},
+  hostAgents: {"args":[],"member":"host_agents","method":"host.agents","returns":{"kind":"json"}},
+  hostApprovals: {"args":[],"member":"host_approvals","method":"host.approvals","returns":{"kind":"json"}},
+  hostDevices: {"args":[],"member":"host_devices","method":"host.devices","returns":{"kind":"json"}},
+  hostEvents: {"args":[{"kind":"int","name":"limit","optional":true}],"member":"host_events","method":"host.events","returns":{"kind":"json"}},
+  hostNotify: {"args":[{"kind":"json","name":"requestJson","optional":false}],"member":"host_notify","method":"host.notify","returns":{"kind":"json"}},
+  hostRegisterAgent: {"args":[{"kind":"json","name":"requestJson","optional":false}],"member":"host_register_agent","method":"host.register_agent","returns":{"kind":"json"}},
+  hostRegisterDevice: {"args":[{"kind":"json","name":"requestJson","optional":false}],"member":"host_register_device","method":"host.register_device","returns":{"kind":"json"}},
+  hostRequestApproval: {"args":[{"kind":"json","name":"requestJson","optional":false}],"member":"host_request_approval","method":"host.request_approval","returns":{"kind":"json"}},
+  hostResolveApproval: {"args":[{"kind":"json","name":"requestJson","optional":false}],"member":"host_resolve_approval","method":"host.resolve_approval","returns":{"kind":"json"}},
+  hostSetStatus: {"args":[{"kind":"json","name":"requestJson","optional":false}],"member":"host_set_status","method":"host.set_status","returns":{"kind":"json"}},
+  hostUnregisterAgent: {"args":[{"kind":"json","name":"requestJson","optional":false}],"member":"host_unregister_agent","method":"host.unregister_agent","returns":{"kind":"json"}},
+  hostUpdateDevice: {"args":[{"kind":"json","name":"requestJson","optional":false}],"member":"host_update_device","method":"host.update_device","returns":{"kind":"json"}},
   infer: {"args":[{"kind":"str","name":"prompt","optional":false},{"kind":"str","name":"model","optional":true},{"kind":"int","name":"maxTokens","optional":true},{"kind":"json","name":"intentJson","optional":true}],"member":"infer","method":"infer","returns":{"field":"text","kind":"text"}},
   inferTracked: {"args":[{"kind":"str","name":"prompt","optional":false},{"kind":"str","name":"model","optional":true},{"kind":"int","name":"maxTokens","optional":true},{"kind":"str","name":"context","optional":true},{"kind":"json","name":"toolsJson","optional":true},{"kind":"json","name":"messagesJson","optional":true},{"kind":"str","name":"toolChoice","optional":true},{"kind":"bool","name":"parallelToolCalls","optional":true},{"kind":"json","name":"intentJson","optional":true},{"kind":"json","name":"imagesJson","optional":true}],"member":"infer_tracked","method":"infer","returns":{"kind":"json"}},
   inferTrackedWithRequest: {"args":[{"kind":"json","name":"requestJson","optional":false}],"member":"infer_tracked_with_request","method":"infer","returns":{"kind":"json"}},
@@ -72,12 +102,19 @@ const TYPED_MEMBERS = {
   listModels: {"args":[],"member":"list_models","method":"models.list","returns":{"kind":"json"}},
   registerModel: {"args":[{"kind":"json","name":"schemaJson","optional":false}],"member":"register_model","method":"models.register","returns":{"kind":"json"}},
   removeModel: {"args":[{"kind":"str","name":"modelId","optional":false}],"member":"remove_model","method":"models.remove","returns":{"kind":"json"}},
+  permissionGetTier: {"args":[],"member":"permission_get_tier","method":"permission.get_tier","returns":{"field":"granted_tier","kind":"text"}},
   listPolicies: {"args":[],"member":"list_policies","method":"policy.list","returns":{"field":"policies","kind":"json"}},
   registerPolicy: {"args":[{"kind":"str","name":"name","optional":false},{"kind":"str","name":"rule","optional":false},{"kind":"str","name":"target","optional":true},{"kind":"str","name":"key","optional":true},{"kind":"str","name":"pattern","optional":true},{"kind":"json","name":"valueJson","optional":true},{"kind":"str","name":"sessionId","optional":true}],"member":"register_policy","method":"policy.register","returns":{"kind":"unit"}},
   unregisterPolicy: {"args":[{"kind":"str","name":"name","optional":false}],"member":"unregister_policy","method":"policy.unregister","returns":{"field":"removed","kind":"int"}},
   runsComplete: {"args":[{"kind":"json","name":"paramsJson","optional":false}],"member":"runs_complete","method":"runs.complete","returns":{"kind":"json"}},
   runsRecordModelTurn: {"args":[{"kind":"json","name":"paramsJson","optional":false}],"member":"runs_record_model_turn","method":"runs.record_model_turn","returns":{"kind":"json"}},
   runsStart: {"args":[{"kind":"json","name":"paramsJson","optional":false}],"member":"runs_start","method":"runs.start","returns":{"kind":"json"}},
+  secretAvailable: {"args":[],"member":"secret_available","method":"secret.available","returns":{"kind":"json"}},
+  secretDelete: {"args":[{"kind":"str","name":"key","optional":false},{"kind":"str","name":"service","optional":true}],"member":"secret_delete","method":"secret.delete","returns":{"kind":"json"}},
+  secretGet: {"args":[{"kind":"str","name":"key","optional":false},{"kind":"str","name":"service","optional":true}],"member":"secret_get","method":"secret.get","returns":{"kind":"json"}},
+  secretList: {"args":[],"member":"secret_list","method":"secret.list","returns":{"kind":"json"}},
+  secretPut: {"args":[{"kind":"str","name":"key","optional":false},{"kind":"str","name":"value","optional":false},{"kind":"str","name":"service","optional":true}],"member":"secret_put","method":"secret.put","returns":{"kind":"json"}},
+  secretStatus: {"args":[{"kind":"str","name":"key","optional":false},{"kind":"str","name":"service","optional":true}],"member":"secret_status","method":"secret.status","returns":{"kind":"json"}},
   serverSchema: {"args":[],"member":"server_schema","method":"server.schema","returns":{"kind":"json"}},
   findSkill: {"args":[{"kind":"str","name":"persona","optional":false},{"kind":"str","name":"url","optional":false},{"kind":"str","name":"task","optional":false},{"kind":"int","name":"maxResults","optional":true}],"member":"find_skill","method":"skill.find","returns":{"kind":"json"}},
   ingestSkill: {"args":[{"kind":"str","name":"name","optional":false},{"kind":"str","name":"code","optional":false},{"kind":"str","name":"platform","optional":false},{"kind":"str","name":"persona","optional":false},{"kind":"str","name":"urlPattern","optional":false},{"kind":"str_list","name":"taskKeywords","optional":false},{"kind":"str","name":"description","optional":false},{"kind":"str","name":"supersedes","optional":true}],"member":"ingest_skill","method":"skill.ingest","returns":{"kind":"int"}},
@@ -88,6 +125,10 @@ const TYPED_MEMBERS = {
   stateKeys: {"args":[{"kind":"str","name":"tenant","optional":true}],"member":"state_keys","method":"state.keys","returns":{"kind":"str_list"}},
   stateSet: {"args":[{"kind":"str","name":"key","optional":false},{"kind":"json","name":"valueJson","optional":false},{"kind":"str","name":"tenant","optional":true}],"member":"state_set","method":"state.set","returns":{"kind":"unit"}},
   stateSnapshot: {"args":[{"kind":"str","name":"tenant","optional":true}],"member":"state_snapshot","method":"state.snapshot","returns":{"kind":"json"}},
+  supervisionDecide: {"args":[{"kind":"json","name":"requestJson","optional":false}],"member":"supervision_decide","method":"supervision.decide","returns":{"kind":"json"}},
+  supervisionPending: {"args":[{"kind":"json","name":"requestJson","optional":false}],"member":"supervision_pending","method":"supervision.pending","returns":{"kind":"json"}},
+  supervisionSubscribe: {"args":[{"kind":"json","name":"requestJson","optional":false}],"member":"supervision_subscribe","method":"supervision.subscribe","returns":{"kind":"json"}},
+  supervisionUnsubscribe: {"args":[{"kind":"json","name":"requestJson","optional":false}],"member":"supervision_unsubscribe","method":"supervision.unsubscribe","returns":{"kind":"json"}},
   tokenize: {"args":[{"kind":"str","name":"model","optional":false},{"kind":"str","name":"text","optional":false}],"member":"tokenize","method":"tokenize","returns":{"field":"tokens","kind":"json"}},
   listTools: {"args":[],"member":"list_tools","method":"tools.list","returns":{"field":"tools","kind":"json"}},
   registerTool: {"args":[{"kind":"str","name":"name","optional":false}],"member":"register_tool","method":"tools.register","returns":{"kind":"unit"}},
@@ -96,8 +137,16 @@ const TYPED_MEMBERS = {
   verifyProposal: {"args":[{"kind":"json","name":"proposalJson","optional":false}],"member":"verify_proposal","method":"verify","returns":{"kind":"json"}},
 }
 
-/** The members `installGenerated` adds: typed members, then JSON-string wrappers. */
+/** The members installed on CarRuntime: typed members, then JSON-string wrappers. */
 const MEMBERS = {
+  /** `agent.chat.event` (agent role): stream one event of a chat turn this agent is serving (forwarded to the host). */
+  async chatEvent(sessionId, kind, delta) {
+    return this[CALL_MEMBER]('agent.chat.event', 'chat_event', [sessionId, kind, delta])
+  },
+  /** `agents.register_basics` (operator role): register the daemon's built-in file and calculator tools on this session. */
+  async registerAgentBasics() {
+    return this[CALL_MEMBER]('agents.register_basics', 'register_agent_basics', [])
+  },
   /** `capabilities.list` (operator role): list the methods this session's role can see, with their roles. */
   async capabilities() {
     return this[CALL_MEMBER]('capabilities.list', 'capabilities', [])
@@ -121,6 +170,54 @@ const MEMBERS = {
   /** `events.query` (operator role): events newest first, filtered by kinds, ids, data and time. */
   async eventQuery(queryJson) {
     return this[CALL_MEMBER]('events.query', 'event_query', [queryJson])
+  },
+  /** `host.agents` (operator role): the agents registered with the host. */
+  async hostAgents() {
+    return this[CALL_MEMBER]('host.agents', 'host_agents', [])
+  },
+  /** `host.approvals` (operator role): the approval requests the daemon holds. */
+  async hostApprovals() {
+    return this[CALL_MEMBER]('host.approvals', 'host_approvals', [])
+  },
+  /** `host.devices` (operator role): the host devices linked to the daemon. */
+  async hostDevices() {
+    return this[CALL_MEMBER]('host.devices', 'host_devices', [])
+  },
+  /** `host.events` (operator role): the most recent host events, oldest first. */
+  async hostEvents(limit) {
+    return this[CALL_MEMBER]('host.events', 'host_events', [limit])
+  },
+  /** `host.notify` (operator role): record and broadcast a host event. */
+  async hostNotify(requestJson) {
+    return this[CALL_MEMBER]('host.notify', 'host_notify', [requestJson])
+  },
+  /** `host.register_agent` (operator role): register an agent, owned by this session, for host UIs. */
+  async hostRegisterAgent(requestJson) {
+    return this[CALL_MEMBER]('host.register_agent', 'host_register_agent', [requestJson])
+  },
+  /** `host.register_device` (operator role): register a device, owned by this session. */
+  async hostRegisterDevice(requestJson) {
+    return this[CALL_MEMBER]('host.register_device', 'host_register_device', [requestJson])
+  },
+  /** `host.request_approval` (agent role): ask the host to approve an action. */
+  async hostRequestApproval(requestJson) {
+    return this[CALL_MEMBER]('host.request_approval', 'host_request_approval', [requestJson])
+  },
+  /** `host.resolve_approval` (agent role): approve or deny a pending approval. */
+  async hostResolveApproval(requestJson) {
+    return this[CALL_MEMBER]('host.resolve_approval', 'host_resolve_approval', [requestJson])
+  },
+  /** `host.set_status` (operator role): update the status of an agent this session registered. */
+  async hostSetStatus(requestJson) {
+    return this[CALL_MEMBER]('host.set_status', 'host_set_status', [requestJson])
+  },
+  /** `host.unregister_agent` (operator role): remove an agent this session registered. */
+  async hostUnregisterAgent(requestJson) {
+    return this[CALL_MEMBER]('host.unregister_agent', 'host_unregister_agent', [requestJson])
+  },
+  /** `host.update_device` (operator role): update a device this session registered. */
+  async hostUpdateDevice(requestJson) {
+    return this[CALL_MEMBER]('host.update_device', 'host_update_device', [requestJson])
   },
   /** `infer` (agent role): generate text; infer.progress heartbeats while it runs. */
   async infer(prompt, model, maxTokens, intentJson) {
@@ -182,6 +279,10 @@ const MEMBERS = {
   async removeModel(modelId) {
     return this[CALL_MEMBER]('models.remove', 'remove_model', [modelId])
   },
+  /** `permission.get_tier` (operator role): this connection's standing permission tier. */
+  async permissionGetTier() {
+    return this[CALL_MEMBER]('permission.get_tier', 'permission_get_tier', [])
+  },
   /** `policy.list` (operator role): the policies in force, in registration order. */
   async listPolicies() {
     return this[CALL_MEMBER]('policy.list', 'list_policies', [])
@@ -205,6 +306,30 @@ const MEMBERS = {
   /** `runs.start` (agent role): start a durable run record, idempotent by key. */
   async runsStart(paramsJson) {
     return this[CALL_MEMBER]('runs.start', 'runs_start', [paramsJson])
+  },
+  /** `secret.available` (operator role): whether the secret store is usable. */
+  async secretAvailable() {
+    return this[CALL_MEMBER]('secret.available', 'secret_available', [])
+  },
+  /** `secret.delete` (operator role): delete a secret. */
+  async secretDelete(key, service) {
+    return this[CALL_MEMBER]('secret.delete', 'secret_delete', [key, service])
+  },
+  /** `secret.get` (agent role): read a secret value. */
+  async secretGet(key, service) {
+    return this[CALL_MEMBER]('secret.get', 'secret_get', [key, service])
+  },
+  /** `secret.list` (operator role): the names of stored secrets (never their values). */
+  async secretList() {
+    return this[CALL_MEMBER]('secret.list', 'secret_list', [])
+  },
+  /** `secret.put` (operator role): store a secret value under a name. */
+  async secretPut(key, value, service) {
+    return this[CALL_MEMBER]('secret.put', 'secret_put', [key, value, service])
+  },
+  /** `secret.status` (operator role): whether a secret exists, with its size and time (never its value). */
+  async secretStatus(key, service) {
+    return this[CALL_MEMBER]('secret.status', 'secret_status', [key, service])
   },
   /** `server.schema` (operator role): the method contract as a schema document with its sha-256 digest. */
   async serverSchema() {
@@ -246,6 +371,22 @@ const MEMBERS = {
   async stateSnapshot(tenant) {
     return this[CALL_MEMBER]('state.snapshot', 'state_snapshot', [tenant])
   },
+  /** `supervision.decide` (operator role): allow, deny or escalate one parked intent. */
+  async supervisionDecide(requestJson) {
+    return this[CALL_MEMBER]('supervision.decide', 'supervision_decide', [requestJson])
+  },
+  /** `supervision.pending` (operator role): the intents parked on this supervisor's decision, oldest first. */
+  async supervisionPending(requestJson) {
+    return this[CALL_MEMBER]('supervision.pending', 'supervision_pending', [requestJson])
+  },
+  /** `supervision.subscribe` (operator role): supervise proposal admission: matching proposals park until this connection decides. */
+  async supervisionSubscribe(requestJson) {
+    return this[CALL_MEMBER]('supervision.subscribe', 'supervision_subscribe', [requestJson])
+  },
+  /** `supervision.unsubscribe` (operator role): stop supervising (parked intents still time out). */
+  async supervisionUnsubscribe(requestJson) {
+    return this[CALL_MEMBER]('supervision.unsubscribe', 'supervision_unsubscribe', [requestJson])
+  },
   /** `tokenize` (operator role): token ids of text under a local model's vocabulary. */
   async tokenize(model, text) {
     return this[CALL_MEMBER]('tokenize', 'tokenize', [model, text])
@@ -270,6 +411,46 @@ const MEMBERS = {
   async verifyProposal(proposalJson) {
     return this[CALL_MEMBER]('verify', 'verify_proposal', [proposalJson])
   },
+  /** `agent.chat.event` (agent role): stream one event of a chat turn this agent is serving (forwarded to the host). */
+  async agentChatEvent(paramsJson = '{}') {
+    return this.daemonCall('agent.chat.event', paramsJson)
+  },
+  /** `agent_permissions.evaluate` (operator role): the mode that applies to an agent at a tier. */
+  async agentPermissionsEvaluate(paramsJson = '{}') {
+    return this.daemonCall('agent_permissions.evaluate', paramsJson)
+  },
+  /** `agent_permissions.get` (operator role): the per-agent approval policy. */
+  async agentPermissionsGet(paramsJson = '{}') {
+    return this.daemonCall('agent_permissions.get', paramsJson)
+  },
+  /** `agent_permissions.list_grants` (host role, over the host-management connection): the durable always-allow grants, oldest first. */
+  async agentPermissionsListGrants(paramsJson = '{}') {
+    return this.daemonCallHostManagement('agent_permissions.list_grants', paramsJson)
+  },
+  /** `agent_permissions.revoke_grant` (host role, over the host-management connection): revoke one grant (its tool override goes with it). */
+  async agentPermissionsRevokeGrant(paramsJson = '{}') {
+    return this.daemonCallHostManagement('agent_permissions.revoke_grant', paramsJson)
+  },
+  /** `agents.chat` (agent role): send a chat turn to an attached agent; its reply streams as agents.chat.event. */
+  async agentsChat(paramsJson = '{}') {
+    return this.daemonCall('agents.chat', paramsJson)
+  },
+  /** `agents.chat.approve` (operator role): resolve an approval an agent raised inside a chat turn. */
+  async agentsChatApprove(paramsJson = '{}') {
+    return this.daemonCall('agents.chat.approve', paramsJson)
+  },
+  /** `agents.chat.cancel` (operator role): cancel an in-flight chat turn. */
+  async agentsChatCancel(paramsJson = '{}') {
+    return this.daemonCall('agents.chat.cancel', paramsJson)
+  },
+  /** `agents.list` (operator role): the registered agents with their attachment status. */
+  async agentsList(paramsJson = '{}') {
+    return this.daemonCall('agents.list', paramsJson)
+  },
+  /** `agents.register_basics` (operator role): register the daemon's built-in file and calculator tools on this session. */
+  async agentsRegisterBasics(paramsJson = '{}') {
+    return this.daemonCall('agents.register_basics', paramsJson)
+  },
   /** `capabilities.list` (operator role): list the methods this session's role can see, with their roles. */
   async capabilitiesList(paramsJson = '{}') {
     return this.daemonCall('capabilities.list', paramsJson)
@@ -286,7 +467,7 @@ const MEMBERS = {
   async eventsStats(paramsJson = '{}') {
     return this.daemonCall('events.stats', paramsJson)
   },
-  /** `host.subscribe` (operator role): subscribe this session to host.event notifications (none are published yet). */
+  /** `host.subscribe` (operator role): subscribe to host.event notifications; returns the host snapshot (and replays missed events after a reconnect). */
   async hostSubscribe(paramsJson = '{}') {
     return this.daemonCall('host.subscribe', paramsJson)
   },
@@ -338,13 +519,21 @@ const MEMBERS = {
   async modelsRegister(paramsJson = '{}') {
     return this.daemonCall('models.register', paramsJson)
   },
-  /** `models.remove` (host role, over the host-management connection): unregister a model (host session). */
-  async modelsRemove(paramsJson = '{}') {
-    return this.daemonCallHostManagement('models.remove', paramsJson)
-  },
   /** `models.unregister` (operator role): unregister a model. */
   async modelsUnregister(paramsJson = '{}') {
     return this.daemonCall('models.unregister', paramsJson)
+  },
+  /** `permission.classify` (operator role): the tier and reversibility each action of a proposal needs. */
+  async permissionClassify(paramsJson = '{}') {
+    return this.daemonCall('permission.classify', paramsJson)
+  },
+  /** `permission.evaluate` (agent role): judge each action of a proposal against this connection's tier and the approval ledger. */
+  async permissionEvaluate(paramsJson = '{}') {
+    return this.daemonCall('permission.evaluate', paramsJson)
+  },
+  /** `permission.pending` (agent role): the actions of a proposal that need a human approval. */
+  async permissionPending(paramsJson = '{}') {
+    return this.daemonCall('permission.pending', paramsJson)
   },
   /** `policy.list` (operator role): the policies in force, in registration order. */
   async policyList(paramsJson = '{}') {
@@ -398,13 +587,29 @@ const MEMBERS = {
   async sessionAuth(paramsJson = '{}') {
     return this.daemonCall('session.auth', paramsJson)
   },
-  /** `session.clear_halt` (host role, over the host-management connection): lift this connection's halt after a terminal tool error. */
-  async sessionClearHalt(paramsJson = '{}') {
-    return this.daemonCallHostManagement('session.clear_halt', paramsJson)
+  /** `session.bind_context` (agent role): bind this connection to a work context (personal only: no organizations are served). */
+  async sessionBindContext(paramsJson = '{}') {
+    return this.daemonCall('session.bind_context', paramsJson)
+  },
+  /** `session.consumer.issue` (operator role): issue a short-lived inference-only credential for a second socket of this agent. */
+  async sessionConsumerIssue(paramsJson = '{}') {
+    return this.daemonCall('session.consumer.issue', paramsJson)
+  },
+  /** `session.consumer.revoke` (operator role): revoke an inference-consumer grant this socket issued. */
+  async sessionConsumerRevoke(paramsJson = '{}') {
+    return this.daemonCall('session.consumer.revoke', paramsJson)
   },
   /** `session.init` (operator role): register tools and policies in one call. */
   async sessionInit(paramsJson = '{}') {
     return this.daemonCall('session.init', paramsJson)
+  },
+  /** `session.policy.close` (operator role): close a policy-scoping session and drop its policies. */
+  async sessionPolicyClose(paramsJson = '{}') {
+    return this.daemonCall('session.policy.close', paramsJson)
+  },
+  /** `session.policy.open` (operator role): open a policy-scoping session within this connection. */
+  async sessionPolicyOpen(paramsJson = '{}') {
+    return this.daemonCall('session.policy.open', paramsJson)
   },
   /** `skill.find` (operator role): skills matching a persona, url and task, best first. */
   async skillFind(paramsJson = '{}') {
@@ -440,16 +645,130 @@ const MEMBERS = {
   },
 }
 
+/** HostClient's JSON-string wrapper → daemon method. */
+const HOST_GENERATED_METHODS = {
+  agentPermissionsEvaluateTool: 'agent_permissions.evaluate_tool',
+  agentPermissionsListGrants: 'agent_permissions.list_grants',
+  agentPermissionsReset: 'agent_permissions.reset',
+  agentPermissionsResetTool: 'agent_permissions.reset_tool',
+  agentPermissionsRevokeGrant: 'agent_permissions.revoke_grant',
+  agentPermissionsSet: 'agent_permissions.set',
+  agentPermissionsSetDefault: 'agent_permissions.set_default',
+  agentPermissionsSetTool: 'agent_permissions.set_tool',
+  agentsRemove: 'agents.remove',
+  agentsUpsert: 'agents.upsert',
+  diagnosticsSecretStoreActivity: 'diagnostics.secret_store_activity',
+  modelsRemove: 'models.remove',
+  permissionApprove: 'permission.approve',
+  permissionReject: 'permission.reject',
+  permissionSetTier: 'permission.set_tier',
+  sessionClearHalt: 'session.clear_halt',
+}
+
+/** HostClient's typed member → its contract: daemon method, CAR's member name, arguments, result. */
+const HOST_TYPED_MEMBERS = {
+  removeModel: {"args":[{"kind":"str","name":"modelId","optional":false}],"member":"remove_model","method":"models.remove","returns":{"kind":"json"}},
+}
+
+/** The members installed on HostClient: typed members, then JSON-string wrappers. */
+const HOST_MEMBERS = {
+  /** `models.remove` (host role, over the host-management connection): unregister a model (host session). */
+  async removeModel(modelId) {
+    return this[CALL_MEMBER]('models.remove', 'remove_model', [modelId])
+  },
+  /** `agent_permissions.evaluate_tool` (host role, over the host-management connection): the mode that applies to an agent running one tool. */
+  async agentPermissionsEvaluateTool(paramsJson = '{}') {
+    return this.daemonCallHostManagement('agent_permissions.evaluate_tool', paramsJson)
+  },
+  /** `agent_permissions.list_grants` (host role, over the host-management connection): the durable always-allow grants, oldest first. */
+  async agentPermissionsListGrants(paramsJson = '{}') {
+    return this.daemonCallHostManagement('agent_permissions.list_grants', paramsJson)
+  },
+  /** `agent_permissions.reset` (host role, over the host-management connection): drop an agent's tier override so it follows the default. */
+  async agentPermissionsReset(paramsJson = '{}') {
+    return this.daemonCallHostManagement('agent_permissions.reset', paramsJson)
+  },
+  /** `agent_permissions.reset_tool` (host role, over the host-management connection): drop an agent's override for one tool (and its grant). */
+  async agentPermissionsResetTool(paramsJson = '{}') {
+    return this.daemonCallHostManagement('agent_permissions.reset_tool', paramsJson)
+  },
+  /** `agent_permissions.revoke_grant` (host role, over the host-management connection): revoke one grant (its tool override goes with it). */
+  async agentPermissionsRevokeGrant(paramsJson = '{}') {
+    return this.daemonCallHostManagement('agent_permissions.revoke_grant', paramsJson)
+  },
+  /** `agent_permissions.set` (host role, over the host-management connection): set an agent's mode for one tier, or for every tier. */
+  async agentPermissionsSet(paramsJson = '{}') {
+    return this.daemonCallHostManagement('agent_permissions.set', paramsJson)
+  },
+  /** `agent_permissions.set_default` (host role, over the host-management connection): set the default posture from a preset, or one tier of it. */
+  async agentPermissionsSetDefault(paramsJson = '{}') {
+    return this.daemonCallHostManagement('agent_permissions.set_default', paramsJson)
+  },
+  /** `agent_permissions.set_tool` (host role, over the host-management connection): set an agent's mode for one tool (always_allow records a grant). */
+  async agentPermissionsSetTool(paramsJson = '{}') {
+    return this.daemonCallHostManagement('agent_permissions.set_tool', paramsJson)
+  },
+  /** `agents.remove` (host role, over the host-management connection): remove an agent from the registry and revoke its token. */
+  async agentsRemove(paramsJson = '{}') {
+    return this.daemonCallHostManagement('agents.remove', paramsJson)
+  },
+  /** `agents.upsert` (host role, over the host-management connection): add or replace an agent in the registry (minting its token when new). */
+  async agentsUpsert(paramsJson = '{}') {
+    return this.daemonCallHostManagement('agents.upsert', paramsJson)
+  },
+  /** `diagnostics.secret_store_activity` (host role, over the host-management connection): how many secret-store operations were attempted since the daemon started. */
+  async diagnosticsSecretStoreActivity(paramsJson = '{}') {
+    return this.daemonCallHostManagement('diagnostics.secret_store_activity', paramsJson)
+  },
+  /** `models.remove` (host role, over the host-management connection): unregister a model (host session). */
+  async modelsRemove(paramsJson = '{}') {
+    return this.daemonCallHostManagement('models.remove', paramsJson)
+  },
+  /** `permission.approve` (host role, over the host-management connection): record a durable approval of an operation on the daemon's approval ledger. */
+  async permissionApprove(paramsJson = '{}') {
+    return this.daemonCallHostManagement('permission.approve', paramsJson)
+  },
+  /** `permission.reject` (host role, over the host-management connection): record a durable rejection of an operation on the daemon's approval ledger. */
+  async permissionReject(paramsJson = '{}') {
+    return this.daemonCallHostManagement('permission.reject', paramsJson)
+  },
+  /** `permission.set_tier` (host role, over the host-management connection): set this connection's standing permission tier. */
+  async permissionSetTier(paramsJson = '{}') {
+    return this.daemonCallHostManagement('permission.set_tier', paramsJson)
+  },
+  /** `session.clear_halt` (host role, over the host-management connection): lift this connection's halt after a terminal tool error. */
+  async sessionClearHalt(paramsJson = '{}') {
+    return this.daemonCallHostManagement('session.clear_halt', paramsJson)
+  },
+}
+
 /**
- * Adds every generated member to `proto`, skipping names the prototype already defines by
- * hand (those members take callbacks).
+ * Adds every member of `members` to `proto`, skipping names the prototype already defines
+ * by hand (those members take callbacks).
  */
-function installGenerated(proto) {
-  for (const name of Object.getOwnPropertyNames(MEMBERS)) {
+function install(members, proto) {
+  for (const name of Object.getOwnPropertyNames(members)) {
     if (Object.prototype.hasOwnProperty.call(proto, name)) continue
-    const descriptor = Object.getOwnPropertyDescriptor(MEMBERS, name)
+    const descriptor = Object.getOwnPropertyDescriptor(members, name)
     Object.defineProperty(proto, name, { ...descriptor, enumerable: false })
   }
 }
 
-module.exports = { GENERATED_METHODS, TYPED_MEMBERS, installGenerated }
+/** Adds `CarRuntime`'s generated members to `proto`. */
+function installGenerated(proto) {
+  install(MEMBERS, proto)
+}
+
+/** Adds `HostClient`'s generated members (the `host` methods') to `proto`. */
+function installGeneratedHost(proto) {
+  install(HOST_MEMBERS, proto)
+}
+
+module.exports = {
+  GENERATED_METHODS,
+  TYPED_MEMBERS,
+  HOST_GENERATED_METHODS,
+  HOST_TYPED_MEMBERS,
+  installGenerated,
+  installGeneratedHost,
+}

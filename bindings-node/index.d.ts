@@ -2,9 +2,9 @@
 // `generated.d.ts` holds the generated typed members and JSON-string wrappers). Structured
 // results are JSON strings: parse them with `JSON.parse`.
 
-import type { GeneratedMethods } from './generated'
+import type { GeneratedHostMethods, GeneratedMethods } from './generated'
 
-export { GENERATED_METHODS, TYPED_MEMBERS } from './generated'
+export { GENERATED_METHODS, HOST_GENERATED_METHODS, HOST_TYPED_MEMBERS, TYPED_MEMBERS } from './generated'
 export type { ArgKind, ReturnKind, TypedMemberSpec } from './generated'
 
 /** The package version (same as `clientVersion()`). */
@@ -148,6 +148,21 @@ export declare class CarRuntime {
   ): Promise<string>
 }
 
+/** The `host` methods' generated members (typed members and JSON-string wrappers). */
+export interface HostClient extends GeneratedHostMethods {}
+
+/**
+ * Host-authority daemon client; host methods stay off CarRuntime autocomplete. Shares
+ * `runtime`'s client; host methods go over its host-management connection (the
+ * `host-token` file is read only for them).
+ */
+export declare class HostClient {
+  constructor(runtime: CarRuntime)
+  /** The runtime whose client this one uses. */
+  readonly runtime: CarRuntime
+  daemonCallHostManagement(method: string, paramsJson?: string): Promise<string>
+}
+
 /** `rt.executeProposal(proposalJson, toolFn, sessionId)` as a function. */
 export declare function executeProposal(
   rt: CarRuntime,
@@ -257,6 +272,19 @@ export declare function unregisterToolHandler(): void
 /** The process-wide `tools.cancel` listener; gets the cancelled call's `request_id`. */
 export declare function registerToolCancelHandler(fn: (requestId: string) => void): void
 export declare function unregisterToolCancelHandler(): void
+
+/**
+ * Serves the daemon's `agent.chat` turns (the agent side of `agents.chat`) with
+ * `handlerFn(paramsJson)` for every runtime of the process; `paramsJson` is `{session_id,
+ * prompt, stream?, model?, attachments?, goal?, context?}`. Stream the reply with
+ * `rt.chatEvent(sessionId, 'token', delta)` on the runtime serving the turn; the turn
+ * ends, when the handler returns (or its Promise settles), with one terminal event: the
+ * first `done` / `error` it emitted (whatever it did after), else `error` when it threw or
+ * rejected, else `done` with an empty `text` (the reply is the streamed tokens).
+ */
+export declare function registerChatHandler(handlerFn: (paramsJson: string) => void | Promise<void>): void
+/** Removes the chat handler: later `agent.chat` calls are refused. */
+export declare function unregisterChatHandler(): void
 
 /** The memory namespace for runtimes constructed later without their own. */
 export declare function setMemoryNamespace(ns: string | null): void

@@ -7,7 +7,8 @@
 // returned something that is not a string. Rust awaits that Promise and answers the daemon,
 // so an async handler is awaited and a throwing one produces an error reply, never a crash.
 // A notification listener is wrapped so a throw (or a rejected Promise) is reported as a
-// process warning instead of becoming an uncaught exception. A stream's event callback
+// process warning instead of becoming an uncaught exception. The chat handler is wrapped
+// by `wrapChatHandler` (its outcome ends the turn). A stream's event callback
 // (`inferStream`'s `onEvent`) is wrapped by `streamSink`, which keeps its first failure for
 // the stream's Promise to reject with.
 
@@ -76,6 +77,26 @@ function reportListenerError(what, err) {
   process.emitWarning(`${what} threw: ${detail}`, { code: 'CAR_RUNTIME_HANDLER' })
 }
 
+/**
+ * CAR's chat handler `fn(paramsJson)` (returning nothing, or a Promise) → the
+ * envelope-returning async function the native chat bridge awaits: `"rnull"` once it
+ * returned (or its Promise resolved), `"e" + {message: "<name>: <message>"}` when it threw
+ * or rejected (also reported as a process warning): the turn's error.
+ */
+function wrapChatHandler(fn) {
+  requireFunction(fn, 'chat handler')
+  return async (paramsJson) => {
+    try {
+      await fn(paramsJson)
+      return 'rnull'
+    } catch (err) {
+      reportListenerError('chat handler', err)
+      const message = err instanceof Error ? `${err.name}: ${err.message}` : String(err)
+      return 'e' + JSON.stringify({ message, terminal: false })
+    }
+  }
+}
+
 /** `fn(paramsJson)` → a listener that never throws into the native layer. */
 function wrapListener(fn, what) {
   requireFunction(fn, what)
@@ -138,4 +159,13 @@ function streamSink(onEvent, what) {
   }
 }
 
-module.exports = { describe, reportListenerError, requireFunction, streamSink, wrapListener, wrapRequestHandler, wrapToolFunction }
+module.exports = {
+  describe,
+  reportListenerError,
+  requireFunction,
+  streamSink,
+  wrapChatHandler,
+  wrapListener,
+  wrapRequestHandler,
+  wrapToolFunction,
+}

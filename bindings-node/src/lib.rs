@@ -3,7 +3,8 @@
 //!
 //! This crate owns only translation: JS values to `serde_json::Value` and back, client
 //! errors to instances of the package's error classes (see [`errors`]), and JS functions
-//! to reverse-call and notification handlers (see [`callbacks`]). Every protocol rule
+//! to reverse-call and notification handlers (see [`callbacks`]), and the process-wide chat
+//! handler to the client's chat turns (see [`chat`]). Every protocol rule
 //! (discovery, handshake, timeouts, reconnect, reverse-call routing, typed members' params
 //! and result projection) lives in the client crate; the idiomatic surface (`CarRuntime`,
 //! error classes, `TerminalToolError`) lives in `index.js` and `lib/`, the generated
@@ -15,6 +16,7 @@
 //! unsafe.
 
 pub mod callbacks;
+pub mod chat;
 pub mod errors;
 pub mod runtime;
 

@@ -9,7 +9,9 @@
 //! with the error object [`crate::errors::to_js`] builds from the client's structured
 //! error. It holds no protocol logic. Every client starts with the process-wide tool
 //! handler and tool-cancel listener wired in, so `registerToolHandler` serves every
-//! runtime, including ones created earlier.
+//! runtime, including ones created earlier; likewise every client serves `agent.chat`
+//! while a chat handler is registered (see `chat`; the shared client routes an
+//! `agent.chat.event` call for a turn it is serving into that turn).
 //!
 //! `#[napi]` expands to unsafe FFI glue, hence the module-level `allow(unsafe_code)`; no
 //! hand-written code here is unsafe.
@@ -29,12 +31,14 @@ use napi_derive::napi;
 use serde_json::Value;
 
 use crate::callbacks::{self, JsHandler, JsListener, JsStreamListener};
+use crate::chat;
 use crate::errors::{invalid_argument, parse_json, to_js};
 
 /// The native client behind `CarRuntime` (see `index.js`).
 #[napi]
 pub struct NativeRuntime {
-    client: Client,
+    /// Shared so the chat module can reach every live runtime's client (`chat::track`).
+    client: Arc<Client>,
 }
 
 impl std::fmt::Debug for NativeRuntime {
@@ -121,9 +125,10 @@ impl NativeRuntime {
             config = config.memory_namespace(ns);
         }
         config.client_version = format!("car-runtime-node/{}", car_proto::CAR_VERSION);
-        let client = Client::new(config);
+        let client = Arc::new(Client::new(config));
         install_global_tool_handler(&client);
         install_global_cancel_listener(&client);
+        chat::track(&client);
         Ok(Self { client })
     }
 

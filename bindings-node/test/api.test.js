@@ -35,6 +35,9 @@ describe('exports', () => {
       'unregisterToolHandler',
       'registerToolCancelHandler',
       'unregisterToolCancelHandler',
+      'registerChatHandler',
+      'unregisterChatHandler',
+      'HostClient',
     ]) {
       assert.equal(typeof car[name], 'function', name)
     }
@@ -55,6 +58,8 @@ describe('exports', () => {
       assert.ok(!(m in car.TYPED_MEMBERS) && !(m in car.GENERATED_METHODS), `${m} is also generated`)
     }
     assert.equal(typeof car.CarRuntime.prototype[Symbol.asyncDispose], 'function')
+    assert.equal(typeof car.HostClient.prototype.daemonCallHostManagement, 'function')
+    assert.throws(() => new car.HostClient({}), /runtime must be a CarRuntime, got an object/)
   })
 })
 
@@ -78,9 +83,27 @@ describe('declarations', () => {
     const own = Object.getOwnPropertyNames(car.CarRuntime.prototype).filter((n) => n !== 'constructor')
     assert.deepEqual(own.filter((n) => !declared.has(n) && !generated.has(n)), [])
     assert.deepEqual([...declared].filter((n) => n !== 'constructor' && !own.includes(n)), [])
-    const inGenerated = new Set([...generatedDts.matchAll(/^  (\w+)\(/gm)].map((m) => m[1]))
+    const runtimeDts = generatedDts.slice(0, generatedDts.indexOf('export interface GeneratedHostMethods'))
+    const inGenerated = new Set([...runtimeDts.matchAll(/^  (\w+)\(/gm)].map((m) => m[1]))
     assert.deepEqual([...generated].filter((n) => !inGenerated.has(n)), [])
     assert.deepEqual([...inGenerated].filter((n) => !generated.has(n) || !own.includes(n)), [])
+  })
+
+  test('HostClient: hand-written bridge in index.d.ts, the host methods in generated.d.ts', () => {
+    const body = dts.slice(dts.indexOf('export declare class HostClient {'))
+    const cls = body.slice(0, body.indexOf('\n}\n'))
+    const declared = new Set([...cls.matchAll(/^  (?:readonly )?(\w+)[(:]/gm)].map((m) => m[1]))
+    const own = Object.getOwnPropertyNames(car.HostClient.prototype).filter((n) => n !== 'constructor')
+    const generated = new Set([...Object.keys(car.HOST_GENERATED_METHODS), ...Object.keys(car.HOST_TYPED_MEMBERS)])
+    assert.deepEqual(own.filter((n) => !declared.has(n) && !generated.has(n)), [])
+    assert.deepEqual([...declared].filter((n) => n !== 'constructor' && !own.includes(n)), [])
+    const hostDts = generatedDts.slice(generatedDts.indexOf('export interface GeneratedHostMethods'))
+    const inGenerated = new Set([...hostDts.matchAll(/^  (\w+)\(/gm)].map((m) => m[1]))
+    assert.deepEqual([...generated].sort(), [...inGenerated].sort())
+    // Host methods stay off CarRuntime (CAR's rule), but for the few CAR's CarRuntime has.
+    for (const name of generated) {
+      assert.equal(name in car.CarRuntime.prototype, RUNTIME_HOST_MEMBERS.map(camel).includes(name), name)
+    }
   })
 })
 
@@ -88,6 +111,9 @@ const camel = (snake) => snake.replace(/_([a-z0-9])/g, (_, c) => c.toUpperCase()
 const wrapperName = (method) => camel(method.split(/[./]/).join('_'))
 const TS_ARG = { str: 'string', int: 'number', float: 'number', bool: 'boolean', str_list: 'string[]', int_list: 'number[]', json: 'string' }
 const TS_RETURN = { unit: 'void', json: 'string', text: 'string', int: 'number', bool: 'boolean', str_list: 'string[]' }
+// Members of host methods that CAR's CarRuntime has besides its HostClient (the codegen's
+// RUNTIME_HOST_MEMBERS): every host member is HostClient's, these are the runtime's too.
+const RUNTIME_HOST_MEMBERS = ['remove_model', 'agent_permissions_list_grants', 'agent_permissions_revoke_grant']
 
 describe('generated members', () => {
   test('typed members agree with the daemon\'s contract (server.schema members)', async () => {
@@ -99,23 +125,31 @@ describe('generated members', () => {
     for (const row of rows) {
       for (const m of row.members || []) {
         const name = camel(m.name)
-        const spec = car.TYPED_MEMBERS[name]
-        assert.ok(spec, `${name} (${row.name}) is not generated`)
-        const args = m.args.map((a) => ({ name: camel(a.name), kind: a.kind, optional: a.optional }))
-        assert.deepEqual(spec, { method: row.name, member: m.name, args, returns: m.returns }, name)
-        // The function itself: its parameters are the contract's, in order.
-        const fn = car.CarRuntime.prototype[name]
-        assert.equal(typeof fn, 'function', name)
-        assert.equal(fn.length, m.args.length, `${name} arity`)
-        const params = fn.toString().slice(fn.toString().indexOf('(') + 1, fn.toString().indexOf(')')).split(',').map((p) => p.trim()).filter(Boolean)
-        assert.deepEqual(params, args.map((a) => a.name), `${name} parameters`)
-        // Its declaration: the same parameters with the declared types.
-        const ts = args.map((a) => (a.optional ? `${a.name}?: ${TS_ARG[a.kind]} | null` : `${a.name}: ${TS_ARG[a.kind]}`))
-        assert.ok(generatedDts.includes(`  ${name}(${ts.join(', ')}): Promise<${TS_RETURN[m.returns.kind]}>\n`), `${name} declaration`)
-        checked += 1
+        // Host methods' members are HostClient's; only those CAR's CarRuntime has as well
+        // are the runtime's too.
+        const owners = []
+        if (row.role === 'host') owners.push([car.HostClient, car.HOST_TYPED_MEMBERS])
+        if (row.role !== 'host' || RUNTIME_HOST_MEMBERS.includes(m.name)) owners.push([car.CarRuntime, car.TYPED_MEMBERS])
+        else assert.equal(car.CarRuntime.prototype[name], undefined, `${name} is on CarRuntime`)
+        for (const [cls, table] of owners) {
+          const spec = table[name]
+          assert.ok(spec, `${name} (${row.name}) is not generated`)
+          const args = m.args.map((a) => ({ name: camel(a.name), kind: a.kind, optional: a.optional }))
+          assert.deepEqual(spec, { method: row.name, member: m.name, args, returns: m.returns }, name)
+          // The function itself: its parameters are the contract's, in order.
+          const fn = cls.prototype[name]
+          assert.equal(typeof fn, 'function', name)
+          assert.equal(fn.length, m.args.length, `${name} arity`)
+          const params = fn.toString().slice(fn.toString().indexOf('(') + 1, fn.toString().indexOf(')')).split(',').map((p) => p.trim()).filter(Boolean)
+          assert.deepEqual(params, args.map((a) => a.name), `${name} parameters`)
+          // Its declaration: the same parameters with the declared types.
+          const ts = args.map((a) => (a.optional ? `${a.name}?: ${TS_ARG[a.kind]} | null` : `${a.name}: ${TS_ARG[a.kind]}`))
+          assert.ok(generatedDts.includes(`  ${name}(${ts.join(', ')}): Promise<${TS_RETURN[m.returns.kind]}>\n`), `${name} declaration`)
+          checked += 1
+        }
       }
     }
-    assert.equal(checked, Object.keys(car.TYPED_MEMBERS).length)
+    assert.equal(checked, Object.keys(car.TYPED_MEMBERS).length + Object.keys(car.HOST_TYPED_MEMBERS).length)
     assert.ok(checked > 30)
   })
 
@@ -123,12 +157,24 @@ describe('generated members', () => {
     const table = native.methodTable()
     const rows = JSON.parse(await rt.serverSchema()).schema.methods
     assert.deepEqual(rows.filter((r) => !r.debug).map((r) => r.name).sort(), [...table].sort())
+    const host = new Set(rows.filter((r) => r.role === 'host').map((r) => r.name))
+    assert.ok(host.has('agents.upsert') && host.has('session.clear_halt'))
     const taken = new Set([...Object.keys(car.TYPED_MEMBERS), 'inferStream', 'submitProposal', 'executeProposal'])
-    const wrappers = Object.fromEntries(table.filter((m) => !taken.has(wrapperName(m))).map((m) => [wrapperName(m), m]))
+    const onRuntime = (m) => !host.has(m) || RUNTIME_HOST_MEMBERS.map(camel).includes(wrapperName(m))
+    const wrappers = Object.fromEntries(table.filter((m) => onRuntime(m) && !taken.has(wrapperName(m))).map((m) => [wrapperName(m), m]))
     assert.deepEqual(car.GENERATED_METHODS, wrappers, 'generated.js is stale: run `cargo run -p xtask -- codegen`')
     for (const name of Object.keys(wrappers)) {
       assert.equal(typeof rt[name], 'function', name)
       assert.equal(rt[name].length, 0, `${name}(paramsJson = '{}')`)
+    }
+    const hostTaken = new Set(Object.keys(car.HOST_TYPED_MEMBERS))
+    const hostWrappers = Object.fromEntries([...host].filter((m) => !hostTaken.has(wrapperName(m))).map((m) => [wrapperName(m), m]))
+    assert.deepEqual(car.HOST_GENERATED_METHODS, hostWrappers)
+    const hc = new car.HostClient(rt)
+    for (const name of Object.keys(hostWrappers)) {
+      assert.equal(typeof hc[name], 'function', name)
+      assert.equal(hc[name].length, 0, `${name}(paramsJson = '{}')`)
+      if (!RUNTIME_HOST_MEMBERS.map(camel).includes(name)) assert.equal(rt[name], undefined, `${name} is on CarRuntime`)
     }
     for (const name of ['runsStart', 'embed', 'infer', 'stateGet', 'inferTrackedWithRequest']) assert.ok(name in car.TYPED_MEMBERS, name)
   })
@@ -138,7 +184,7 @@ describe('generated members', () => {
     assert.equal(caps.caller_role, 'operator')
     assert.ok(caps.methods.some((m) => m.method === 'state.get'))
     assert.deepEqual(JSON.parse(await rt.toolsList()), { tools: [], count: 0 })
-    assert.deepEqual(JSON.parse(await rt.sessionClearHalt()), { cleared: false })
+    assert.deepEqual(JSON.parse(await new car.HostClient(rt).sessionClearHalt()), { cleared: false })
     await rt.stateSet('gen', '1')
     assert.equal(await rt.stateGet('gen'), '1')
     assert.equal(await rt.stateExists('gen'), true)
@@ -279,9 +325,9 @@ describe('errors', () => {
     const refused = await rt.daemonCall('models.remove', '{"id":"x"}').catch((e) => e)
     assert.ok(refused instanceof car.DaemonRpcError, String(refused))
     assert.equal(refused.data.reason, 'host_required')
-    // The generated wrapper of a host method passes the role check: the daemon answers
-    // about the model itself.
-    const viaHost = await rt.modelsRemove('{"id":"x"}').catch((e) => e)
+    // HostClient's generated wrapper of a host method passes the role check: the daemon
+    // answers about the model itself.
+    const viaHost = await new car.HostClient(rt).modelsRemove('{"id":"x"}').catch((e) => e)
     assert.ok(viaHost instanceof car.DaemonRpcError, String(viaHost))
     assert.notEqual(viaHost.data && viaHost.data.reason, 'host_required', String(viaHost))
     assert.match(viaHost.message, /\bx\b/)

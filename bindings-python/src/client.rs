@@ -7,6 +7,9 @@
 //! Every handler it installs only enqueues a job on the callback hub (see `hub`): no
 //! Python code runs on a tokio thread and no Rust lock is held while Python runs.
 //!
+//! Every client serves `agent.chat` while a chat handler is registered (see `chat`); the
+//! shared client routes an `agent.chat.event` call for a turn it is serving into that turn.
+//!
 //! Typed members (generated in `_generated.py`) arrive at [`NativeClient::call_member`]:
 //! their Python values become JSON values (`values`) and `car_daemon_client::typed`
 //! builds the params and projects the result, as for every other binding.
@@ -24,6 +27,7 @@ use pyo3::prelude::*;
 use serde_json::Value;
 use tokio::runtime::Handle;
 
+use crate::chat;
 use crate::errors::{guard_panics, to_py};
 use crate::hub::{Hub, Kind, Target};
 use crate::process::{self, lock};
@@ -140,10 +144,14 @@ impl NativeClient {
         let pid = std::process::id();
         if st.pid != pid {
             let (handle, hub) = process::current(py)?;
-            let client = BlockingClient::with_handle(self.config.clone(), handle.clone());
+            let client = Arc::new(BlockingClient::with_handle(
+                self.config.clone(),
+                handle.clone(),
+            ));
             install(&client, &hub, &st.requests, &st.notifications);
+            chat::track(py, &client)?;
             // The parent's client: its tasks and locks belong to the parent process.
-            std::mem::forget(std::mem::replace(&mut st.client, Arc::new(client)));
+            std::mem::forget(std::mem::replace(&mut st.client, client));
             st.pid = pid;
             st.handle = handle;
             st.hub = hub;
@@ -185,14 +193,15 @@ impl NativeClient {
                 config = config.memory_namespace(ns);
             }
             let (handle, hub) = process::current(py)?;
-            let client = BlockingClient::with_handle(config.clone(), handle.clone());
+            let client = Arc::new(BlockingClient::with_handle(config.clone(), handle.clone()));
             let (requests, notifications) = (Callbacks::new(), Callbacks::new());
             install(&client, &hub, &requests, &notifications);
+            chat::track(py, &client)?;
             Ok(Self {
                 config,
                 state: Mutex::new(State {
                     pid: std::process::id(),
-                    client: Arc::new(client),
+                    client,
                     handle,
                     hub,
                     requests,

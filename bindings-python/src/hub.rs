@@ -7,9 +7,10 @@
 //! pool in `car_runtime/_callbacks.py`) block in [`next_callback`] with the GIL released,
 //! take the job, and run it attached via [`CallbackJob::run`], which sends the outcome back.
 //!
-//! It also owns the process-wide tool and tool-cancel handlers. Those slots are only read
-//! and written by attached threads (a worker running a job, or the registering caller), so
-//! no lock here is ever held across `fork()` (see `process`).
+//! It also owns the process-wide tool and tool-cancel handlers (the chat handler is
+//! `chat`'s). Those slots are only read and written by attached threads (a worker running
+//! a job, or the registering caller), so no lock here is ever held across `fork()` (see
+//! `process`).
 
 use std::collections::VecDeque;
 use std::sync::mpsc::{sync_channel, SyncSender};
@@ -38,6 +39,8 @@ pub(crate) enum Target {
     ProcessTool,
     /// Whatever `register_tool_cancel_handler` holds when the job runs.
     ProcessToolCancel,
+    /// Whatever `register_chat_handler` holds when the job runs (see `chat`).
+    Chat,
 }
 
 /// How the job's outcome is used.
@@ -48,6 +51,8 @@ pub(crate) enum Kind {
     /// A notification: the return value is ignored; an exception goes to
     /// `sys.unraisablehook`.
     Notification,
+    /// A chat turn: the return value is ignored; an exception is the turn's error.
+    Chat,
 }
 
 pub(crate) struct Job {
@@ -122,6 +127,7 @@ fn run_job(py: Python<'_>, job: &Job) -> HandlerResult {
         Target::Func(f) => Some(f.clone_ref(py)),
         Target::ProcessTool => lock(&TOOL_HANDLER).as_ref().map(|f| f.clone_ref(py)),
         Target::ProcessToolCancel => lock(&TOOL_CANCEL_HANDLER).as_ref().map(|f| f.clone_ref(py)),
+        Target::Chat => crate::chat::handler().map(|f| f.clone_ref(py)),
     };
     let Some(func) = func else {
         return match job.target {
@@ -129,6 +135,9 @@ fn run_job(py: Python<'_>, job: &Job) -> HandlerResult {
                 "no tool handler registered: call car_runtime.register_tool_handler first",
             )
             .with_code(car_proto::errors::METHOD_NOT_FOUND)),
+            Target::Chat => Err(HandlerError::new(
+                "no chat handler registered: the handler was unregistered before the turn ran",
+            )),
             _ => Ok(Value::Null),
         };
     };
@@ -140,6 +149,8 @@ fn run_job(py: Python<'_>, job: &Job) -> HandlerResult {
             err.write_unraisable(py, Some(func));
             Ok(Value::Null)
         }
+        (Kind::Chat, Ok(_)) => Ok(Value::Null),
+        (Kind::Chat, Err(err)) => Err(errors::handler_error(py, &err)),
         (Kind::Request, Ok(value)) => {
             let Ok(text) = value.cast::<PyString>() else {
                 let type_name = value

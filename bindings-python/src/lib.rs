@@ -7,6 +7,8 @@
 //! lives in the `.py` files next to this module.
 //!
 //! - `client`: `NativeClient`, calls and handler registration, rebuilt after `fork()`;
+//! - `chat`: serving `agent.chat` with the process-wide Python chat handler, and routing
+//!   a running turn's `chat_event`s into it;
 //! - `hub`: the queue that hands daemon callbacks to Python worker threads, and the
 //!   process-wide tool handlers;
 //! - `process`: the per-process tokio runtime and hub, keyed by pid;
@@ -15,6 +17,7 @@
 //! - `errors`: `Error` ↔ exception translation and panic containment;
 //! - `values`: Python values in and out of typed member calls.
 
+mod chat;
 mod client;
 mod errors;
 mod hub;
@@ -23,6 +26,14 @@ mod values;
 mod wait;
 
 use pyo3::prelude::*;
+
+/// Sets (or with `None` clears) the process-wide `agent.chat` handler; every runtime of
+/// the process serves chat while one is set.
+#[pyfunction]
+#[pyo3(signature = (handler))]
+fn set_chat_handler(py: Python<'_>, handler: Option<Py<PyAny>>) -> PyResult<()> {
+    errors::guard_panics(|| chat::set_handler(py, handler))
+}
 
 /// The version of the bundled client (the workspace version).
 #[pyfunction]
@@ -68,6 +79,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(hub::set_tool_handler, m)?)?;
     m.add_function(wrap_pyfunction!(hub::has_tool_handler, m)?)?;
     m.add_function(wrap_pyfunction!(hub::set_tool_cancel_handler, m)?)?;
+    m.add_function(wrap_pyfunction!(set_chat_handler, m)?)?;
     m.add_function(wrap_pyfunction!(_panic_for_tests, m)?)?;
     Ok(())
 }

@@ -56,6 +56,26 @@ class Daemon:
     def token(self) -> str:
         return (self.home / "ai.parslee.car" / "auth-token").read_text().strip()
 
+    @property
+    def host_token(self) -> str:
+        return (self.home / "ai.parslee.car" / "host-token").read_text().strip()
+
+    def host_call(self, method: str, params: Dict[str, Any]) -> Any:
+        """One call on a raw host session: for what the daemon lets only a host do and no
+        binding member offers (`models.register` of a remote endpoint)."""
+        from websockets.sync.client import connect
+
+        with connect(self.url) as ws:
+            auth = {"host_token": self.host_token}
+            ws.send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "session.auth", "params": auth}))
+            assert json.loads(ws.recv())["result"]["ok"] is True
+            ws.send(json.dumps({"jsonrpc": "2.0", "id": 2, "method": method, "params": params}))
+            while True:
+                msg = json.loads(ws.recv())
+                if msg.get("id") == 2:
+                    assert "result" in msg, msg
+                    return msg["result"]
+
     def env(self) -> Dict[str, str]:
         """The environment a client of this daemon runs with (and nothing else of ours)."""
         env = {k: v for k, v in os.environ.items() if not k.startswith("CAR_")}
@@ -137,6 +157,7 @@ def _no_process_handlers() -> Iterator[None]:
     yield
     car_runtime.unregister_tool_handler()
     car_runtime.unregister_tool_cancel_handler()
+    car_runtime.unregister_chat_handler()
     car_runtime.set_memory_namespace(None)
 
 

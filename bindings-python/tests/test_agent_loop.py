@@ -17,10 +17,16 @@ from car_runtime import agent_loop
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "support"))
 from scripted_openai import ScriptedModel  # noqa: E402
 
+from conftest import Daemon
+
 
 @pytest.fixture
-def scripted() -> Iterator[ScriptedModel]:
+def scripted(daemon: Daemon) -> Iterator[ScriptedModel]:
+    """The scripted model, registered as `scripted`: a remote endpoint is registered by a
+    host session (the daemon sends an endpoint's key to its URL, so only a host picks one)."""
     model = ScriptedModel()
+    reply = daemon.host_call("models.register", {"id": "scripted", "base_url": model.url, "model": "m"})
+    assert reply["registered"] is True, reply
     yield model
     model.close()
 
@@ -41,7 +47,6 @@ def config(rt: car_runtime.CarRuntime, add: Any) -> agent_loop.AgentLoopConfig:
 
 
 def test_run_agent_with_one_and_two_argument_tools(rt: car_runtime.CarRuntime, scripted: ScriptedModel) -> None:
-    rt.register_model(json.dumps({"id": "scripted", "base_url": scripted.url, "model": "m"}))
     seen: List[Any] = []
 
     def add(params: Dict[str, Any]) -> Dict[str, Any]:
@@ -73,7 +78,6 @@ def test_run_agent_with_one_and_two_argument_tools(rt: car_runtime.CarRuntime, s
 
 
 def test_a_failing_tool_is_observed_and_bad_configs_are_refused(rt: car_runtime.CarRuntime, scripted: ScriptedModel) -> None:
-    rt.register_model(json.dumps({"id": "scripted", "base_url": scripted.url, "model": "m"}))
 
     def broken(params: Dict[str, Any]) -> Dict[str, Any]:
         raise RuntimeError("the adder is broken")
@@ -92,7 +96,6 @@ def test_a_failing_tool_is_observed_and_bad_configs_are_refused(rt: car_runtime.
 def test_a_tool_gets_its_budget_and_an_abort_event_the_daemons_cancel_sets(
     rt: car_runtime.CarRuntime, scripted: ScriptedModel
 ) -> None:
-    rt.register_model(json.dumps({"id": "scripted", "base_url": scripted.url, "model": "m"}))
     seen: Dict[str, Any] = {}
 
     def slow_add(params: Dict[str, Any], *, abort: Any, timeout_ms: Any) -> Dict[str, Any]:
@@ -122,7 +125,6 @@ def test_a_tool_gets_its_budget_and_an_abort_event_the_daemons_cancel_sets(
 
 
 def test_a_chat_turn_answers_from_the_conversation(rt: car_runtime.CarRuntime, scripted: ScriptedModel) -> None:
-    rt.register_model(json.dumps({"id": "scripted", "base_url": scripted.url, "model": "m"}))
     cfg = config(rt, lambda p: p)
     schemas = cfg["tool_schemas"]
     seen: List[Any] = []

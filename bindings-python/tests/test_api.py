@@ -10,11 +10,11 @@ import inspect
 import json
 import re
 from pathlib import Path
-from typing import Dict, List
+from typing import Any, Dict, List
 
 import car_runtime
-from car_runtime import CarRuntime, GENERATED_METHODS, _native
-from car_runtime._generated import GeneratedMethods
+from car_runtime import CarRuntime, GENERATED_METHODS, HostClient, _native
+from car_runtime._generated import GeneratedHostMethods, GeneratedMethods
 
 PKG = Path(car_runtime.__file__).parent
 
@@ -52,6 +52,18 @@ MODULE_FUNCTIONS = {
     "register_tool_handler": ["fn"], "unregister_tool_handler": [],
     "register_tool_cancel_handler": ["fn"], "unregister_tool_cancel_handler": [],
     "set_memory_namespace": ["ns"], "get_memory_namespace": [],
+    "register_chat_handler": ["handler"], "unregister_chat_handler": [],
+}
+
+# `HostClient`'s hand-written members (CAR's): member → parameter names (self excluded).
+HOST_HAND_WRITTEN: Dict[str, List[str]] = {
+    "daemon_call_host_management": ["method", "params_json"],
+}
+
+# Members of `host` methods that CAR's CarRuntime has besides its HostClient (the codegen's
+# RUNTIME_HOST_MEMBERS); every host member is HostClient's, these are the runtime's too.
+RUNTIME_HOST_MEMBERS = {
+    "remove_model", "agent_permissions_list_grants", "agent_permissions_revoke_grant",
 }
 
 
@@ -73,6 +85,10 @@ def test_hand_written_members_have_the_documented_signature() -> None:
             elif p.name != "self":
                 assert p.default is inspect.Parameter.empty, (name, p.name)
         assert sig.return_annotation == HAND_WRITTEN_RETURNS.get(name, "str"), name
+    for name, expected in HOST_HAND_WRITTEN.items():
+        assert name in vars(HostClient), f"{name} is not hand-written"
+        assert params(getattr(HostClient, name)) == expected, name
+    assert params(HostClient.__init__) == ["runtime"]
     init = inspect.signature(CarRuntime.__init__).parameters
     assert list(init)[1:] == ["url", "token", "memory_namespace"]
     assert init["token"].kind is inspect.Parameter.KEYWORD_ONLY
@@ -88,22 +104,38 @@ def test_typed_members_agree_with_the_daemons_contract(rt: CarRuntime) -> None:
     for row in rows:
         for m in row.get("members", []):
             assert not row.get("debug"), row["name"]
-            fn = getattr(CarRuntime, m["name"])
-            assert m["name"] not in vars(CarRuntime), f"{m['name']} is hand-written"
-            assert car_runtime.TYPED_MEMBERS[m["name"]] == row["name"]
-            sig = inspect.signature(fn)
-            got = [(p.name, p.annotation, p.default) for p in sig.parameters.values()][1:]
-            want = []
-            for a in m["args"]:
-                t = ARG_TYPES[a["kind"]]
-                if a["optional"]:
-                    want.append((a["name"], f"Optional[{t}]", None))
-                else:
-                    want.append((a["name"], t, inspect.Parameter.empty))
-            assert got == want, m["name"]
-            assert sig.return_annotation == RETURN_TYPES[m["returns"]["kind"]], m["name"]
-            checked += 1
-    assert checked == len(car_runtime.TYPED_MEMBERS) > 30
+            # Host methods' members are HostClient's (CAR's rule), and stay off CarRuntime
+            # but for the few CAR's CarRuntime has as well.
+            owners = []
+            if row["role"] == "host":
+                owners.append((HostClient, car_runtime.HOST_TYPED_MEMBERS))
+            if row["role"] != "host" or m["name"] in RUNTIME_HOST_MEMBERS:
+                owners.append((CarRuntime, car_runtime.TYPED_MEMBERS))
+            else:
+                assert not hasattr(CarRuntime, m["name"]), m["name"]
+            for cls, table in owners:
+                check_member(cls, table, row["name"], m)
+                checked += 1
+    assert checked == len(car_runtime.TYPED_MEMBERS) + len(car_runtime.HOST_TYPED_MEMBERS) > 30
+
+
+def check_member(cls: type, table: Dict[str, str], method: str, m: Dict[str, Any]) -> None:
+    """`m` (a `server.schema` member) is a generated method of `cls` with the contract's
+    arguments, annotations and defaults, and `table` maps it to `method`."""
+    fn = getattr(cls, m["name"])
+    assert m["name"] not in vars(cls), f"{m['name']} is hand-written"
+    assert table[m["name"]] == method
+    sig = inspect.signature(fn)
+    got = [(p.name, p.annotation, p.default) for p in sig.parameters.values()][1:]
+    want = []
+    for a in m["args"]:
+        t = ARG_TYPES[a["kind"]]
+        if a["optional"]:
+            want.append((a["name"], f"Optional[{t}]", None))
+        else:
+            want.append((a["name"], t, inspect.Parameter.empty))
+    assert got == want, m["name"]
+    assert sig.return_annotation == RETURN_TYPES[m["returns"]["kind"]], m["name"]
 
 
 def test_module_level_api() -> None:
@@ -175,14 +207,25 @@ def test_every_served_method_has_a_member(rt: CarRuntime) -> None:
     served = {m["method"] for m in json.loads(rt.capabilities())["methods"]}
     assert served - {m["name"] for m in rows} == set()
     # Each method has its JSON-string wrapper unless a typed (or hand-written) member has
-    # that name; the wrappers are exactly the others.
+    # that name; the wrappers are exactly the others. Host methods' are HostClient's.
+    host = {m["name"] for m in rows if m["role"] == "host" and not m.get("debug")}
+    assert {"agents.upsert", "session.clear_halt"} <= host
     taken = set(car_runtime.TYPED_MEMBERS) | set(HAND_WRITTEN)
-    wrappers = {snake(m): m for m in table if snake(m) not in taken}
+    on_runtime = {m for m in table if m not in host or snake(m) in RUNTIME_HOST_MEMBERS}
+    wrappers = {snake(m): m for m in on_runtime if snake(m) not in taken}
     assert GENERATED_METHODS == wrappers
-    for wrapper in GENERATED_METHODS:
-        assert callable(getattr(CarRuntime, wrapper))
-        assert hasattr(GeneratedMethods, wrapper)
-        assert params(getattr(CarRuntime, wrapper)) == ["params_json"]
+    host_wrappers = {snake(m): m for m in host if snake(m) not in car_runtime.HOST_TYPED_MEMBERS}
+    assert car_runtime.HOST_GENERATED_METHODS == host_wrappers
+    for cls, mixin, generated in [
+        (CarRuntime, GeneratedMethods, GENERATED_METHODS),
+        (HostClient, GeneratedHostMethods, car_runtime.HOST_GENERATED_METHODS),
+    ]:
+        for wrapper in generated:
+            assert callable(getattr(cls, wrapper))
+            assert hasattr(mixin, wrapper)
+            assert params(getattr(cls, wrapper)) == ["params_json"]
+    for wrapper in set(car_runtime.HOST_GENERATED_METHODS) - RUNTIME_HOST_MEMBERS:
+        assert not hasattr(CarRuntime, wrapper), wrapper
     assert snake("session.bindSandbox") == "session_bind_sandbox"
     assert snake("a2ui/subscribe") == "a2ui_subscribe"
     assert {"runs_start", "embed", "infer", "state_get"} <= set(car_runtime.TYPED_MEMBERS)
@@ -196,5 +239,5 @@ def test_generated_wrappers_call_their_method(rt: CarRuntime) -> None:
     rt.memory_add_fact(json.dumps({"subject": "s", "body": "b", "fact_id": "f1"}))
     deleted = json.loads(rt.memory_delete(json.dumps({"id": "f1"})))
     assert deleted == {"id": "f1", "deleted": True, "kind": "pattern", "fact_count": 0}
-    # A host method's wrapper goes over the host-management connection.
-    assert json.loads(rt.session_clear_halt()) == {"cleared": False}
+    # A host method's wrapper is HostClient's and goes over the host-management connection.
+    assert json.loads(HostClient(rt).session_clear_halt()) == {"cleared": False}

@@ -40,6 +40,8 @@ def exercise(rt: CarRuntime) -> None:
     car_runtime.register_tool_cancel_handler(lambda request_id: None)
     car_runtime.unregister_tool_handler()
     car_runtime.unregister_tool_cancel_handler()
+    car_runtime.register_chat_handler(lambda params_json: None)
+    car_runtime.unregister_chat_handler()
 
     raw: str = rt.daemon_call("state.keys", "{}", timeout=1.5)
     host: str = rt.daemon_call_host_management("session.clear_halt", "{}")
@@ -101,9 +103,22 @@ def exercise(rt: CarRuntime) -> None:
     detok: str = rt.detokenize("m", [1])
 
     generated: str = rt.memory_add_fact('{"subject": "s", "body": "b"}')
-    cleared: str = rt.session_clear_halt()
+    rt.chat_event("s1", "token", "hi")
+    rt.chat_event("s1", "done")
+    host_client = car_runtime.HostClient(rt)
+    owner: CarRuntime = host_client.runtime
+    cleared: str = host_client.session_clear_halt()
+    upserted: str = host_client.agents_upsert('{"id": "a", "name": "A", "command": "/bin/true"}')
+    agent_removed: str = host_client.agents_remove('{"id": "a"}')
+    activity: str = host_client.diagnostics_secret_store_activity()
+    via_host: str = host_client.daemon_call_host_management("models.remove", '{"id": "m"}')
+    model_removed: str = rt.remove_model("m")
     mapping: str = car_runtime.GENERATED_METHODS["memory_delete"]
     typed: Dict[str, str] = car_runtime.TYPED_MEMBERS
+    host_tables: Dict[str, str] = {
+        **car_runtime.HOST_GENERATED_METHODS,
+        **car_runtime.HOST_TYPED_MEMBERS,
+    }
     rt.disconnect()
     rt.close()
 

@@ -4,9 +4,10 @@
 //! client's blocking facade on the process runtime, JSON text or a [`CarError`] out.
 //! Discovery, auth, handshake, reconnect and timeouts are the shared client's; handler
 //! rules are `handlers`'. The generated JSON-string wrappers (`generated`) go through
-//! [`CarDaemonClient::daemon_call`], the generated typed members through the `member_*`
-//! helpers here, which run `car_daemon_client::typed` (params built and the result
-//! projected there, exactly as for Python and Node).
+//! [`CarDaemonClient::daemon_call`] (`host` methods' through
+//! [`crate::HostClient::daemon_call_host_management`]), the generated typed members through
+//! the `member_*` helpers of [`MemberCalls`] here, which run `car_daemon_client::typed`
+//! (params built and the result projected there, exactly as for Python and Node).
 
 use std::sync::Arc;
 
@@ -106,22 +107,26 @@ impl CarDaemonClient {
     pub(crate) fn client(&self) -> &car_daemon_client::Client {
         self.inner.client()
     }
+
+    /// The blocking facade ([`crate::HostClient`] calls through it).
+    pub(crate) fn blocking(&self) -> &BlockingClient {
+        &self.inner
+    }
 }
 
-/// The typed members' one path (see the module docs); each helper returns its kind.
-impl CarDaemonClient {
+/// The typed members' one path (see the module docs): the generated members of
+/// [`CarDaemonClient`] and [`crate::HostClient`] call these helpers, one per result kind,
+/// through [`MemberCalls::member`].
+pub(crate) trait MemberCalls {
+    /// Runs `member` of `method` with `args` through the shared client.
     fn member(
         &self,
         method: &str,
         member: &str,
         args: Vec<Option<Value>>,
-    ) -> Result<Projected, CarError> {
-        Ok(self
-            .inner
-            .call_member(method, member, &args, Naming::Camel)?)
-    }
+    ) -> Result<Projected, CarError>;
 
-    pub(crate) fn member_unit(
+    fn member_unit(
         &self,
         method: &str,
         member: &str,
@@ -133,7 +138,7 @@ impl CarDaemonClient {
         }
     }
 
-    pub(crate) fn member_string(
+    fn member_string(
         &self,
         method: &str,
         member: &str,
@@ -145,7 +150,7 @@ impl CarDaemonClient {
         }
     }
 
-    pub(crate) fn member_int(
+    fn member_int(
         &self,
         method: &str,
         member: &str,
@@ -157,7 +162,7 @@ impl CarDaemonClient {
         }
     }
 
-    pub(crate) fn member_bool(
+    fn member_bool(
         &self,
         method: &str,
         member: &str,
@@ -169,7 +174,7 @@ impl CarDaemonClient {
         }
     }
 
-    pub(crate) fn member_str_list(
+    fn member_str_list(
         &self,
         method: &str,
         member: &str,
@@ -182,6 +187,19 @@ impl CarDaemonClient {
     }
 }
 
+impl MemberCalls for CarDaemonClient {
+    fn member(
+        &self,
+        method: &str,
+        member: &str,
+        args: Vec<Option<Value>>,
+    ) -> Result<Projected, CarError> {
+        Ok(self
+            .inner
+            .call_member(method, member, &args, Naming::Camel)?)
+    }
+}
+
 /// A projection of another kind than the generated member returns (a codegen defect).
 fn wrong_kind(method: &str, got: &Projected) -> CarError {
     CarError::UnexpectedResult {
@@ -190,7 +208,7 @@ fn wrong_kind(method: &str, got: &Projected) -> CarError {
     }
 }
 
-fn parse_params(params_json: &str) -> Result<Value, CarError> {
+pub(crate) fn parse_params(params_json: &str) -> Result<Value, CarError> {
     serde_json::from_str(params_json).map_err(|e| CarError::InvalidArgument {
         detail: format!("params_json is not valid JSON: {e}"),
     })

@@ -9,6 +9,9 @@
 //!   daemon's method contract, never by hand): CAR's typed members, which run
 //!   `car_daemon_client::typed` through `client`'s `member_*` helpers, and a JSON-string
 //!   wrapper for every other method;
+//! - [`HostClient`] (`host`): CAR's host-authority client over a `CarDaemonClient`'s
+//!   host-management connection, with the `host` methods' generated members (host methods
+//!   stay off `CarDaemonClient`, as CAR keeps them off `CarRuntime`);
 //! - [`DaemonHandler`] / [`DaemonNotificationHandler`] (`handlers`): the callback
 //!   interfaces foreign code implements, and their adapters onto the client's registry;
 //! - [`CarError`] (`error`): the client's error taxonomy as one enum, and the translation
@@ -16,6 +19,8 @@
 //! - [`AgentLoop`] (`agent_loop`): CAR's agent loop on the shared Rust loop
 //!   (`car_daemon_client::Client::run_agent`), with its typed config and outcome records and
 //!   the [`AgentTool`] callback interface foreign code implements;
+//! - [`ChatHandler`] / [`ChatTurn`] (`chat`): serving the daemon's chat turns (the agent
+//!   side of `agents.chat`) with a callback interface foreign code implements;
 //! - `runtime`: the one tokio runtime of the process.
 //!
 //! Structured values cross the boundary as JSON strings so the native ABI stays stable as
@@ -29,6 +34,7 @@
 compile_error!("car-runtime-uniffi must be built with panic = \"unwind\"");
 
 mod agent_loop;
+mod chat;
 mod client;
 mod error;
 // Written by the codegen as it stands; `cargo fmt` leaves it alone so `codegen --check`
@@ -36,14 +42,17 @@ mod error;
 #[rustfmt::skip]
 mod generated;
 mod handlers;
+mod host;
 mod runtime;
 
 pub use agent_loop::{
     AgentLoop, AgentLoopConfig, AgentMetrics, AgentOutcome, AgentTool, ToolAbort,
 };
+pub use chat::{ChatHandler, ChatTurn};
 pub use client::CarDaemonClient;
 pub use error::CarError;
 pub use handlers::{DaemonHandler, DaemonNotificationHandler};
+pub use host::HostClient;
 
 uniffi::setup_scaffolding!();
 

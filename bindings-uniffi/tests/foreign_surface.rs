@@ -5,7 +5,8 @@
 //! - the generated members agree with the method contract by construction: every typed
 //!   member of every served declaration is a method with CAR's name, its arguments in
 //!   order with the declared types (`Option<T>` defaulting to `None` when optional) and
-//!   the declared return type, and every other method has its JSON-string wrapper;
+//!   the declared return type, and every other method has its JSON-string wrapper, on
+//!   `HostClient` for `host` methods (but CAR's `remove_model`), else on `CarDaemonClient`;
 //! - the pinned `uniffi-bindgen` generates Kotlin and Swift sources from the built library,
 //!   and both mention every exported item (the Kotlin test compiles and runs the Kotlin;
 //!   Swift cannot be compiled here, so this is its check).
@@ -14,7 +15,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use car_proto::methods::{self, ArgKind, ReturnKind};
+use car_proto::methods::{self, ArgKind, ReturnKind, Role};
 use uniffi_meta::{
     DefaultValueMetadata, EnumShape, LiteralMetadata, Metadata, MethodMetadata, Type,
 };
@@ -163,6 +164,19 @@ fn the_surface_is_what_bindings_api_promises() {
         "CarDaemonClient.add_fact",
         "CarDaemonClient.infer_tracked_with_request",
         "CarDaemonClient.memory_delete",
+        "CarDaemonClient.remove_model",
+        "HostClient",
+        "HostClient.new",
+        "HostClient.daemon_call_host_management",
+        "HostClient.agents_upsert",
+        "HostClient.session_clear_halt",
+        "CarDaemonClient.serve_chat",
+        "CarDaemonClient.stop_serving_chat",
+        "ChatHandler",
+        "ChatHandler.run",
+        "ChatTurn",
+        "ChatTurn.emit_token",
+        "ChatTurn.request_approval",
         "DaemonHandler",
         "DaemonHandler.handle",
         "DaemonNotificationHandler",
@@ -240,54 +254,96 @@ fn snake_name(method: &str) -> String {
     method.replace(['.', '/'], "_")
 }
 
+/// Members of `host` methods that CAR's CarRuntime has besides its HostClient (the
+/// codegen's `RUNTIME_HOST_MEMBERS`): `CarDaemonClient` has them too.
+const RUNTIME_HOST_MEMBERS: &[&str] = &[
+    "remove_model",
+    "agent_permissions_list_grants",
+    "agent_permissions_revoke_grant",
+];
+
+/// The objects the member `name` of a method in `role` is exported on: `host` methods'
+/// are `HostClient`'s (and `CarDaemonClient`'s too for CAR's few).
+fn owners(role: Role, name: &str) -> Vec<String> {
+    match role {
+        Role::Host if RUNTIME_HOST_MEMBERS.contains(&name) => {
+            vec!["CarDaemonClient".into(), "HostClient".into()]
+        }
+        Role::Host => vec!["HostClient".into()],
+        _ => vec!["CarDaemonClient".into()],
+    }
+}
+
 #[test]
 fn generated_members_agree_with_the_contract() {
-    let client_methods: Vec<MethodMetadata> = metadata()
+    let exported: Vec<MethodMetadata> = metadata()
         .into_iter()
         .filter_map(|m| match m {
-            Metadata::Method(m) if m.self_name == "CarDaemonClient" => Some(m),
+            Metadata::Method(m) => Some(m),
             _ => None,
         })
         .collect();
-    let find = |name: &str| client_methods.iter().find(|m| m.name == name);
+    let on = |owner: &str, name: &str| {
+        exported
+            .iter()
+            .find(|m| m.self_name == owner && m.name == name)
+            .cloned()
+    };
+    let anywhere = |name: &str| {
+        let mut on: Vec<String> = exported
+            .iter()
+            .filter(|m| m.name == name && m.self_name != "AgentLoop")
+            .map(|m| m.self_name.clone())
+            .collect();
+        on.sort();
+        on
+    };
     let mut typed = 0;
     for decl in methods::active(false) {
         for member in decl.members {
-            typed += 1;
-            let m = find(member.name)
-                .unwrap_or_else(|| panic!("{} ({}) is not exported", member.name, decl.spec.name));
-            let names: Vec<&str> = m.inputs.iter().map(|p| p.name.as_str()).collect();
-            let declared: Vec<&str> = member.args.iter().map(|a| a.name).collect();
-            assert_eq!(names, declared, "{} arguments", member.name);
-            for (param, arg) in m.inputs.iter().zip(member.args) {
-                let want = if arg.optional {
-                    Type::Optional {
-                        inner_type: Box::new(arg_type(arg.kind)),
-                    }
-                } else {
-                    arg_type(arg.kind)
-                };
-                assert_eq!(param.ty, want, "{}.{}", member.name, arg.name);
-                let none = Some(DefaultValueMetadata::Literal(LiteralMetadata::None));
-                let default = if arg.optional { none } else { None };
+            let homes = owners(decl.spec.role, member.name);
+            assert_eq!(anywhere(member.name), homes, "where {} is", member.name);
+            for home in &homes {
+                typed += 1;
+                let m = on(home, member.name).unwrap_or_else(|| {
+                    panic!(
+                        "{home}.{} ({}) is not exported",
+                        member.name, decl.spec.name
+                    )
+                });
+                let names: Vec<&str> = m.inputs.iter().map(|p| p.name.as_str()).collect();
+                let declared: Vec<&str> = member.args.iter().map(|a| a.name).collect();
+                assert_eq!(names, declared, "{} arguments", member.name);
+                for (param, arg) in m.inputs.iter().zip(member.args) {
+                    let want = if arg.optional {
+                        Type::Optional {
+                            inner_type: Box::new(arg_type(arg.kind)),
+                        }
+                    } else {
+                        arg_type(arg.kind)
+                    };
+                    assert_eq!(param.ty, want, "{}.{}", member.name, arg.name);
+                    let none = Some(DefaultValueMetadata::Literal(LiteralMetadata::None));
+                    let default = if arg.optional { none } else { None };
+                    assert_eq!(
+                        param.default, default,
+                        "{}.{} default",
+                        member.name, arg.name
+                    );
+                }
                 assert_eq!(
-                    param.default, default,
-                    "{}.{} default",
-                    member.name, arg.name
+                    m.return_type,
+                    return_type(member.returns.kind),
+                    "{} returns",
+                    member.name
+                );
+                assert!(
+                    matches!(&m.throws, Some(Type::Enum { name, .. }) if name == "CarError"),
+                    "{} throws {:?}",
+                    member.name,
+                    m.throws
                 );
             }
-            assert_eq!(
-                m.return_type,
-                return_type(member.returns.kind),
-                "{} returns",
-                member.name
-            );
-            assert!(
-                matches!(&m.throws, Some(Type::Enum { name, .. }) if name == "CarError"),
-                "{} throws {:?}",
-                member.name,
-                m.throws
-            );
         }
     }
     assert!(typed > 30, "only {typed} typed members");
@@ -296,15 +352,19 @@ fn generated_members_agree_with_the_contract() {
         if decl.members.iter().any(|m| m.name == wrapper) {
             continue;
         }
-        let m = find(&wrapper).unwrap_or_else(|| panic!("no wrapper {wrapper}"));
-        let inputs: Vec<(&str, &Type)> =
-            m.inputs.iter().map(|p| (p.name.as_str(), &p.ty)).collect();
-        assert_eq!(inputs, [("params_json", &Type::String)], "{wrapper}");
-        assert_eq!(m.return_type, Some(Type::String), "{wrapper}");
+        let homes = owners(decl.spec.role, &wrapper);
+        assert_eq!(anywhere(&wrapper), homes, "where {wrapper} is");
+        for home in &homes {
+            let m = on(home, &wrapper).unwrap_or_else(|| panic!("no wrapper {home}.{wrapper}"));
+            let inputs: Vec<(&str, &Type)> =
+                m.inputs.iter().map(|p| (p.name.as_str(), &p.ty)).collect();
+            assert_eq!(inputs, [("params_json", &Type::String)], "{wrapper}");
+            assert_eq!(m.return_type, Some(Type::String), "{wrapper}");
+        }
     }
     for debug in methods::all().filter(|d| d.spec.debug) {
         assert!(
-            find(&snake_name(debug.spec.name)).is_none(),
+            anywhere(&snake_name(debug.spec.name)).is_empty(),
             "{} is exported",
             debug.spec.name
         );

@@ -25,6 +25,12 @@
 //!   ([`approves`]), denied otherwise — and answers `{resolved: true}`; `{resolved:
 //!   false}` when that session has no turn in flight or no approval parked under that id.
 //!
+//! A handler may also send its events the way CAR's bindings do, as `agent.chat.event`
+//! calls (`chat_event(session_id, kind, delta?)`): while that session's turn runs on this
+//! client, [`Client::call`] routes them into the turn instead of the daemon — non-terminal
+//! kinds into its ordered stream, the first `done` / `error` as its terminal event (its
+//! `delta` becomes `text` / `error`), sent when the handler returns.
+//!
 //! [`Client::serve_chat`] installs a [`ChatHandler`]: it is given a [`ChatTurnContext`]
 //! and returns the turn's final text (→ `done {finish_reason: "stop", text}`) or an error
 //! (→ `error {error}`); a panic becomes `error` too. It runs on a dedicated thread per
@@ -115,6 +121,21 @@ impl ChatSessions {
 
     fn get(&self, session_id: &str) -> Option<Arc<TurnState>> {
         self.lock().in_flight.get(session_id).cloned()
+    }
+
+    /// Routes an `agent.chat.event` a handler sent as a call (CAR's `chat_event`) into its
+    /// turn when that session's turn is in flight on this client; false otherwise (the
+    /// event then goes to the daemon as sent).
+    pub(crate) fn route(&self, params: &Value) -> bool {
+        let session = params.get("session_id").and_then(Value::as_str);
+        let kind = params.get("kind").and_then(Value::as_str);
+        match (session.and_then(|s| self.get(s)), kind) {
+            (Some(turn), Some(kind)) => {
+                turn.route(kind, params.clone());
+                true
+            }
+            _ => false,
+        }
     }
 
     /// Registers `state` as `session_id`'s turn: `None` when one is already in flight,

@@ -307,6 +307,9 @@ impl Client {
         params: Value,
         options: CallOptions,
     ) -> Result<Value, Error> {
+        if method == crate::chat::EVENT_METHOD && self.chat_sessions().route(&params) {
+            return Ok(Value::Null);
+        }
         let live = self.live(Credential::Token).await?;
         let wait = self.wait_for(method, &params, options);
         live.conn.call(method, params, wait).await
@@ -317,6 +320,9 @@ impl Client {
     /// frame was queued for the socket; an error when the client is closed or the
     /// connection cannot be opened or has ended.
     pub async fn notify(&self, method: &str, params: Value) -> Result<(), Error> {
+        if method == crate::chat::EVENT_METHOD && self.chat_sessions().route(&params) {
+            return Ok(());
+        }
         let live = self.live(Credential::Token).await?;
         live.conn.notify(method, &params).await
     }

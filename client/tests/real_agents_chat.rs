@@ -193,3 +193,48 @@ async fn the_agent_going_away_ends_the_hosts_turn_and_a_wrong_token_is_refused()
         other => panic!("a wrong agent token was accepted: {other:?}"),
     }
 }
+
+#[tokio::test]
+async fn a_handler_may_send_its_events_as_agent_chat_event_calls() {
+    let d = Daemon::builder().args(["--no-approvals"]).start();
+    let (host, mut events) = host_with_events(&d);
+    let agent = agent_client(&d, &host, "cary").await;
+    agent.serve_chat(|turn: &ChatTurnContext| {
+        let sid = turn.session_id().to_string();
+        let send = |kind: &str, delta: &str| {
+            turn.block_on(turn.client().call(
+                "agent.chat.event",
+                json!({"session_id": sid, "kind": kind, "delta": delta}),
+            ))
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+        };
+        send("token", "par")?;
+        send("token", "tial")?;
+        send("done", "the whole answer")?;
+        // A second terminal is ignored; the handler's own return value too.
+        send("error", "not this")?;
+        Ok("nor this".into())
+    });
+    agent.call("state.keys", json!({})).await.unwrap();
+    host.call(
+        "agents.chat",
+        json!({"agent_id": "cary", "prompt": "hi", "session_id": "c1"}),
+    )
+    .await
+    .unwrap();
+    let mut got = Vec::new();
+    loop {
+        let e = next(&mut events).await;
+        let done = e["kind"] == "done" || e["kind"] == "error";
+        got.push(e);
+        if done {
+            break;
+        }
+    }
+    let kinds: Vec<&str> = got.iter().map(|e| e["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["token", "token", "done"], "{got:?}");
+    assert_eq!(got[1]["delta"], "tial");
+    assert_eq!(got[2]["text"], "the whole answer", "{got:?}");
+    assert_eq!(got[2]["finish_reason"], "stop");
+}

@@ -2,8 +2,9 @@
 //! dropped without harm (the connection stays, the next call works) and `notify` fails
 //! once the client is closed or the daemon cannot be reached; `agent.chat` reverse calls
 //! (driven with `debug.call_client`) are acked and run, or refused with `-32602` for bad
-//! params; an approval nobody parked resolves nothing. The daemon drops the turn's `agent.chat.event`
-//! notifications (it does not serve `agents.chat` yet), which is harmless too.
+//! params; an approval nobody parked resolves nothing. The daemon drops the turn's
+//! `agent.chat.event` notifications (no host asked for this turn through `agents.chat`),
+//! which is harmless too.
 
 mod support;
 

@@ -16,6 +16,10 @@ pub const RUNS_CANCEL_V1: &str = "runs.cancel.v1";
 /// Gates `runs.resume`; a producer that negotiated it gets a resume lease when its
 /// connection drops instead of its runs being marked incomplete at once.
 pub const RUNS_RESUME_V1: &str = "runs.resume.v1";
+/// The per-tool `agent_permissions.*` surface (`set_tool`, `reset_tool`, `evaluate_tool`,
+/// grants). CAR's client requires it in the handshake before calling those; this daemon
+/// serves them to every session, so it gates nothing.
+pub const PERMISSIONS_AGENT_TOOL_OVERRIDES_V1: &str = "permissions.agent-tool-overrides.v1";
 /// Gates `feedback.*`; not supported by this daemon in v1.
 pub const FEEDBACK_V1: &str = "feedback.v1";
 
@@ -25,6 +29,7 @@ pub const SUPPORTED: &[&str] = &[
     INFER_DEADLINE_V1,
     INFER_MODEL_IDENTITY_V1,
     MODELS_CATALOG_IDENTITY_V1,
+    PERMISSIONS_AGENT_TOOL_OVERRIDES_V1,
     RUNS_CANCEL_V1,
     RUNS_RESUME_V1,
 ];

@@ -16,8 +16,9 @@
 //! `session.auth {token, agent_id}` with the agent's token attaches the connection. A
 //! later connection with the same valid credential replaces the earlier one, which is
 //! closed (the reference's rule: a respawned agent recovers even before the old socket
-//! noticed it died). Only the connection that still holds the attachment detaches it when
-//! it closes.
+//! noticed it died). With auth off nothing proves an identity, so the newest connection
+//! takes the attachment and none is closed. Only the connection that still holds the
+//! attachment detaches it when it closes.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -304,15 +305,17 @@ impl AgentRegistry {
             .map(|e| e.spec.clone())
     }
 
-    /// Attaches `session` to agent `id`; the connection it replaces (if still open) is
-    /// closed.
-    pub fn attach(&self, id: &str, session: &Arc<Session>) {
+    /// Attaches `session` to agent `id`; with `evict` (auth on: the credential was
+    /// proven) the connection it replaces, if still open, is closed. With auth off nothing
+    /// proves an identity, so no connection may close another: the newest just takes the
+    /// attachment.
+    pub fn attach(&self, id: &str, session: &Arc<Session>, evict: bool) {
         let previous = self
             .attached
             .lock()
             .expect("attached lock")
             .insert(id.to_string(), Arc::downgrade(session));
-        if let Some(previous) = previous.and_then(|w| w.upgrade()) {
+        if let Some(previous) = previous.and_then(|w| w.upgrade()).filter(|_| evict) {
             if previous.id != session.id {
                 tracing::info!(agent = %id, old = previous.id, new = session.id, "a newer connection took over the agent");
                 previous.evict("replaced by a newer connection for this agent");

@@ -4,7 +4,8 @@
 //! A call of a gated method, or a gated built-in tool inside a proposal, creates a system
 //! approval (`client_id: null`, `action: "ws.method:<method>"` or `"tool:<name>"`, the
 //! params preview in `details`), which publishes `approval.requested` on the host stream,
-//! and parks until a host session resolves it with `host.resolve_approval` or the gate's
+//! and parks until another session resolves it with `host.resolve_approval` (not the
+//! parked session itself, nor one bound to an agent: `crate::host_state`) or the gate's
 //! timeout passes. Approve → the call runs. Deny or timeout → `-32003` with
 //! `data.reason` `approval_denied` / `approval_timeout` and the approval id; the
 //! connection stays open and the approval row stays (pending after a timeout) for
@@ -105,6 +106,7 @@ pub async fn admit(
         }),
         required_approvals: 1,
         client_id: None,
+        parked_session: Some(session.label()),
     });
     let _waiting = Waiting {
         host: &state.host,

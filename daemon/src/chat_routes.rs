@@ -8,6 +8,13 @@
 //! `error` end the turn and drop the route. When the agent's connection closes, each of
 //! its turns ends with an `error` event (`"agent disconnected"`); when the host's closes,
 //! its turns are cancelled at the agent (`agent.chat.cancel`).
+//!
+//! A cancelled turn leaves a tombstone `(session_id, agent connection)`: the agent still
+//! sends that turn's remaining events and its terminal one, and they must not be taken for
+//! a newer turn of the same `session_id` (an agent may ack the next turn just before the
+//! cancelled one's terminal event goes out). Until the tombstone goes, events of that
+//! session from that agent are dropped; it goes with the old turn's terminal event, or
+//! after [`TOMBSTONE_TTL`] for an agent that never sends one.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
@@ -20,6 +27,8 @@ use crate::session::Session;
 
 /// Chat turns in flight at most (daemon-wide).
 pub const MAX_ROUTES: usize = 4096;
+/// How long a cancelled turn's late events are dropped at most.
+pub const TOMBSTONE_TTL: std::time::Duration = std::time::Duration::from_secs(30);
 
 #[derive(Debug, Clone)]
 pub struct Route {
@@ -34,6 +43,8 @@ pub struct Route {
 #[derive(Debug, Default)]
 pub struct ChatRoutes {
     routes: Mutex<HashMap<String, Route>>,
+    /// Cancelled turns whose remaining events are dropped (see the module docs).
+    tombstones: Mutex<HashMap<(String, u64), std::time::Instant>>,
 }
 
 impl ChatRoutes {
@@ -69,9 +80,39 @@ impl ChatRoutes {
         self.lock().remove(session_id)
     }
 
+    fn tombstones(&self) -> std::sync::MutexGuard<'_, HashMap<(String, u64), std::time::Instant>> {
+        let mut tombstones = self.tombstones.lock().expect("chat tombstones lock");
+        tombstones.retain(|_, since| since.elapsed() < TOMBSTONE_TTL);
+        tombstones
+    }
+
+    /// Cancels a turn: drops its route and tombstones it (see the module docs).
+    pub fn cancel(&self, session_id: &str) -> Option<Route> {
+        let route = self.remove(session_id)?;
+        let mut tombstones = self.tombstones();
+        if tombstones.len() < MAX_ROUTES {
+            tombstones.insert(
+                (session_id.to_string(), route.agent_session),
+                std::time::Instant::now(),
+            );
+        }
+        Some(route)
+    }
+
     /// Forwards one agent event to its host (see the module docs).
     pub fn forward(&self, from: &Session, event: ChatEventParams) {
         let session_id = event.session_id.to_string();
+        {
+            let mut tombstones = self.tombstones();
+            let key = (session_id.clone(), from.id);
+            if tombstones.contains_key(&key) {
+                if event.kind.is_terminal() {
+                    tombstones.remove(&key);
+                }
+                tracing::debug!(session = from.id, chat = %session_id, "event of a cancelled turn dropped");
+                return;
+            }
+        }
         let route = {
             let mut routes = self.lock();
             match routes.get(&session_id) {
@@ -100,6 +141,8 @@ impl ChatRoutes {
 
     /// A connection ended: end the turns it served, cancel the turns it asked for.
     pub fn on_session_closed(&self, session: &Session) {
+        self.tombstones()
+            .retain(|(_, agent), _| *agent != session.id);
         let ended: Vec<(String, Route)> = {
             let mut routes = self.lock();
             let ids: Vec<String> = routes

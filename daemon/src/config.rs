@@ -119,6 +119,11 @@ pub struct Args {
     #[arg(long, env = "CAR_APPROVAL_TIMEOUT", default_value = "60s", value_parser = parse_duration)]
     pub approval_timeout: Duration,
 
+    /// How long a proposal a supervisor must decide (`supervision.subscribe`) waits for
+    /// `supervision.decide` before it is rejected.
+    #[arg(long, env = "CAR_SUPERVISION_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
+    pub supervision_timeout: Duration,
+
     /// Serve the `debug.*` methods (tests and diagnostics only).
     #[arg(long, env = "CAR_DEBUG_METHODS", value_parser = clap::builder::FalseyValueParser::new())]
     pub debug_methods: bool,
@@ -150,6 +155,8 @@ pub struct Config {
     pub ready_file: Option<PathBuf>,
     pub approvals: ApprovalGate,
     pub workspace_root: Option<PathBuf>,
+    /// `supervision.*`: how long a parked intent waits for a decision.
+    pub supervision_timeout: Duration,
 }
 
 /// The approval gate's settings (docs/protocol-choices.md, "Approvals").
@@ -252,6 +259,7 @@ impl Config {
         };
         Ok(Config {
             approvals,
+            supervision_timeout: args.supervision_timeout,
             workspace_root: args.workspace_root,
             port: args.port,
             bind: args.bind,

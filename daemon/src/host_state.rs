@@ -9,8 +9,11 @@
 //! `device.unregistered` with `payload.reason: "session_closed"`), so a reconnecting
 //! program can register the same id again. An approval raised by `host.request_approval`
 //! is resolved only by the session that raised it; a system approval (the dispatcher's
-//! gate, `client_id: null`) only by a host session. Approvals are kept after resolution
-//! (bounded: the oldest resolved ones go first past [`MAX_APPROVALS`]).
+//! gate, `client_id: null`) by any authenticated session (the reference's rule: the UI
+//! that clicks is another session than the parked call) except the session whose call is
+//! parked and any session bound to an agent — an agent must not approve what the gate
+//! holds for it. Approvals are kept after resolution (bounded: the oldest resolved ones
+//! go first past [`MAX_APPROVALS`]).
 //!
 //! # Events, `seq` and replay
 //! Every change publishes one `HostEvent` under the state lock, numbered `seq` from 1
@@ -27,9 +30,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Mutex;
 
 use car_proto::errors::RpcError;
-use car_proto::methods::host::{
-    AgentStatus, ApprovalStatus, HostAgent, HostApproval, HostDevice, HostEvent,
-};
+use car_proto::methods::host::{AgentStatus, HostAgent, HostApproval, HostDevice, HostEvent};
 use serde_json::{json, Value};
 use tokio::sync::{broadcast, oneshot};
 
@@ -72,6 +73,8 @@ struct Inner {
     approvals: BTreeMap<String, HostApproval>,
     /// Parked gate calls waiting for their approval's resolution.
     waiters: HashMap<String, oneshot::Sender<bool>>,
+    /// The session whose call a system approval parks (it may not resolve it).
+    parked_callers: HashMap<String, String>,
     ring: VecDeque<(HostEvent, usize)>,
     ring_bytes: usize,
     next_seq: u64,
@@ -137,6 +140,8 @@ pub struct ApprovalRequest {
     pub required_approvals: u32,
     /// `None`: a system approval.
     pub client_id: Option<String>,
+    /// For a system approval: the session whose call is parked.
+    pub parked_session: Option<String>,
 }
 
 impl HostState {
@@ -433,149 +438,6 @@ impl HostState {
         self.publish(&mut inner, kind, agent_id, message, payload)
     }
 
-    /// Creates an approval and publishes `approval.requested`; the receiver yields the
-    /// decision (`true` approved) when it is resolved.
-    pub fn request_approval(
-        &self,
-        request: ApprovalRequest,
-    ) -> (HostApproval, oneshot::Receiver<bool>) {
-        let mut inner = self.lock();
-        let id = Self::fresh_id(&mut inner, "approval");
-        let approval = HostApproval {
-            id: id.clone(),
-            agent_id: request.agent_id.clone(),
-            action: request.action,
-            description: request.description,
-            details: request.details,
-            options: vec!["approve".into(), "deny".into()],
-            status: ApprovalStatus::Pending,
-            created_at: now(),
-            resolved_at: None,
-            notes: None,
-            required_approvals: request.required_approvals.max(1),
-            client_id: request.client_id,
-        };
-        Self::trim_approvals(&mut inner);
-        inner.approvals.insert(id.clone(), approval.clone());
-        let (tx, rx) = oneshot::channel();
-        inner.waiters.insert(id.clone(), tx);
-        if let Some(agent_id) = &request.agent_id {
-            if let Some(agent) = inner.agents.get_mut(agent_id) {
-                agent.status = AgentStatus::WaitingForApproval;
-                agent.updated_at = now();
-            }
-        }
-        let payload = serde_json::to_value(&approval).unwrap_or(Value::Null);
-        self.publish(
-            &mut inner,
-            "approval.requested",
-            request.agent_id.as_deref(),
-            Some(approval.action.clone()),
-            payload,
-        );
-        (approval, rx)
-    }
-
-    fn trim_approvals(inner: &mut Inner) {
-        while inner.approvals.len() >= MAX_APPROVALS {
-            let oldest_resolved = inner
-                .approvals
-                .values()
-                .filter(|a| a.status != ApprovalStatus::Pending)
-                .min_by(|a, b| a.created_at.cmp(&b.created_at))
-                .map(|a| a.id.clone());
-            let victim = oldest_resolved.or_else(|| {
-                inner
-                    .approvals
-                    .values()
-                    .min_by(|a, b| a.created_at.cmp(&b.created_at))
-                    .map(|a| a.id.clone())
-            });
-            match victim {
-                Some(id) => {
-                    inner.approvals.remove(&id);
-                    inner.waiters.remove(&id);
-                }
-                None => break,
-            }
-        }
-    }
-
-    /// Resolves a pending approval (see the module docs for who may).
-    pub fn resolve_approval(
-        &self,
-        caller: &str,
-        caller_is_host: bool,
-        id: &str,
-        approved: bool,
-        notes: Option<String>,
-    ) -> Result<HostApproval, RpcError> {
-        let mut inner = self.lock();
-        let approval = inner
-            .approvals
-            .get_mut(id)
-            .ok_or_else(|| not_found("approval_id", "approval", id))?;
-        match &approval.client_id {
-            Some(owner) if owner != caller => return Err(not_owner("approval", id)),
-            None if !caller_is_host => {
-                return Err(RpcError::internal(format!(
-                    "permission denied: approval '{id}' was raised by the daemon's approval gate and needs a host session"
-                ))
-                .with_data(json!({"reason": "host_required"})))
-            }
-            _ => {}
-        }
-        if approval.status != ApprovalStatus::Pending {
-            return Err(RpcError::invalid_params(format!(
-                "approval_id: approval '{id}' is already {}",
-                if approval.status == ApprovalStatus::Approved {
-                    "approved"
-                } else {
-                    "denied"
-                }
-            ))
-            .with_data(json!({"reason": "already_resolved"})));
-        }
-        approval.status = if approved {
-            ApprovalStatus::Approved
-        } else {
-            ApprovalStatus::Denied
-        };
-        approval.resolved_at = Some(now());
-        approval.notes = notes;
-        let approval = approval.clone();
-        if let Some(tx) = inner.waiters.remove(id) {
-            let _ = tx.send(approved);
-        }
-        if let Some(agent_id) = &approval.agent_id {
-            if let Some(agent) = inner.agents.get_mut(agent_id) {
-                if agent.status == AgentStatus::WaitingForApproval {
-                    agent.status = AgentStatus::Running;
-                    agent.updated_at = now();
-                }
-            }
-        }
-        let payload = serde_json::to_value(&approval).unwrap_or(Value::Null);
-        self.publish(
-            &mut inner,
-            "approval.resolved",
-            approval.agent_id.as_deref(),
-            Some(format!(
-                "{} {}",
-                approval.action,
-                if approved { "approved" } else { "denied" }
-            )),
-            payload,
-        );
-        Ok(approval)
-    }
-
-    /// A parked gate call gave up (timeout or dropped): forget its waiter; the approval
-    /// row stays pending for forensics, as CAR's gate leaves it.
-    pub fn abandon_waiter(&self, id: &str) {
-        self.lock().waiters.remove(id);
-    }
-
     /// The session `owner` ended: its agents and devices go.
     pub fn on_session_closed(&self, owner: &str) {
         let mut inner = self.lock();
@@ -614,5 +476,6 @@ impl HostState {
     }
 }
 
+mod approvals;
 #[cfg(test)]
 mod tests;

@@ -13,6 +13,8 @@
 //! - [`handler`]: the typed routes services register (a leaf module);
 //! - [`in_memory`]: a daemon connection over an in-process pipe, for fast service tests;
 //! - [`services`]: one module per method namespace;
+//! - [`permission`]: the action classifier, the approval ledger and the per-agent policy;
+//! - [`supervision`]: supervisors and the proposals parked on their decisions;
 //! - [`state`]: what all connections share.
 //!
 //! [`run`] is the whole process: resolve paths, bind, claim primacy, publish credentials,
@@ -33,12 +35,14 @@ pub mod inference;
 pub mod instance;
 pub mod outbound;
 pub mod pattern_budget;
+pub mod permission;
 pub mod run_registry;
 pub mod runtime;
 pub mod services;
 pub mod session;
 pub mod state;
 pub mod store;
+pub mod supervision;
 pub mod transport;
 pub mod upgrade;
 
@@ -260,6 +264,8 @@ pub async fn open_state(
         secrets,
         secret_activity,
         workspace: Arc::new(workspace),
+        approvals: permission::ledger::ApprovalLedger::open(state_root),
+        agent_permissions: permission::agent_policy::AgentPermissions::open(state_root),
     };
     let state = Arc::new(ServerState::new(
         dispatch,

@@ -66,6 +66,9 @@ pub struct Session {
     read_ledger: car_builtin_tools::ReadLedger,
     /// Open `session.policy.open` ids.
     policy_scopes: Mutex<std::collections::BTreeSet<String>>,
+    /// The standing permission tier proposals on this connection are judged against
+    /// (`permission.*`; default `sandbox_edit`).
+    permission_tier: Mutex<car_proto::methods::permission::Tier>,
 }
 
 /// Policy-scoping ids one connection may hold open.
@@ -110,6 +113,7 @@ impl Session {
             evict_reason: Mutex::new(String::new()),
             read_ledger: car_builtin_tools::ReadLedger::new(),
             policy_scopes: Mutex::new(Default::default()),
+            permission_tier: Mutex::new(car_proto::methods::permission::Tier::SandboxEdit),
         }
     }
 
@@ -141,6 +145,15 @@ impl Session {
     /// Closes a policy-scoping id; false when it was not open.
     pub fn close_policy_scope(&self, id: &str) -> bool {
         self.policy_scopes.lock().expect("scopes lock").remove(id)
+    }
+
+    /// The standing permission tier (`permission.get_tier`).
+    pub fn permission_tier(&self) -> car_proto::methods::permission::Tier {
+        *self.permission_tier.lock().expect("tier lock")
+    }
+
+    pub fn set_permission_tier(&self, tier: car_proto::methods::permission::Tier) {
+        *self.permission_tier.lock().expect("tier lock") = tier;
     }
 
     pub fn read_ledger(&self) -> &car_builtin_tools::ReadLedger {

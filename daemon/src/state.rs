@@ -42,6 +42,10 @@ pub struct Stores {
     pub secret_activity: Arc<car_secrets::Activity>,
     /// Where the built-in agent tools act.
     pub workspace: Arc<car_builtin_tools::Workspace>,
+    /// The approval ledger (`$CAR_HOME/approvals.jsonl`).
+    pub approvals: crate::permission::ledger::ApprovalLedger,
+    /// The per-agent approval policy (`$CAR_HOME/agent-permissions.json`).
+    pub agent_permissions: crate::permission::agent_policy::AgentPermissions,
 }
 
 #[derive(Debug)]
@@ -67,6 +71,12 @@ pub struct ServerState {
     pub patterns: crate::pattern_budget::PatternBudget,
     /// Chat turns routed between hosts and attached agents.
     pub chats: crate::chat_routes::ChatRoutes,
+    /// The daemon-wide approval ledger behind `permission.*` and the proposal gate.
+    pub approvals: crate::permission::ledger::ApprovalLedger,
+    /// The per-agent approval policy behind `agent_permissions.*`.
+    pub agent_permissions: crate::permission::agent_policy::AgentPermissions,
+    /// Supervisors and the intents parked on them (`supervision.*`).
+    pub supervision: crate::supervision::Supervision,
     /// Run trace records for `runs.subscribe`.
     pub run_events: broadcast::Sender<RunEvent>,
     /// Running runs: their producers, work tokens and resume leases.
@@ -98,6 +108,8 @@ impl ServerState {
             secrets,
             secret_activity,
             workspace,
+            approvals,
+            agent_permissions,
         } = stores;
         let schema = car_proto::schema::schema(config.debug_methods);
         let schema_reply = car_proto::methods::server::SchemaReply {
@@ -120,6 +132,9 @@ impl ServerState {
             patterns: Default::default(),
             grants: Default::default(),
             chats: Default::default(),
+            approvals,
+            agent_permissions,
+            supervision: Default::default(),
             run_events,
             live_runs: Default::default(),
             store,

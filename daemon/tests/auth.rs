@@ -80,15 +80,25 @@ async fn malformed_auth_params_name_the_field() {
             json!({"token": 5}),
             "invalid params: token: invalid type: integer `5`, expected a string",
         ),
-        (json!({}), "invalid params: token: is required (or host_token)"),
+        (
+            json!({}),
+            "invalid params: token: is required (or host_token)",
+        ),
         (
             json!({"token": null}),
             "invalid params: token: is required (or host_token)",
         ),
-        (json!({"token": ""}), "invalid params: token: must not be empty"),
         (
-            json!({"consumer_id": "c", "token": "t"}),
-            "invalid params: consumer_id: inference-consumer credentials are not served by this daemon",
+            json!({"token": ""}),
+            "invalid params: token: must not be empty",
+        ),
+        (
+            json!({"consumer_id": "c", "token": "t", "agent_id": "a"}),
+            "invalid params: agent_id: cannot be combined with consumer_id",
+        ),
+        (
+            json!({"consumer_id": "c"}),
+            "invalid params: token: is required with consumer_id",
         ),
         (
             json!({"token": "a", "memory_namespace": "n".repeat(300)}),

@@ -364,15 +364,14 @@ async fn a_gated_method_parks_until_a_host_approves_or_denies() {
     // Still parked: agents.list (ungated) shows nothing yet.
     let r = host.call("agents.list", json!({})).await;
     assert_eq!(r["result"], json!([]), "{r}");
-    // An operator session cannot resolve a system approval.
-    let mut op = Ws::authed(&d).await;
-    let r = op
+    // The parked caller cannot approve its own call, nor can a session bound to an agent.
+    let r = caller
         .call(
             "host.resolve_approval",
             json!({"approval_id": approval, "resolution": "approve"}),
         )
         .await;
-    assert_eq!(r["error"]["data"]["reason"], "host_required", "{r}");
+    assert_eq!(r["error"]["data"]["reason"], "self_approval", "{r}");
     let r = host
         .call(
             "host.resolve_approval",

@@ -169,12 +169,13 @@ async fn invalid_utf8_closes_with_1007() {
 
 #[tokio::test]
 async fn a_client_that_never_reads_is_closed_instead_of_growing_memory() {
+    // The bound holds one `server.schema` answer (over 100 KiB) but not many.
     let d = Daemon::builder()
-        .args(["--max-outbound-bytes", "65536"])
+        .args(["--max-outbound-bytes", "1048576"])
         .start();
     let ws = Ws::authed(&d).await;
     let request = json!({"jsonrpc":"2.0","id":1,"method":"server.schema"}).to_string();
-    // Each answer is a few KiB; 20,000 unread answers would be tens of MiB.
+    // 20,000 unread answers would be gigabytes.
     let (mut sink, mut stream) = futures_util::StreamExt::split(ws.ws);
     let writer = tokio::spawn(async move {
         for _ in 0..20_000 {

@@ -126,12 +126,14 @@ async fn deny_tool_param_blocks_the_call_and_verify_reports_it_first() {
     });
     register_tools(&client, &["shell"]).await;
     client
-        .call("policy.register", json!({"name": "no-sudo", "rule": "deny_tool_param", "target": "shell", "key": "cmd", "pattern": "^sudo\\b"}))
+        .call("policy.register", json!({"name": "no-rm", "rule": "deny_tool_param", "target": "shell", "key": "cmd", "pattern": "^rm\\b"}))
         .await
         .unwrap();
     let proposal = json!({"actions": [
         {"id": "ok", "type": "tool_call", "tool": "shell", "parameters": {"cmd": "ls"}, "failure_behavior": "skip"},
-        {"id": "bad", "type": "tool_call", "tool": "shell", "parameters": {"cmd": "sudo rm -rf /"}, "failure_behavior": "skip"}
+        // (`sudo` or `rm -rf` would make the action full_access: the permission gate would
+        // block the whole proposal before the policy is consulted.)
+        {"id": "bad", "type": "tool_call", "tool": "shell", "parameters": {"cmd": "rm notes.txt"}, "failure_behavior": "skip"}
     ]});
     let v = client
         .call("verify", json!({"proposal": proposal}))
@@ -144,14 +146,14 @@ async fn deny_tool_param_blocks_the_call_and_verify_reports_it_first() {
         (json!("bad"), json!("policy")),
         "{v}"
     );
-    assert!(issue["message"].as_str().unwrap().contains("no-sudo"));
+    assert!(issue["message"].as_str().unwrap().contains("no-rm"));
     let r = client
         .call("proposal.submit", json!({"proposal": proposal}))
         .await
         .unwrap();
     let bad = status_of(&r, "bad");
     assert_eq!(bad["status"], "rejected");
-    assert!(bad["error"].as_str().unwrap().contains("no-sudo"), "{bad}");
+    assert!(bad["error"].as_str().unwrap().contains("no-rm"), "{bad}");
     assert_eq!(status_of(&r, "ok")["status"], "succeeded");
     assert_eq!(
         calls.load(Ordering::SeqCst),

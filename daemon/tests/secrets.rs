@@ -143,3 +143,51 @@ async fn secrets_round_trip_across_a_restart_and_never_leak() {
         .await;
     assert_eq!(r["result"]["exists"], false, "{r}");
 }
+
+#[tokio::test]
+async fn a_remote_model_reads_its_key_from_the_secret_store() {
+    use car_test_harness::http_script::{Reply, Server};
+    let server = Server::start(vec![Reply::json(
+        200,
+        json!({"choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}]}),
+    )]);
+    let d = Daemon::start();
+    let mut host = Ws::host(&d).await;
+    let r = host
+        .call(
+            "secret.put",
+            json!({"service": "providers", "key": "SCRIPTED_API_KEY", "value": VALUE}),
+        )
+        .await;
+    assert_eq!(r["result"]["ok"], true, "{r}");
+    let r = host
+        .call(
+            "models.register",
+            json!({"id": "remote", "base_url": format!("{}/v1", server.base_url), "model": "m",
+                   "api_key_secret": "providers/SCRIPTED_API_KEY"}),
+        )
+        .await;
+    assert_eq!(r["result"]["registered"], true, "{r}");
+    assert!(!r.to_string().contains(VALUE), "{r}");
+    let r = host
+        .call("infer", json!({"model": "remote", "prompt": "hi"}))
+        .await;
+    assert_eq!(r["result"]["text"], "ok", "{r}");
+    let seen = server.requests();
+    assert_eq!(
+        seen[0].authorization.as_deref(),
+        Some(format!("Bearer {VALUE}").as_str()),
+        "the provider got the secret as its key"
+    );
+    // Deleting the secret stops the key being sent: the next call fails naming the secret.
+    host.call(
+        "secret.delete",
+        json!({"service": "providers", "key": "SCRIPTED_API_KEY"}),
+    )
+    .await;
+    let r = host
+        .call("infer", json!({"model": "remote", "prompt": "hi"}))
+        .await;
+    assert!(message(&r).contains("providers/SCRIPTED_API_KEY"), "{r}");
+    assert!(!r.to_string().contains(VALUE), "{r}");
+}

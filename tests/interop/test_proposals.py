@@ -321,7 +321,13 @@ def test_event_query_filters(rt: car_runtime.CarRuntime) -> None:
 
 def test_action_events_carry_a_params_digest_never_the_params(rt: car_runtime.CarRuntime) -> None:
     rt.register_tool("login")
-    rt.execute_proposal(proposal(action("a", "login", {"password": "hunter2-secret"})), Recorder())
+    login = action("a", "login", {"password": "hunter2-secret"})
+    # A `password` parameter makes the action full_access (CAR's permission tiers): a host
+    # approves this exact operation first, through CAR's own HostClient.
+    record = json.loads(car_runtime.HostClient(rt).permission_approve(json.dumps({"action": login})))
+    assert record["decision"] == "approved", record
+    assert "hunter2-secret" not in json.dumps(record)
+    rt.execute_proposal(proposal(login), Recorder())
     events = json.loads(rt.event_query(json.dumps({"kinds": ["action_succeeded"]})))["events"]
     assert events and "params_digest" in events[0]["data"]
     assert "hunter2-secret" not in rt.event_query("{}")

@@ -153,14 +153,16 @@ def test_deny_tool_blocks_the_action_before_dispatch(rt: car_runtime.CarRuntime)
 
 
 def test_deny_tool_param_blocks_only_the_matching_value(rt: car_runtime.CarRuntime) -> None:
-    rt.register_tool("deploy")
-    rt.register_policy("no-prod", "deny_tool_param", "deploy", key="env", pattern="prod")
+    # Not `deploy`: the permission tiers (CAR's rule) make a deploy tool full_access, which
+    # waits for a human whatever the policies say; a `configure` tool runs at the default tier.
+    rt.register_tool("configure")
+    rt.register_policy("no-prod", "deny_tool_param", "configure", key="env", pattern="prod")
     tool = Recorder()
-    assert statuses(rt.execute_proposal(proposal(action("p", "deploy", {"env": "prod-eu"})), tool)) == {
+    assert statuses(rt.execute_proposal(proposal(action("p", "configure", {"env": "prod-eu"})), tool)) == {
         "p": "rejected"
     }
     assert tool.calls == []
-    assert statuses(rt.execute_proposal(proposal(action("s", "deploy", {"env": "staging"})), tool)) == {
+    assert statuses(rt.execute_proposal(proposal(action("s", "configure", {"env": "staging"})), tool)) == {
         "s": "succeeded"
     }
     assert [c["params"] for c in tool.calls] == [{"env": "staging"}]

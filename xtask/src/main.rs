@@ -10,13 +10,19 @@
 //!   built and results projected once, in `car_daemon_client::typed`;
 //! - a CAR-compatible JSON-string wrapper, `memory_add_fact(params_json="{}") -> str`, unless
 //!   a typed member (or, in Python and Node, a hand-written member such as `infer_stream`)
-//!   has its name; `host` methods go through `daemon_call_host_management`.
+//!   has its name.
 //!
-//! Files: Python `bindings-python/python/car_runtime/_generated.py` + `_generated.pyi` (a
-//! `GeneratedMethods` mixin `CarRuntime` inherits), Node `bindings-node/generated.js` +
-//! `generated.d.ts` (`installGenerated(proto)` and the `GENERATED_METHODS` /
-//! `TYPED_MEMBERS` tables), UniFFI `bindings-uniffi/src/generated.rs` (a
-//! `#[uniffi::export] impl CarDaemonClient` block).
+//! The `host` methods' members are `HostClient`'s (CAR's rule: host methods stay off
+//! `CarRuntime`) and go through `daemon_call_host_management`; the few CAR's `CarRuntime`
+//! has as well (`render::RUNTIME_HOST_MEMBERS`) are generated on the runtime too.
+//!
+//! Files: Python `bindings-python/python/car_runtime/_generated.py` + `_generated.pyi`
+//! (`GeneratedMethods`, which `CarRuntime` inherits, and `GeneratedHostMethods`, which
+//! `HostClient` inherits), Node `bindings-node/generated.js` + `generated.d.ts`
+//! (`installGenerated(proto)` / `installGeneratedHost(proto)` and the `GENERATED_METHODS` /
+//! `TYPED_MEMBERS` / `HOST_GENERATED_METHODS` / `HOST_TYPED_MEMBERS` tables), UniFFI
+//! `bindings-uniffi/src/generated.rs` (`#[uniffi::export] impl CarDaemonClient` and `impl
+//! HostClient` blocks).
 //!
 //! Name rule (docs/protocol-choices.md, "Bindings"): split the method on `.` and `/`, snake_case each segment,
 //! join with `_`; Node, Kotlin and Swift use the lowerCamelCase of that. `--check` exits 1

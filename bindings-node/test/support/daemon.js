@@ -18,9 +18,11 @@ function serverBinary() {
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
 
 class Daemon {
-  constructor({ debugMethods = true } = {}) {
+  /** `extraEnv` is added to the daemon's environment (e.g. `CAR_NO_APPROVALS`). */
+  constructor({ debugMethods = true, extraEnv = {} } = {}) {
     this.home = fs.mkdtempSync(path.join(os.tmpdir(), 'car-node-home-'))
     this.debugMethods = debugMethods
+    this.extraEnv = extraEnv
     this.child = null
     this.info = null
     this.starts = 0
@@ -34,7 +36,7 @@ class Daemon {
     const args = ['--port', '0', '--ready-file', readyFile]
     if (this.debugMethods) args.push('--debug-methods')
     this.child = spawn(serverBinary(), args, {
-      env: { ...process.env, CAR_HOME: this.home, CAR_LOG: 'info' },
+      env: { ...process.env, CAR_HOME: this.home, CAR_LOG: 'info', ...this.extraEnv },
       stdio: ['ignore', 'ignore', log],
     })
     fs.closeSync(log)
@@ -71,6 +73,43 @@ class Daemon {
 
   get tokenFile() {
     return path.join(this.home, 'ai.parslee.car', 'auth-token')
+  }
+
+  get hostTokenFile() {
+    return path.join(this.home, 'ai.parslee.car', 'host-token')
+  }
+
+  /**
+   * One call on a raw host session: for what the daemon lets only a host do and no binding
+   * member offers (`models.register` of a remote endpoint). Resolves to the result.
+   */
+  async hostCall(method, params) {
+    const WebSocket = require('ws')
+    const ws = new WebSocket(this.url)
+    try {
+      await new Promise((resolve, reject) => {
+        ws.once('open', resolve)
+        ws.once('error', reject)
+      })
+      const replies = new Map()
+      let waiting = null
+      ws.on('message', (data) => {
+        const msg = JSON.parse(String(data))
+        if (msg.id !== undefined) replies.set(msg.id, msg)
+        if (waiting) waiting()
+      })
+      const call = async (id, m, p) => {
+        ws.send(JSON.stringify({ jsonrpc: '2.0', id, method: m, params: p }))
+        while (!replies.has(id)) await new Promise((resolve) => (waiting = resolve))
+        const reply = replies.get(id)
+        if (reply.error) throw new Error(`${m}: ${JSON.stringify(reply.error)}`)
+        return reply.result
+      }
+      await call(1, 'session.auth', { host_token: fs.readFileSync(this.hostTokenFile, 'utf8').trim() })
+      return await call(2, method, params)
+    } finally {
+      ws.close()
+    }
   }
 
   /** The environment a client process uses to find this daemon (socket + token file). */

@@ -8,6 +8,9 @@ import {
   DaemonRpcError,
   DaemonTimeoutError,
   GENERATED_METHODS,
+  HOST_GENERATED_METHODS,
+  HOST_TYPED_MEMBERS,
+  HostClient,
   InvalidArgumentError,
   TYPED_MEMBERS,
   TerminalToolError,
@@ -16,9 +19,11 @@ import {
   getMemoryNamespace,
   protocolVersion,
   runAgent,
+  registerChatHandler,
   registerToolCancelHandler,
   registerToolHandler,
   setMemoryNamespace,
+  unregisterChatHandler,
   unregisterToolCancelHandler,
   unregisterToolHandler,
   version,
@@ -151,7 +156,28 @@ async function everything(): Promise<void> {
   const gen: string = await rt.memoryAddFact('{"subject":"s","body":"b"}')
   const gen2: string = await rt.capabilitiesList()
   const gen3: string = await rt.runsGetTrace('{"run_id":"r"}')
-  const gen4: string = await rt.sessionClearHalt()
+  // Host methods: HostClient's (CAR keeps them off CarRuntime), but CAR's removeModel.
+  const host = new HostClient(rt)
+  const owner: CarRuntime = host.runtime
+  const gen4: string = await host.sessionClearHalt()
+  const upserted: string = await host.agentsUpsert('{"id":"a","name":"A","command":"/bin/true"}')
+  const activity: string = await host.diagnosticsSecretStoreActivity()
+  const viaHost: string = await host.daemonCallHostManagement('models.remove', '{"id":"m"}')
+  const modelRemoved: string = await rt.removeModel('m')
+  const hostNames: Record<string, string> = { ...HOST_GENERATED_METHODS }
+  const hostTyped: car.TypedMemberSpec | undefined = HOST_TYPED_MEMBERS['agentsUpsert']
+  void [owner, upserted, activity, viaHost, modelRemoved, hostNames, hostTyped]
+  // @ts-expect-error host methods are not CarRuntime's
+  void rt.sessionClearHalt
+
+  // The agent side of agents.chat
+  registerChatHandler(async (paramsJson: string) => {
+    const p = JSON.parse(paramsJson) as { session_id: string }
+    await rt.chatEvent(p.session_id, 'token', 'hi')
+    await rt.chatEvent(p.session_id, 'done')
+  })
+  registerChatHandler((paramsJson: string) => void paramsJson)
+  unregisterChatHandler()
 
   // Process-wide handlers
   registerToolHandler(async (callJson: string) => callJson)

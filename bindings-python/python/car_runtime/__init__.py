@@ -8,8 +8,10 @@
 
 Structured results are JSON strings; see `CarRuntime` for the members (CAR's typed
 members and JSON-string wrappers are generated from the daemon's method contract:
-`TYPED_MEMBERS` and `GENERATED_METHODS` map their names to daemon methods) and `_errors`
-for what each exception means.
+`TYPED_MEMBERS` and `GENERATED_METHODS` map their names to daemon methods), `HostClient`
+for the `host` methods (`HOST_TYPED_MEMBERS`, `HOST_GENERATED_METHODS`),
+`register_chat_handler` for serving `agent.chat`, and `_errors` for what each exception
+means.
 """
 
 from __future__ import annotations
@@ -28,13 +30,21 @@ from ._errors import (
     TerminalToolError,
     UnexpectedResultError,
 )
-from ._generated import GENERATED_METHODS, TYPED_MEMBERS
+from ._generated import (
+    GENERATED_METHODS,
+    HOST_GENERATED_METHODS,
+    HOST_TYPED_MEMBERS,
+    TYPED_MEMBERS,
+)
+from ._host import HostClient
 from ._runtime import (
     CarRuntime,
     get_memory_namespace,
+    register_chat_handler,
     register_tool_cancel_handler,
     register_tool_handler,
     set_memory_namespace,
+    unregister_chat_handler,
     unregister_tool_cancel_handler,
     unregister_tool_handler,
 )
@@ -54,6 +64,8 @@ def protocol_version() -> int:
 
 __all__ = [
     "GENERATED_METHODS",
+    "HOST_GENERATED_METHODS",
+    "HOST_TYPED_MEMBERS",
     "CarRuntime",
     "CarRuntimeError",
     "ClientClosedError",
@@ -61,6 +73,7 @@ __all__ = [
     "DaemonRpcError",
     "DaemonTimeoutError",
     "HandshakeError",
+    "HostClient",
     "InternalError",
     "InvalidArgumentError",
     "RefusedError",
@@ -71,9 +84,11 @@ __all__ = [
     "client_version",
     "get_memory_namespace",
     "protocol_version",
+    "register_chat_handler",
     "register_tool_cancel_handler",
     "register_tool_handler",
     "set_memory_namespace",
+    "unregister_chat_handler",
     "unregister_tool_cancel_handler",
     "unregister_tool_handler",
 ]

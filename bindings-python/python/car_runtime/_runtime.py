@@ -2,10 +2,11 @@
 
 Only what cannot be generated is written here: the bridge (`daemon_call`, handlers,
 `connection_epoch`, `close`), the members that take callbacks (`submit_proposal`,
-`execute_proposal`, `infer_stream`) and the context manager. Every typed member
-(`add_fact`, …) and JSON-string wrapper (`memory_add_fact`, …) is generated from the
-daemon's method contract into `_generated.py` and runs through the native client's
-`call_member`, which builds the params and projects the result in the shared Rust client.
+`execute_proposal`, `infer_stream`), the context manager and the process-wide tool and
+chat handlers. Every typed member (`add_fact`, …) and JSON-string wrapper
+(`memory_add_fact`, …) is generated from the daemon's method contract into
+`_generated.py` and runs through the native client's `call_member`, which builds the
+params and projects the result in the shared Rust client.
 
 Structured results come back as JSON strings (decode them with `json.loads`), counts as
 `int`, flags as `bool`. Calls block the calling thread with the GIL released, may be made
@@ -116,6 +117,37 @@ def unregister_tool_cancel_handler() -> None:
         _user_cancel = None
 
 
+def register_chat_handler(handler: Callable[[str], None]) -> None:
+    """Serves the daemon's `agent.chat` reverse calls (the agent side of `agents.chat`)
+    with `handler`, for every `CarRuntime` of the process; replaces any earlier one.
+
+    A runtime bound to an agent identity (`CAR_AGENT_ID` and `CAR_AGENT_TOKEN` in the
+    environment when it is created) gets one `agent.chat` per host `agents.chat`. The
+    client acks `{accepted: true}` first, then calls `handler(params_json)` with
+    `{session_id, prompt, stream?, model?, attachments?, goal?, context?}` on a
+    CAR-owned worker thread (never the native module's threads), one turn at a time. Run
+    the turn inline: the handler may call any runtime method, and streams the reply with
+    `runtime.chat_event(session_id, "token", delta)` on the runtime serving the turn (the
+    client routes the turn's own events into it).
+
+    The turn ends with exactly one terminal event, sent when the handler returns: the
+    first `done` / `error` it emitted with `chat_event` (`delta` is the final text or the
+    error; it wins over whatever the handler did after), else `error` with the exception
+    when it raised, else `done` with an empty `text` (the reply is the streamed tokens). A
+    turn the host cancelled ends with `done {finish_reason: "cancelled"}`.
+    """
+    if not callable(handler):
+        raise TypeError(f"handler must be callable, got {type(handler).__name__}")
+    _callbacks.POOL.ensure_started()
+    _native.set_chat_handler(handler)
+
+
+def unregister_chat_handler() -> None:
+    """Removes the chat handler: later `agent.chat` calls are refused (`-32601`), so the
+    daemon learns this agent no longer chats. A turn already running finishes."""
+    _native.set_chat_handler(None)
+
+
 class CarRuntime(GeneratedMethods):
     """A client of the local `car-server` daemon.
 
@@ -128,7 +160,8 @@ class CarRuntime(GeneratedMethods):
     The typed members (`add_fact`, `list_tools`, …) and the JSON-string wrappers
     (`memory_add_fact(params_json)`, …) are generated from the daemon's method contract
     into `GeneratedMethods`; what is written here is the bridge and the members that take
-    callbacks.
+    callbacks. The `host` methods are `HostClient(runtime)`'s (CAR's rule: they stay off
+    `CarRuntime`), except `remove_model`, which CAR's `CarRuntime` has.
     """
 
     def __init__(

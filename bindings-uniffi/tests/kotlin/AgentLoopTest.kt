@@ -11,7 +11,7 @@ fun agentTool(f: (params: Any?, call: Any?) -> String) = object : AgentTool {
         f(Json.parse(paramsJson), Json.parse(callJson))
 }
 
-class AgentLoopTests(private val client: CarDaemonClient) {
+class AgentLoopTests(private val client: CarDaemonClient, private val wsUrl: String) {
     private fun config(model: String) = AgentLoopConfig(
         agentName = "calc",
         identity = "You are a calculator.",
@@ -23,10 +23,11 @@ class AgentLoopTests(private val client: CarDaemonClient) {
         targetOutcome = "the sum",
     )
 
-    /** A fresh scripted model registered under `id`. */
+    /** A fresh scripted model registered under `id` (by a host session: see HostCall.kt). */
     private fun model(id: String): ScriptedModel {
         val m = ScriptedModel()
-        client.registerModel("""{"id":${quote(id)},"base_url":${quote(m.url)},"model":"m"}""")
+        val reply = hostCall(wsUrl, "models.register", """{"id":${quote(id)},"base_url":${quote(m.url)},"model":"m"}""")
+        eq(at(reply, "registered"), true, "models.register")
         return m
     }
 

@@ -117,11 +117,36 @@ class Suite(val daemon: Daemon) {
             eq(call(c, "debug.echo", """{"over":"tcp"}"""), mapOf("over" to "tcp"))
         }
         eq(Json.parse(client.daemonCallHostManagement("session.clear_halt", "{}")), mapOf("cleared" to false))
-        // The generated wrapper of a host method goes over the host connection itself...
-        eq(Json.parse(client.sessionClearHalt("{}")), mapOf("cleared" to false))
+        // HostClient's generated wrapper of a host method goes over the host connection...
+        HostClient(client).use { host ->
+            eq(Json.parse(host.sessionClearHalt("{}")), mapOf("cleared" to false))
+        }
         // ...and over the operator connection the daemon refuses it, with data.reason.
         val refused = expectThrows<CarException.DaemonRpc> { client.daemonCall("session.clear_halt", "{}") }
         eq(at(Json.parse(refused.dataJson), "reason"), "host_required", "refusal data")
+    }
+
+    fun hostClientServesTheHostMethods() {
+        // The suite's daemon runs with --no-approvals, so agents.upsert is not held.
+        val command = ProcessHandle.current().info().command().orElse("/bin/sh")
+        val spec = """{"id":"kt-agent","name":"Kt Agent","command":${quote(command)}}"""
+        HostClient(client).use { host ->
+            val agent = Json.parse(host.agentsUpsert(spec))
+            eq(at(agent, "spec", "id"), "kt-agent", "upserted id")
+            check(File(at(agent, "token_path") as String).readText().trim().length >= 32) { "agent token" }
+            val listed = (Json.parse(client.agentsList("{}")) as List<*>).map { at(it, "spec", "id") }
+            check("kt-agent" in listed) { "agentsList: $listed" }
+            for (method in listOf("agents.upsert", "diagnostics.secret_store_activity")) {
+                val refused = expectThrows<CarException.DaemonRpc> { client.daemonCall(method, spec) }
+                eq(at(Json.parse(refused.dataJson), "reason"), "host_required", "$method refusal")
+            }
+            eq(Json.parse(host.agentsRemove("""{"id":"kt-agent"}""")), mapOf("removed" to true))
+            check(Json.parse(host.diagnosticsSecretStoreActivity("{}")) is Map<*, *>) { "activity" }
+            eq(Json.parse(host.daemonCallHostManagement("session.clear_halt", "{}")), mapOf("cleared" to false))
+            // removeModel stays the client's (CAR's CarRuntime has it), over the host connection.
+            val missing = expectThrows<CarException.DaemonRpc> { client.removeModel("no-such-model") }
+            check(at(Json.parse(missing.dataJson), "reason") != "host_required") { missing.dataJson }
+        }
     }
 
     fun handlerServesToolsExecuteForAProposal() {
@@ -181,8 +206,9 @@ class Suite(val daemon: Daemon) {
                 attempts.incrementAndGet()
                 throw CarException.Handler("receipt journal is unavailable", true)
             })
-            call(c, "tools.register", """{"name":"pay"}""")
-            val proposal = """{"actions":[{"id":"p","type":"tool_call","tool":"pay","failure_behavior":"retry","max_retries":3}]}"""
+            // A read-only tool name: the daemon's permission gate holds `pay`-like tools for a human.
+            call(c, "tools.register", """{"name":"receipt_lookup"}""")
+            val proposal = """{"actions":[{"id":"p","type":"tool_call","tool":"receipt_lookup","failure_behavior":"retry","max_retries":3}]}"""
             val out = call(c, "proposal.submit", """{"proposal":$proposal}""")
             eq(at(out, "results", 0, "status"), "failed", "status in $out")
             eq(at(out, "results", 0, "terminal"), true, "terminal in $out")
@@ -273,7 +299,7 @@ fun main() {
     val scratch = Files.createTempDirectory("car-uniffi-kt").toFile()
     val daemon = Daemon(bin, home, scratch).start()
     val suite = Suite(daemon)
-    val agents = AgentLoopTests(suite.client)
+    val agents = AgentLoopTests(suite.client, daemon.wsUrl)
     val tests: List<Pair<String, () -> Unit>> = listOf(
         "versions" to suite::versions,
         "daemonCall returns results" to suite::daemonCallReturnsResults,
@@ -281,6 +307,7 @@ fun main() {
         "generated typed members" to suite::generatedTypedMembers,
         "bad arguments are refused precisely" to suite::badArgumentsAreRefusedPrecisely,
         "explicit url and host management" to suite::explicitUrlAndHostManagement,
+        "HostClient serves the host methods" to suite::hostClientServesTheHostMethods,
         "handler serves tools.execute for a proposal" to suite::handlerServesToolsExecuteForAProposal,
         "handler errors reach the daemon" to suite::handlerErrorsReachTheDaemon,
         "terminal tool failure stops retries" to suite::terminalToolFailureStopsRetries,

@@ -18,7 +18,9 @@ class Daemon(private val bin: String, private val home: File, private val scratc
         starts++
         val ready = File(scratch, "ready-$starts.json")
         val stderr = File(scratch, "daemon-$starts.log")
-        val pb = ProcessBuilder(bin, "--port", "0", "--ready-file", ready.path, "--debug-methods")
+        // --no-approvals: the HostClient test registers an agent without a host's approval.
+        val args = listOf("--port", "0", "--ready-file", ready.path, "--debug-methods", "--no-approvals")
+        val pb = ProcessBuilder(listOf(bin) + args)
             .redirectErrorStream(false)
             .redirectOutput(ProcessBuilder.Redirect.DISCARD)
             .redirectError(stderr)

@@ -5,7 +5,7 @@
 //! sent as `null` counts as absent. Deciding what a parsed call does is [`super`]'s.
 
 use car_proto::errors::RpcError;
-use serde_json::{Map, Value};
+use serde_json::{json, Map, Value};
 
 use crate::error::HandlerError;
 
@@ -35,6 +35,32 @@ pub struct ChatGoal {
 }
 
 impl ChatParams {
+    /// The params back as JSON (`{session_id, prompt, stream?, model?, attachments?,
+    /// goal?, context?}`): what a binding hands its host-language handler.
+    pub fn to_json(&self) -> Value {
+        let mut out = json!({"session_id": self.session_id, "prompt": self.prompt});
+        if let Some(stream) = self.stream {
+            out["stream"] = json!(stream);
+        }
+        if let Some(model) = &self.model {
+            out["model"] = json!(model);
+        }
+        if !self.attachments.is_empty() {
+            out["attachments"] = json!(self.attachments);
+        }
+        if let Some(goal) = &self.goal {
+            let mut g = json!({ "check": goal.check });
+            if let Some(n) = goal.max_iterations {
+                g["max_iterations"] = json!(n);
+            }
+            out["goal"] = g;
+        }
+        if let Some(context) = &self.context {
+            out["context"] = Value::Object(context.clone());
+        }
+        out
+    }
+
     /// Parses and validates `agent.chat` params.
     pub fn from_params(params: &Value) -> Result<Self, HandlerError> {
         let obj = object("agent.chat", params)?;

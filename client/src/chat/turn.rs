@@ -56,6 +56,9 @@ pub(crate) struct TurnState {
     approvals: Mutex<Approvals>,
     /// `None` once the terminal event was queued.
     events: Mutex<Option<mpsc::UnboundedSender<Value>>>,
+    /// A terminal event the handler sent itself (`agent.chat.event {kind: done | error}`
+    /// while its turn runs): it ends the turn in place of the handler's return value.
+    pub(crate) own_terminal: Mutex<Option<(String, Value)>>,
     /// Cancelled when this turn's pump has sent (or given up sending) its last event: the
     /// session's next turn sends nothing before.
     pub(crate) drained: CancellationToken,
@@ -79,6 +82,7 @@ impl TurnState {
             cancel_requested: AtomicBool::new(false),
             approvals: Mutex::default(),
             events: Mutex::new(Some(tx)),
+            own_terminal: Mutex::new(None),
             drained: CancellationToken::new(),
         });
         (state, rx)
@@ -108,6 +112,38 @@ impl TurnState {
         match parked {
             Some(tx) => tx.send(approved).is_ok(),
             None => false,
+        }
+    }
+
+    /// Takes an `agent.chat.event` the handler sent for its own turn: a non-terminal kind
+    /// joins the turn's ordered stream; the first `done` / `error` becomes the turn's
+    /// terminal event (sent when the handler returns; later ones are dropped).
+    pub(crate) fn route(&self, kind: &str, mut fields: Value) {
+        if let Value::Object(map) = &mut fields {
+            map.remove("session_id");
+            map.remove("kind");
+        }
+        // CAR's `chat_event(session_id, "tool_call", name)` carries the name as `delta`.
+        if kind == "tool_call" {
+            if let Value::Object(map) = &mut fields {
+                if !map.contains_key("tool") {
+                    if let Some(delta) = map.remove("delta") {
+                        map.insert("tool".into(), delta);
+                    }
+                }
+            }
+        }
+        // Held across the emit (which only queues), so nothing follows the turn's own
+        // terminal event.
+        let mut own = lock(&self.own_terminal);
+        if own.is_some() {
+            tracing::debug!(session_id = %self.session_id, kind, "chat event after the turn's own terminal event dropped");
+            return;
+        }
+        if matches!(kind, "done" | "error") {
+            *own = Some((kind.to_string(), fields));
+        } else {
+            self.emit(kind, fields);
         }
     }
 
@@ -239,6 +275,12 @@ impl ChatTurnContext {
         self.handle.block_on(fut)
     }
 
+    /// Any event kind with its fields (`approval_pending`, or a kind newer than this
+    /// client); `done` / `error` set the turn's terminal event (see the module docs).
+    pub fn emit(&self, kind: &str, fields: Value) {
+        self.state.route(kind, fields);
+    }
+
     /// `token {delta}`.
     pub fn emit_token(&self, delta: &str) {
         self.state.emit("token", json!({ "delta": delta }));
@@ -318,6 +360,27 @@ pub(crate) fn outcome(handler: &dyn ChatHandler, turn: &ChatTurnContext) -> (&'s
     let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| handler.run(turn)));
     let state = &turn.state;
     let cancelled = state.cancel_requested.load(Ordering::SeqCst);
+    let own = lock(&state.own_terminal).take();
+    if let (Some((kind, fields)), false) = (own, cancelled) {
+        let kind = if kind == "error" { "error" } else { "done" };
+        let mut fields = fields;
+        if !fields.is_object() {
+            fields = json!({});
+        }
+        if let Value::Object(map) = &mut fields {
+            // CAR's `chat_event(session_id, "done" | "error", delta)`: the delta is the
+            // text or the error.
+            let delta = map.remove("delta");
+            if kind == "done" {
+                map.entry("finish_reason").or_insert(json!(FINISH_STOP));
+                map.entry("text").or_insert(delta.unwrap_or(json!("")));
+            } else {
+                map.entry("error")
+                    .or_insert(delta.unwrap_or(json!("the agent reported an error")));
+            }
+        }
+        return (kind, fields);
+    }
     match outcome {
         _ if cancelled => {
             let mut fields = json!({ "finish_reason": FINISH_CANCELLED });

@@ -14,9 +14,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::fields::{Json, Name, NoParams};
-use super::{
-    agent, host, json, member, op, opt, req, unit, whole, ArgKind::Str, DeadlineClass, Declaration,
-};
+use super::{agent, host, member, op, opt, req, unit, ArgKind::Str, DeadlineClass, Declaration};
 
 /// CAR's restart policy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize, JsonSchema)]
@@ -187,20 +185,17 @@ pub struct ChatApproveReply {
 crate::method!(
     /// `agents.upsert AgentSpec` → `ManagedAgent` (mints the agent's token when new).
     Upsert = host("agents.upsert", "add or replace an agent in the registry (minting its token when new)");
-    AgentSpec => ManagedAgent;
-    member("agents_upsert", &[whole("spec_json")], json())
+    AgentSpec => ManagedAgent
 );
 crate::method!(
     /// `agents.list` → `[ManagedAgent]`.
     List = op("agents.list", "the registered agents with their attachment status");
-    NoParams => Vec<ManagedAgent>;
-    member("agents_list", &[], json())
+    NoParams => Vec<ManagedAgent>
 );
 crate::method!(
     /// `agents.remove {id}` → `{removed}`.
     Remove = host("agents.remove", "remove an agent from the registry and revoke its token");
-    IdParams => RemoveReply;
-    member("agents_remove", &[whole("params_json")], json())
+    IdParams => RemoveReply
 );
 crate::method!(
     /// `agents.register_basics` → `null`.

@@ -23,6 +23,7 @@
 mod member;
 mod spec;
 
+pub mod agent_permissions;
 pub mod agents;
 pub mod debug;
 pub mod events;
@@ -31,6 +32,7 @@ pub mod host;
 pub mod inference;
 pub mod memory;
 pub mod models;
+pub mod permission;
 pub mod policy;
 pub mod proposal;
 pub mod runs;
@@ -39,6 +41,7 @@ pub mod server;
 pub mod session;
 pub mod skills;
 pub mod state;
+pub mod supervision;
 pub mod tools;
 
 use std::collections::BTreeMap;
@@ -136,6 +139,9 @@ pub const NAMESPACES: &[&[Declaration]] = &[
     models::DECLARATIONS,
     host::DECLARATIONS,
     agents::DECLARATIONS,
+    permission::DECLARATIONS,
+    agent_permissions::DECLARATIONS,
+    supervision::DECLARATIONS,
     secret::DECLARATIONS,
     debug::DECLARATIONS,
 ];

@@ -1,4 +1,5 @@
 use super::*;
+use car_proto::methods::host::ApprovalStatus;
 
 fn agent(id: &str) -> AgentFields {
     AgentFields {
@@ -93,7 +94,7 @@ fn only_the_owner_mutates_and_closing_the_owner_removes_its_rows() {
 }
 
 #[test]
-fn a_system_approval_needs_a_host_and_wakes_its_waiter() {
+fn a_system_approval_is_resolved_by_another_unbound_session_and_wakes_its_waiter() {
     let host = HostState::new();
     let (approval, mut rx) = host.request_approval(ApprovalRequest {
         agent_id: None,
@@ -102,19 +103,24 @@ fn a_system_approval_needs_a_host_and_wakes_its_waiter() {
         details: json!({}),
         required_approvals: 1,
         client_id: None,
+        parked_session: Some("sess-1".into()),
     });
     let err = host
-        .resolve_approval("sess-9", false, &approval.id, true, None)
+        .resolve_approval("sess-9", true, &approval.id, true, None)
         .unwrap_err();
-    assert_eq!(err.data.as_ref().unwrap()["reason"], "host_required");
+    assert_eq!(err.data.as_ref().unwrap()["reason"], "agent_cannot_approve");
+    let err = host
+        .resolve_approval("sess-1", false, &approval.id, true, None)
+        .unwrap_err();
+    assert_eq!(err.data.as_ref().unwrap()["reason"], "self_approval");
     assert!(rx.try_recv().is_err(), "still parked");
     let resolved = host
-        .resolve_approval("sess-9", true, &approval.id, false, Some("no".into()))
+        .resolve_approval("sess-9", false, &approval.id, false, Some("no".into()))
         .unwrap();
     assert_eq!(resolved.status, ApprovalStatus::Denied);
     assert_eq!(rx.try_recv(), Ok(false));
     let again = host
-        .resolve_approval("sess-9", true, &approval.id, true, None)
+        .resolve_approval("sess-9", false, &approval.id, true, None)
         .unwrap_err();
     assert_eq!(again.data.as_ref().unwrap()["reason"], "already_resolved");
 }

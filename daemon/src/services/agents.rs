@@ -240,7 +240,7 @@ async fn chat_cancel(call: Call, p: ChatSessionParams) -> Result<ChatCancelReply
     let cancelled = match authorized_route(&call, &session_id)? {
         None => false,
         Some(route) => {
-            call.state.chats.remove(&session_id);
+            call.state.chats.cancel(&session_id);
             if let Some(agent) = ChatRoutes::agent_of(&route) {
                 agent.notify("agent.chat.cancel", &json!({"session_id": session_id}));
             }

@@ -12,8 +12,8 @@
 use car_proto::errors::RpcError;
 use car_proto::methods::fields::NoParams;
 use car_proto::methods::host::{
-    self as m, AgentIdParams, ApprovalsReply, EventsParams, EventsReply, HostAgent, HostApproval,
-    HostDevice, HostEvent, HostIdentity, NotifyParams, OkReply, RegisterAgentParams,
+    self as m, AgentIdParams, AgentStatus, ApprovalsReply, EventsParams, EventsReply, HostAgent,
+    HostApproval, HostDevice, HostEvent, HostIdentity, NotifyParams, OkReply, RegisterAgentParams,
     RegisterDeviceParams, RequestApprovalParams, Resolution, ResolveApprovalParams,
     SetStatusParams, SubscribeParams, SubscribeReply, UpdateDeviceParams,
 };
@@ -93,7 +93,7 @@ async fn subscribe(call: Call, p: SubscribeParams) -> Result<SubscribeReply, Rpc
     );
     Ok(SubscribeReply {
         subscribed: true,
-        agents: sub.agents,
+        agents: merged_agents(&call, sub.agents),
         devices: sub.devices,
         approvals: sub.approvals,
         events: sub.events,
@@ -107,7 +107,41 @@ async fn subscribe(call: Call, p: SubscribeParams) -> Result<SubscribeReply, Rpc
 }
 
 async fn agents(call: Call, _: NoParams) -> Result<Vec<HostAgent>, RpcError> {
-    Ok(call.state.host.agents())
+    Ok(merged_agents(&call, call.state.host.agents()))
+}
+
+/// The registered host agents merged with the registry agents that advertise
+/// `capabilities` (CAR's rule, so a host can offer chat with a supervised agent); an
+/// explicit registration of the same id wins. Registry rows are `kind: "supervised"`,
+/// `running` while a connection is attached, else `stopped`.
+fn merged_agents(call: &Call, mut agents: Vec<HostAgent>) -> Vec<HostAgent> {
+    for managed in call.state.agents.list() {
+        let spec = managed.spec;
+        let capabilities = spec.capabilities.clone().unwrap_or_default();
+        if capabilities.is_empty() || agents.iter().any(|a| a.id == spec.id.as_str()) {
+            continue;
+        }
+        agents.push(HostAgent {
+            id: spec.id.to_string(),
+            name: spec.name.to_string(),
+            kind: "supervised".into(),
+            capabilities,
+            project: spec.cwd.clone(),
+            status: if managed.attached {
+                AgentStatus::Running
+            } else {
+                AgentStatus::Stopped
+            },
+            current_task: None,
+            pid: None,
+            display: None,
+            metadata: json!({}),
+            session_id: managed.session_id.unwrap_or_default(),
+            updated_at: host_state::now(),
+        });
+    }
+    agents.sort_by(|a, b| a.id.cmp(&b.id));
+    agents
 }
 
 async fn devices(call: Call, _: NoParams) -> Result<Vec<HostDevice>, RpcError> {
@@ -241,6 +275,7 @@ async fn request_approval(call: Call, p: RequestApprovalParams) -> Result<HostAp
         details,
         required_approvals: p.required_approvals.unwrap_or(1),
         client_id: Some(call.session.label()),
+        parked_session: None,
     });
     Ok(approval)
 }
@@ -259,10 +294,10 @@ async fn resolve_approval(call: Call, p: ResolveApprovalParams) -> Result<HostAp
             ))
         }
     };
-    let is_host = call.session.identity().role == CallerRole::Host;
+    let is_agent = call.session.identity().role == CallerRole::Agent;
     call.state.host.resolve_approval(
         &call.session.label(),
-        is_host,
+        is_agent,
         &p.approval_id,
         approved,
         p.notes,

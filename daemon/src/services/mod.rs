@@ -10,6 +10,7 @@
 //! [`ServerState`]: crate::state::ServerState
 //! [`Call`]: crate::handler::Call
 
+mod agent_permissions;
 mod agents;
 mod debug;
 mod events;
@@ -18,6 +19,7 @@ mod inference;
 mod memory;
 mod models;
 pub mod params;
+pub mod permission;
 mod policy;
 pub mod proposal;
 pub mod run_lifecycle;
@@ -29,6 +31,7 @@ mod server;
 mod session;
 mod session_scopes;
 mod state;
+mod supervision;
 mod tools;
 
 use crate::handler::Routes;
@@ -51,6 +54,9 @@ pub fn routes() -> Routes {
         models::register,
         host::register,
         agents::register,
+        permission::register,
+        agent_permissions::register,
+        supervision::register,
         secret::register,
         debug::register,
     ] {
@@ -68,6 +74,7 @@ pub async fn on_session_closed(
     state.chats.on_session_closed(session);
     state.grants.on_session_closed(session.id);
     state.host.on_session_closed(&session.label());
+    state.supervision.on_session_closed(session.id);
     if let Some(agent) = session.identity().agent_id {
         state.agents.detach(&agent, session);
     }

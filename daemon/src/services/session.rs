@@ -201,7 +201,7 @@ pub fn auth(
         grant: None,
     });
     if let Some(agent) = &agent_id {
-        state.agents.attach(agent, session);
+        state.agents.attach(agent, session, state.auth_enabled());
     }
     tracing::debug!(session = session.id, role = role.as_str(), "authenticated");
     Ok(AuthReply {

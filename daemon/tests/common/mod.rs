@@ -20,6 +20,7 @@ use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 pub use car_test_harness::Daemon;
 
 pub mod runs;
+pub mod tools;
 
 /// How long any single wait in a test may take before the test fails.
 pub const WAIT: Duration = Duration::from_secs(120);

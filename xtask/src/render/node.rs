@@ -1,16 +1,18 @@
 //! The Node package's generated `generated.js` and `generated.d.ts`.
 //!
-//! `generated.js` holds the typed members and wrappers as methods of one object that
-//! `installGenerated(proto)` copies onto `CarRuntime.prototype` (skipping names the class
-//! defines by hand), plus the tables `GENERATED_METHODS` and `TYPED_MEMBERS` that tests and
-//! tools read. A typed member calls `this[CALL_MEMBER](method, member, [args…])`, which the
+//! `generated.js` holds the typed members and wrappers as methods of two objects:
+//! `installGenerated(proto)` copies the runtime's onto `CarRuntime.prototype` (skipping
+//! names the class defines by hand) and `installGeneratedHost(proto)` the `host` methods'
+//! onto `HostClient.prototype` (see `super` for the placement rule); plus the tables
+//! `GENERATED_METHODS` / `TYPED_MEMBERS` and `HOST_GENERATED_METHODS` /
+//! `HOST_TYPED_MEMBERS` that tests and tools read. A typed member calls `this[CALL_MEMBER](method, member, [args…])`, which the
 //! runtime hands to the native addon (and so to `car_daemon_client::typed`).
 
 use car_proto::methods::{Arg, ArgKind, ReturnKind};
 use serde_json::json;
 
 use super::names::lower_camel;
-use super::{doc, Surface, Typed, Wrapper, HEADER};
+use super::{doc, Members, Surface, Typed, Wrapper, HEADER};
 
 fn ts_arg(kind: ArgKind) -> &'static str {
     match kind {
@@ -86,40 +88,68 @@ fn js_wrapper(w: &Wrapper) -> String {
 
 const INSTALL: &str = r#"
 /**
- * Adds every generated member to `proto`, skipping names the prototype already defines by
- * hand (those members take callbacks).
+ * Adds every member of `members` to `proto`, skipping names the prototype already defines
+ * by hand (those members take callbacks).
  */
-function installGenerated(proto) {
-  for (const name of Object.getOwnPropertyNames(MEMBERS)) {
+function install(members, proto) {
+  for (const name of Object.getOwnPropertyNames(members)) {
     if (Object.prototype.hasOwnProperty.call(proto, name)) continue
-    const descriptor = Object.getOwnPropertyDescriptor(MEMBERS, name)
+    const descriptor = Object.getOwnPropertyDescriptor(members, name)
     Object.defineProperty(proto, name, { ...descriptor, enumerable: false })
   }
 }
 
-module.exports = { GENERATED_METHODS, TYPED_MEMBERS, installGenerated }
+/** Adds `CarRuntime`'s generated members to `proto`. */
+function installGenerated(proto) {
+  install(MEMBERS, proto)
+}
+
+/** Adds `HostClient`'s generated members (the `host` methods') to `proto`. */
+function installGeneratedHost(proto) {
+  install(HOST_MEMBERS, proto)
+}
+
+module.exports = {
+  GENERATED_METHODS,
+  TYPED_MEMBERS,
+  HOST_GENERATED_METHODS,
+  HOST_TYPED_MEMBERS,
+  installGenerated,
+  installGeneratedHost,
+}
 "#;
+
+/// One class's tables and members object: `{prefix}GENERATED_METHODS`,
+/// `{prefix}TYPED_MEMBERS` and `{prefix}MEMBERS`.
+fn js_class(members: &Members, prefix: &str, owner: &str) -> String {
+    let mut s = format!(
+        "\n/** {owner}'s JSON-string wrapper → daemon method. */\nconst {prefix}GENERATED_METHODS = {{\n"
+    );
+    for w in &members.wrappers {
+        s.push_str(&format!("  {}: '{}',\n", lower_camel(&w.name), w.spec.name));
+    }
+    s.push_str(&format!("}}\n\n/** {owner}'s typed member → its contract: daemon method, CAR's member name, arguments, result. */\nconst {prefix}TYPED_MEMBERS = {{\n"));
+    for t in &members.typed {
+        s.push_str(&table_row(t));
+    }
+    s.push_str(&format!("}}\n\n/** The members installed on {owner}: typed members, then JSON-string wrappers. */\nconst {prefix}MEMBERS = {{\n"));
+    for t in &members.typed {
+        s.push_str(&js_member(t));
+    }
+    for w in &members.wrappers {
+        s.push_str(&js_wrapper(w));
+    }
+    s.push_str("}\n");
+    s
+}
 
 /// `generated.js`.
 pub fn js(surface: &Surface) -> String {
     let mut s = format!(
-        "// {HEADER}\n'use strict'\n\nconst {{ CALL_MEMBER }} = require('./lib/typed.js')\n\n/** JSON-string wrapper → daemon method. */\nconst GENERATED_METHODS = {{\n"
+        "// {HEADER}\n'use strict'\n\nconst {{ CALL_MEMBER }} = require('./lib/typed.js')\n"
     );
-    for w in &surface.wrappers {
-        s.push_str(&format!("  {}: '{}',\n", lower_camel(&w.name), w.spec.name));
-    }
-    s.push_str("}\n\n/** Typed member → its contract: daemon method, CAR's member name, arguments, result. */\nconst TYPED_MEMBERS = {\n");
-    for t in &surface.typed {
-        s.push_str(&table_row(t));
-    }
-    s.push_str("}\n\n/** The members `installGenerated` adds: typed members, then JSON-string wrappers. */\nconst MEMBERS = {\n");
-    for t in &surface.typed {
-        s.push_str(&js_member(t));
-    }
-    for w in &surface.wrappers {
-        s.push_str(&js_wrapper(w));
-    }
-    s.push_str("}\n");
+    s.push_str(&js_class(&surface.runtime, "", "CarRuntime"));
+    s.push_str(&js_class(&surface.host, "HOST_", "HostClient"));
     s.push_str(INSTALL);
     s
 }
@@ -145,7 +175,7 @@ export type ArgKind = 'str' | 'int' | 'float' | 'bool' | 'str_list' | 'json'
 /** A result projection kind of the contract. */
 export type ReturnKind = 'unit' | 'json' | 'text' | 'int' | 'bool' | 'str_list'
 
-/** One row of `TYPED_MEMBERS`. */
+/** One row of `TYPED_MEMBERS` / `HOST_TYPED_MEMBERS`. */
 export interface TypedMemberSpec {
   readonly method: string
   /** CAR's Python name of the member. */
@@ -154,18 +184,20 @@ export interface TypedMemberSpec {
   readonly returns: { readonly kind: ReturnKind; readonly field?: string }
 }
 
-/** JSON-string wrapper → daemon method. */
+/** `CarRuntime`'s JSON-string wrapper → daemon method. */
 export declare const GENERATED_METHODS: Record<string, string>
-/** Typed member → its contract. */
+/** `CarRuntime`'s typed member → its contract. */
 export declare const TYPED_MEMBERS: Record<string, TypedMemberSpec>
+/** `HostClient`'s JSON-string wrapper → daemon method. */
+export declare const HOST_GENERATED_METHODS: Record<string, string>
+/** `HostClient`'s typed member → its contract. */
+export declare const HOST_TYPED_MEMBERS: Record<string, TypedMemberSpec>
 "#;
 
-/// `generated.d.ts`.
-pub fn dts(surface: &Surface) -> String {
-    let mut s = format!(
-        "// {HEADER}\n\n/** CAR's typed members, then a JSON-string wrapper for each method whose name no typed or hand-written member takes. */\nexport interface GeneratedMethods {{\n"
-    );
-    for t in &surface.typed {
+/// One interface of `generated.d.ts`.
+fn dts_interface(name: &str, doc_text: &str, members: &Members) -> String {
+    let mut s = format!("\n/** {doc_text} */\nexport interface {name} {{\n");
+    for t in &members.typed {
         s.push_str(&format!(
             "  /** {} */\n  {}({}): Promise<{}>\n",
             doc(t.spec),
@@ -174,7 +206,7 @@ pub fn dts(surface: &Surface) -> String {
             ts_return(t.member.returns.kind)
         ));
     }
-    for w in &surface.wrappers {
+    for w in &members.wrappers {
         s.push_str(&format!(
             "  /** {} */\n  {}(paramsJson?: string): Promise<string>\n",
             doc(w.spec),
@@ -182,6 +214,22 @@ pub fn dts(surface: &Surface) -> String {
         ));
     }
     s.push_str("}\n");
+    s
+}
+
+/// `generated.d.ts`.
+pub fn dts(surface: &Surface) -> String {
+    let mut s = format!("// {HEADER}\n");
+    s.push_str(&dts_interface(
+        "GeneratedMethods",
+        "`CarRuntime`'s generated members (every method but the `host` ones, of which only those CAR's `CarRuntime` has): CAR's typed members, then a JSON-string wrapper for each method whose name no typed or hand-written member takes.",
+        &surface.runtime,
+    ));
+    s.push_str(&dts_interface(
+        "GeneratedHostMethods",
+        "`HostClient`'s generated members (the `host` methods, over the host-management connection): typed members, then a JSON-string wrapper for each method whose name no typed member takes.",
+        &surface.host,
+    ));
     s.push_str(DTS_TYPES);
     s
 }

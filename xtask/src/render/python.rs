@@ -1,14 +1,16 @@
 //! The Python package's generated module `car_runtime/_generated.py` and its stub
-//! `_generated.pyi`: a `GeneratedMethods` mixin that `CarRuntime` inherits.
+//! `_generated.pyi`: a `GeneratedMethods` mixin that `CarRuntime` inherits and a
+//! `GeneratedHostMethods` mixin that `HostClient` inherits (see `super` for which class
+//! gets which member).
 //!
 //! A typed member calls `self._call_member(method, member, [args…])`, which the runtime
 //! hands to the native module (and so to `car_daemon_client::typed`): the member's code here
-//! is only its signature. A JSON-string wrapper calls `daemon_call` (or
-//! `daemon_call_host_management` for `host` methods).
+//! is only its signature. A JSON-string wrapper calls `daemon_call` (on the
+//! runtime) or `daemon_call_host_management` (on `HostClient`, for `host` methods).
 
 use car_proto::methods::{Arg, ArgKind, ReturnKind};
 
-use super::{doc, Surface, Typed, Wrapper, HEADER};
+use super::{doc, Members, Surface, Typed, Wrapper, HEADER};
 
 fn arg_type(kind: ArgKind) -> &'static str {
     match kind {
@@ -104,34 +106,53 @@ const BRIDGE: &str = r#"    def daemon_call(
     ) -> str:
         raise NotImplementedError  # pragma: no cover - CarRuntime provides it
 
-    def daemon_call_host_management(self, method: str, params_json: str = "{}") -> str:
-        raise NotImplementedError  # pragma: no cover - CarRuntime provides it
-
     def _call_member(self, method: str, member: str, args: List[Any]) -> Any:
         raise NotImplementedError  # pragma: no cover - CarRuntime provides it
+"#;
+
+const HOST_BRIDGE: &str = r#"    def daemon_call_host_management(self, method: str, params_json: str = "{}") -> str:
+        raise NotImplementedError  # pragma: no cover - HostClient provides it
+
+    def _call_member(self, method: str, member: str, args: List[Any]) -> Any:
+        raise NotImplementedError  # pragma: no cover - HostClient provides it
 "#;
 
 const BRIDGE_STUB: &str = r#"    def daemon_call(
         self, method: str, params_json: str = "{}", *, timeout: Optional[float] = None
     ) -> str: ...
-    def daemon_call_host_management(self, method: str, params_json: str = "{}") -> str: ...
     def _call_member(self, method: str, member: str, args: List[Any]) -> Any: ...
 "#;
 
-const CLASS_DOC: &str = "    \"\"\"Every daemon method: CAR's typed members, then a JSON-string wrapper for each\n    method whose name no typed or hand-written member takes. `CarRuntime` inherits them.\"\"\"\n";
+const HOST_BRIDGE_STUB: &str = r#"    def daemon_call_host_management(self, method: str, params_json: str = "{}") -> str: ...
+    def _call_member(self, method: str, member: str, args: List[Any]) -> Any: ...
+"#;
 
-fn tables(surface: &Surface, stub: bool) -> String {
+const CLASS_DOC: &str = "    \"\"\"Every daemon method but the `host` ones (of those, only what CAR's `CarRuntime` has):\n    CAR's typed members, then a JSON-string wrapper for each method whose name no typed or\n    hand-written member takes. `CarRuntime` inherits them.\"\"\"\n";
+
+const HOST_CLASS_DOC: &str = "    \"\"\"Every `host` method (host methods stay off `CarRuntime`): its typed members, then a\n    JSON-string wrapper for each method whose name no typed member takes, all over the\n    host-management connection. `HostClient` inherits them.\"\"\"\n";
+
+/// One class's tables: wrapper → method and typed member → method.
+fn tables(members: &Members, prefix: &str, stub: bool) -> String {
     if stub {
-        return "GENERATED_METHODS: Dict[str, str]\nTYPED_MEMBERS: Dict[str, str]\n".into();
+        return format!(
+            "{prefix}GENERATED_METHODS: Dict[str, str]\n{prefix}TYPED_MEMBERS: Dict[str, str]\n"
+        );
     }
-    let mut s = String::from(
-        "\n\n# JSON-string wrapper → daemon method.\nGENERATED_METHODS: Dict[str, str] = {\n",
+    let owner = if prefix.is_empty() {
+        "CarRuntime"
+    } else {
+        "HostClient"
+    };
+    let mut s = format!(
+        "\n\n# {owner}'s JSON-string wrapper → daemon method.\n{prefix}GENERATED_METHODS: Dict[str, str] = {{\n"
     );
-    for w in &surface.wrappers {
+    for w in &members.wrappers {
         s.push_str(&format!("    \"{}\": \"{}\",\n", w.name, w.spec.name));
     }
-    s.push_str("}\n\n# Typed member → daemon method.\nTYPED_MEMBERS: Dict[str, str] = {\n");
-    for t in &surface.typed {
+    s.push_str(&format!(
+        "}}\n\n# {owner}'s typed member → daemon method.\n{prefix}TYPED_MEMBERS: Dict[str, str] = {{\n"
+    ));
+    for t in &members.typed {
         s.push_str(&format!(
             "    \"{}\": \"{}\",\n",
             t.member.name, t.spec.name
@@ -141,12 +162,10 @@ fn tables(surface: &Surface, stub: bool) -> String {
     s
 }
 
-/// `_generated.py`.
-pub fn module(surface: &Surface) -> String {
-    let mut s = format!(
-        "# {HEADER}\n\"\"\"CAR's typed members and the JSON-string wrappers, one per daemon method.\"\"\"\n\n{PREAMBLE}\n\nclass GeneratedMethods:\n{CLASS_DOC}\n{BRIDGE}"
-    );
-    for t in &surface.typed {
+/// One class of `_generated.py`.
+fn class(name: &str, doc_text: &str, bridge: &str, members: &Members) -> String {
+    let mut s = format!("\n\nclass {name}:\n{doc_text}\n{bridge}");
+    for t in &members.typed {
         s.push_str(&format!(
             "\n{}\n        \"\"\"{}\"\"\"\n{}",
             signature(t),
@@ -154,7 +173,7 @@ pub fn module(surface: &Surface) -> String {
             member_body(t)
         ));
     }
-    for w in &surface.wrappers {
+    for w in &members.wrappers {
         s.push_str(&format!(
             "\n{}\n        \"\"\"{}\"\"\"\n{}",
             wrapper_signature(w),
@@ -162,20 +181,58 @@ pub fn module(surface: &Surface) -> String {
             wrapper_body(w)
         ));
     }
-    s.push_str(&tables(surface, false));
+    s
+}
+
+/// One class of `_generated.pyi`.
+fn stub_class(name: &str, bridge: &str, members: &Members) -> String {
+    let mut s = format!("\nclass {name}:\n{bridge}");
+    for t in &members.typed {
+        s.push_str(&format!("{} ...\n", signature(t)));
+    }
+    for w in &members.wrappers {
+        s.push_str(&format!("{} ...\n", wrapper_signature(w)));
+    }
+    s
+}
+
+/// `_generated.py`.
+pub fn module(surface: &Surface) -> String {
+    let mut s = format!(
+        "# {HEADER}\n\"\"\"CAR's typed members and the JSON-string wrappers, one per daemon method:\n`GeneratedMethods` for `CarRuntime`, `GeneratedHostMethods` for `HostClient`.\"\"\"\n\n{PREAMBLE}"
+    );
+    s.push_str(&class(
+        "GeneratedMethods",
+        CLASS_DOC,
+        BRIDGE,
+        &surface.runtime,
+    ));
+    s.push_str(&class(
+        "GeneratedHostMethods",
+        HOST_CLASS_DOC,
+        HOST_BRIDGE,
+        &surface.host,
+    ));
+    s.push_str(&tables(&surface.runtime, "", false));
+    s.push_str(&tables(&surface.host, "HOST_", false));
     s
 }
 
 /// `_generated.pyi`.
 pub fn stub(surface: &Surface) -> String {
-    let mut s = format!("# {HEADER}\n{STUB_PREAMBLE}\nclass GeneratedMethods:\n{BRIDGE_STUB}");
-    for t in &surface.typed {
-        s.push_str(&format!("{} ...\n", signature(t)));
-    }
-    for w in &surface.wrappers {
-        s.push_str(&format!("{} ...\n", wrapper_signature(w)));
-    }
+    let mut s = format!("# {HEADER}\n{STUB_PREAMBLE}");
+    s.push_str(&stub_class(
+        "GeneratedMethods",
+        BRIDGE_STUB,
+        &surface.runtime,
+    ));
+    s.push_str(&stub_class(
+        "GeneratedHostMethods",
+        HOST_BRIDGE_STUB,
+        &surface.host,
+    ));
     s.push('\n');
-    s.push_str(&tables(surface, true));
+    s.push_str(&tables(&surface.runtime, "", true));
+    s.push_str(&tables(&surface.host, "HOST_", true));
     s
 }

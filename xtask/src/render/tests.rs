@@ -35,17 +35,24 @@ fn every_served_method_is_reachable_and_debug_methods_are_not() {
         let surface = Surface::of(&decls, hand);
         for d in &decls {
             let wrapper = snake_name(d.spec.name);
-            let reachable = surface.wrappers.iter().any(|w| w.name == wrapper)
-                || surface.typed.iter().any(|t| t.member.name == wrapper)
+            let class = if d.spec.role == methods::Role::Host {
+                &surface.host
+            } else {
+                &surface.runtime
+            };
+            let reachable = class.wrappers.iter().any(|w| w.name == wrapper)
+                || class.typed.iter().any(|t| t.member.name == wrapper)
                 || hand.contains(&wrapper.as_str());
             assert!(reachable, "{} has no member", d.spec.name);
         }
         // The typed member wins over a wrapper of the same name.
         assert!(surface
+            .runtime
             .wrappers
             .iter()
             .all(|w| w.name != "runs_start" && w.name != "embed"));
         assert!(surface
+            .runtime
             .typed
             .iter()
             .any(|t| t.member.name == "infer_tracked_with_request"));
@@ -72,17 +79,86 @@ fn every_served_method_is_reachable_and_debug_methods_are_not() {
     }
 }
 
+/// CAR's rule: host methods are `HostClient`'s and stay off `CarRuntime`, except the few
+/// CAR's `CarRuntime` has as well.
 #[test]
-fn host_methods_route_through_the_host_management_call() {
+fn host_methods_are_host_clients_and_route_through_the_host_management_call() {
+    let decls: Vec<&Declaration> = methods::active(false).collect();
+    for hand in [HAND_WRITTEN, &[][..]] {
+        let surface = Surface::of(&decls, hand);
+        let runtime_host: Vec<&str> = surface
+            .runtime
+            .typed
+            .iter()
+            .filter(|t| t.spec.role == methods::Role::Host)
+            .map(|t| t.member.name)
+            .chain(
+                surface
+                    .runtime
+                    .wrappers
+                    .iter()
+                    .filter(|w| w.host())
+                    .map(|w| w.name.as_str()),
+            )
+            .collect();
+        assert!(
+            runtime_host
+                .iter()
+                .all(|name| RUNTIME_HOST_MEMBERS.contains(name)),
+            "{runtime_host:?}"
+        );
+        let host_names: Vec<&str> = surface
+            .host
+            .wrappers
+            .iter()
+            .map(|w| w.name.as_str())
+            .chain(surface.host.typed.iter().map(|t| t.member.name))
+            .collect();
+        // CAR's HostClient members for the host methods our contract declares, and the
+        // ones CAR's CarRuntime has as well.
+        for name in [
+            "agents_upsert",
+            "agents_remove",
+            "models_remove",
+            "session_clear_halt",
+            "diagnostics_secret_store_activity",
+            "agent_permissions_list_grants",
+        ] {
+            assert!(host_names.contains(&name), "HostClient lacks {name}");
+        }
+        for name in RUNTIME_HOST_MEMBERS {
+            assert!(runtime_host.contains(name), "the runtime lacks {name}");
+        }
+        assert!(surface
+            .host
+            .typed
+            .iter()
+            .all(|t| t.spec.role == methods::Role::Host));
+        assert!(surface.host.wrappers.iter().all(Wrapper::host));
+    }
     let rendered = all();
     let text = |path: &str| rendered.iter().find(|(p, _)| *p == path).unwrap().1.clone();
-    assert!(text(PYTHON)
-        .contains("return self.daemon_call_host_management(\"models.remove\", params_json)"));
-    assert!(text(NODE_JS)
-        .contains("return this.daemonCallHostManagement('session.clear_halt', paramsJson)"));
-    assert!(text(UNIFFI)
-        .contains("self.daemon_call_host_management(\"models.remove\".to_string(), params_json)"));
-    assert!(text(PYTHON).contains("return self.daemon_call(\"models.unregister\", params_json)"));
+    let split = |path: &str, marker: &str| {
+        let t = text(path);
+        let at = t.find(marker).unwrap_or_else(|| panic!("{path}: {marker}"));
+        (t[..at].to_string(), t[at..].to_string())
+    };
+    let (runtime, host) = split(PYTHON, "class GeneratedHostMethods:");
+    let models_remove = "return self.daemon_call_host_management(\"models.remove\", params_json)";
+    assert!(host.contains(models_remove) && !runtime.contains(models_remove));
+    assert!(runtime.contains("return self.daemon_call(\"models.unregister\", params_json)"));
+    assert!(runtime.contains("    def remove_model(self, model_id: str) -> str:"));
+    assert!(!runtime.contains("def session_clear_halt"));
+    // CAR's CarRuntime wrapper of a host method still goes over the host connection.
+    let grants = "self.daemon_call_host_management(\"agent_permissions.list_grants\", params_json)";
+    assert!(runtime.contains(grants) && host.contains(grants));
+    let (runtime, host) = split(NODE_JS, "const HOST_GENERATED_METHODS");
+    let clear_halt = "return this.daemonCallHostManagement('session.clear_halt', paramsJson)";
+    assert!(host.contains(clear_halt) && !runtime.contains(clear_halt));
+    let (runtime, host) = split(UNIFFI, "impl HostClient {");
+    let remove = "self.daemon_call_host_management(\"models.remove\".to_string(), params_json)";
+    assert!(host.contains(remove) && !runtime.contains(remove));
+    assert!(runtime.contains("pub fn remove_model(&self, model_id: String)"));
 }
 
 /// Fails when the contract changed and the checked-in files were not regenerated.
@@ -130,6 +206,7 @@ fn a_new_declaration_renders_into_every_binding_with_no_other_edit() {
             "        return cast(int, self._call_member(\"zz_test.throw_away\", \"throw_away_count\", [query, limit_hint, labels]))\n",
             "    def zz_test_throw_away(self, params_json: str = \"{}\") -> str:\n",
             "        return self.daemon_call_host_management(\"zz_test.host_only\", params_json)\n",
+            "    \"zz_test_host_only\": \"zz_test.host_only\",\n",
             "    \"throw_away_count\": \"zz_test.throw_away\",\n",
         ]),
         (PYTHON_STUB, &[
@@ -140,6 +217,7 @@ fn a_new_declaration_renders_into_every_binding_with_no_other_edit() {
             "  async throwAwayCount(query, limitHint, labels) {\n    return this[CALL_MEMBER]('zz_test.throw_away', 'throw_away_count', [query, limitHint, labels])\n  },\n",
             r#"  throwAwayCount: {"args":[{"kind":"str","name":"query","optional":false},{"kind":"int","name":"limitHint","optional":true},{"kind":"str_list","name":"labels","optional":true}],"member":"throw_away_count","method":"zz_test.throw_away","returns":{"kind":"int"}},"#,
             "    return this.daemonCallHostManagement('zz_test.host_only', paramsJson)\n",
+            "  zzTestHostOnly: 'zz_test.host_only',\n",
             "  zzTestThrowAway: 'zz_test.throw_away',\n",
         ]),
         (NODE_DTS, &[
@@ -153,7 +231,7 @@ fn a_new_declaration_renders_into_every_binding_with_no_other_edit() {
         ]),
         (UNIFFI_DOCS, &[
             "| `CarDaemonClient.throw_away_count` | `throwAwayCount(query: String, limitHint: Long? = null, labels: List<String>? = null): Long` | `zz_test.throw_away` | operator | count things for a test. |\n",
-            "| `CarDaemonClient.zz_test_host_only` | `zzTestHostOnly(paramsJson: String): String` | `zz_test.host_only` | host | a host-only test method. |\n",
+            "| `HostClient.zz_test_host_only` | `zzTestHostOnly(paramsJson: String): String` | `zz_test.host_only` | host | a host-only test method. |\n",
         ]),
     ];
     for ((path, old), (same, new)) in before.iter().zip(&after) {
@@ -168,6 +246,11 @@ fn a_new_declaration_renders_into_every_binding_with_no_other_edit() {
             assert!(new.contains(line), "{path} lost the line {line:?}");
         }
     }
+    // The host method's members are HostClient's.
+    let python = &after.iter().find(|(p, _)| *p == PYTHON).unwrap().1;
+    let host_class = python.find("class GeneratedHostMethods:").unwrap();
+    assert!(python.find("def zz_test_host_only(").unwrap() > host_class);
+    assert!(python.find("def throw_away_count(").unwrap() < host_class);
     syntax_check(&after);
 }
 

@@ -1,15 +1,15 @@
 //! The UniFFI library's generated `src/generated.rs`: typed members and JSON-string
-//! wrappers as one `#[uniffi::export] impl CarDaemonClient` block (Kotlin and Swift come
-//! from uniffi-bindgen).
+//! wrappers as one `#[uniffi::export] impl CarDaemonClient` block and one `impl
+//! HostClient` block for the `host` methods (Kotlin and Swift come from uniffi-bindgen).
 //!
 //! A typed member converts its arguments to JSON values and calls the client's
-//! `member_<kind>` helper (`client.rs`), which runs `car_daemon_client::typed` through the
+//! `member_<kind>` helper (`client::MemberCalls`), which runs `car_daemon_client::typed` through the
 //! shared client. Optional arguments are `Option<T>` with a `None` default in Kotlin and
 //! Swift.
 
 use car_proto::methods::{ArgKind, ReturnKind};
 
-use super::{doc, Surface, Typed, Wrapper, HEADER};
+use super::{doc, Members, Surface, Typed, Wrapper, HEADER};
 
 fn rust_arg(kind: ArgKind) -> &'static str {
     match kind {
@@ -92,19 +92,29 @@ fn wrapper(w: &Wrapper) -> String {
     )
 }
 
-/// `generated.rs`.
-pub fn rust(surface: &Surface) -> String {
-    let mut s = format!(
-        "// {HEADER}\n\n//! CAR's typed members, then one JSON-string wrapper per daemon method whose name no\n//! typed member takes.\n\n#![allow(clippy::too_many_arguments)]\n\nuse crate::{{CarDaemonClient, CarError}};\n\n#[uniffi::export]\nimpl CarDaemonClient {{\n"
-    );
-    for t in &surface.typed {
+/// One `#[uniffi::export] impl` block of `generated.rs`.
+fn block(owner: &str, members: &Members) -> String {
+    let mut s = format!("\n#[uniffi::export]\nimpl {owner} {{\n");
+    for t in &members.typed {
         s.push_str(&member(t));
     }
-    for w in &surface.wrappers {
+    for w in &members.wrappers {
         s.push_str(&wrapper(w));
     }
     let trimmed = s.trim_end().to_string();
     format!("{trimmed}\n}}\n")
+}
+
+/// `generated.rs`.
+pub fn rust(surface: &Surface) -> String {
+    let mut s = format!(
+        "// {HEADER}\n\n//! CAR's typed members, then one JSON-string wrapper per daemon method whose name no\n//! typed member takes: the `host` methods' on `HostClient`, every other on\n//! `CarDaemonClient`.\n\n#![allow(clippy::too_many_arguments)]\n\nuse crate::client::MemberCalls;\nuse crate::{{CarDaemonClient, CarError, HostClient}};\n"
+    );
+    s.push_str(&block("CarDaemonClient", &surface.runtime));
+    if !(surface.host.typed.is_empty() && surface.host.wrappers.is_empty()) {
+        s.push_str(&block("HostClient", &surface.host));
+    }
+    s
 }
 
 fn kotlin_arg(kind: ArgKind) -> &'static str {
@@ -132,13 +142,9 @@ fn summary(spec: &car_proto::methods::MethodSpec) -> String {
     spec.summary.replace('|', "\\|")
 }
 
-/// `MEMBERS.md`: every generated method with its Kotlin signature (Swift labels the same
-/// arguments), so `API.md` needs no hand-kept list.
-pub fn docs(surface: &Surface) -> String {
-    let mut s = format!(
-        "<!-- {HEADER} -->\n\n# Generated `CarDaemonClient` members\n\nWritten by `cargo run -p xtask -- codegen` from the daemon's method contract into\n`src/generated.rs`; `tests/foreign_surface.rs` checks the built library against the same\ncontract. Signatures are Kotlin's (Swift uses the same names as argument labels and\n`Int64`, `Double`, `Bool`, `[String]`). Every member throws `CarError`.\n\n## Typed members\n\nCAR's members with typed arguments: optional ones default to `null` / `nil` and are left\nout of the params; JSON arguments (`…Json`) are JSON text. The params are built and the\nresult projected by the shared client (`car_daemon_client::typed`), exactly as for Python and\nNode; a wrong argument throws `InvalidArgument`, a result of the wrong kind\n`UnexpectedResult`.\n\n| Rust | Kotlin / Swift | Daemon method | Role | Description |\n|---|---|---|---|---|\n"
-    );
-    for t in &surface.typed {
+fn typed_rows(owner: &str, members: &Members) -> String {
+    let mut s = String::new();
+    for t in &members.typed {
         let params: Vec<String> = t
             .member
             .args
@@ -153,7 +159,7 @@ pub fn docs(surface: &Surface) -> String {
             })
             .collect();
         s.push_str(&format!(
-            "| `CarDaemonClient.{}` | `{}({}){}` | `{}` | {} | {}. |\n",
+            "| `{owner}.{}` | `{}({}){}` | `{}` | {} | {}. |\n",
             t.member.name,
             super::names::lower_camel(t.member.name),
             params.join(", "),
@@ -163,10 +169,14 @@ pub fn docs(surface: &Surface) -> String {
             summary(t.spec),
         ));
     }
-    s.push_str("\n## JSON-string wrappers\n\nOne per daemon method whose name no typed member takes: `paramsJson` in, the result JSON\nout; `host` methods go over the host-management connection.\n\n| Rust | Kotlin / Swift | Daemon method | Role | Description |\n|---|---|---|---|---|\n");
-    for w in &surface.wrappers {
+    s
+}
+
+fn wrapper_rows(owner: &str, members: &Members) -> String {
+    let mut s = String::new();
+    for w in &members.wrappers {
         s.push_str(&format!(
-            "| `CarDaemonClient.{}` | `{}(paramsJson: String): String` | `{}` | {} | {}. |\n",
+            "| `{owner}.{}` | `{}(paramsJson: String): String` | `{}` | {} | {}. |\n",
             w.name,
             super::names::lower_camel(&w.name),
             w.spec.name,
@@ -174,5 +184,23 @@ pub fn docs(surface: &Surface) -> String {
             summary(w.spec),
         ));
     }
+    s
+}
+
+const TABLE_HEAD: &str =
+    "| Rust | Kotlin / Swift | Daemon method | Role | Description |\n|---|---|---|---|---|\n";
+
+/// `MEMBERS.md`: every generated method with its Kotlin signature (Swift labels the same
+/// arguments), so `API.md` needs no hand-kept list.
+pub fn docs(surface: &Surface) -> String {
+    let mut s = format!(
+        "<!-- {HEADER} -->\n\n# Generated `CarDaemonClient` and `HostClient` members\n\nWritten by `cargo run -p xtask -- codegen` from the daemon's method contract into\n`src/generated.rs`; `tests/foreign_surface.rs` checks the built library against the same\ncontract. Signatures are Kotlin's (Swift uses the same names as argument labels and\n`Int64`, `Double`, `Bool`, `[String]`). Every member throws `CarError`. The `host`\nmethods' members are `HostClient`'s (host methods stay off `CarDaemonClient`, as CAR keeps\nthem off `CarRuntime`); the few CAR's `CarRuntime` has as well (`removeModel`,\n`agentPermissionsListGrants`, `agentPermissionsRevokeGrant`) are on `CarDaemonClient` too.\n\n## Typed members\n\nCAR's members with typed arguments: optional ones default to `null` / `nil` and are left\nout of the params; JSON arguments (`…Json`) are JSON text. The params are built and the\nresult projected by the shared client (`car_daemon_client::typed`), exactly as for Python and\nNode; a wrong argument throws `InvalidArgument`, a result of the wrong kind\n`UnexpectedResult`. A `host` method's member goes over the host-management connection.\n\n{TABLE_HEAD}"
+    );
+    s.push_str(&typed_rows("CarDaemonClient", &surface.runtime));
+    s.push_str(&format!("\n## JSON-string wrappers\n\nOne per daemon method whose name no typed member takes: `paramsJson` in, the result JSON\nout.\n\n{TABLE_HEAD}"));
+    s.push_str(&wrapper_rows("CarDaemonClient", &surface.runtime));
+    s.push_str(&format!("\n## `HostClient` members\n\nThe `host` methods, over the host-management connection of the `CarDaemonClient` the\n`HostClient` was made from: typed members, then a JSON-string wrapper for each method whose\nname no typed member takes.\n\n{TABLE_HEAD}"));
+    s.push_str(&typed_rows("HostClient", &surface.host));
+    s.push_str(&wrapper_rows("HostClient", &surface.host));
     s
 }

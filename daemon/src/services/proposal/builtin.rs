@@ -23,17 +23,7 @@ impl Execution<'_> {
         parameters: &Map<String, Value>,
         mut result: ActionResult,
     ) -> ActionResult {
-        let violation = self
-            .call
-            .session
-            .runtime(|rt| rt.policy_violation(&self.session_id, tool, parameters));
-        if let Some((policy, why)) = violation {
-            self.event(
-                "policy.denied",
-                Some(&action.id),
-                None,
-                json!({"policy": policy, "tool": tool, "reason": why}),
-            );
+        if let Some(why) = self.policy_refusal(action, tool, parameters) {
             result.status = Status::Rejected;
             result.error = Some(why);
             return result;

@@ -273,7 +273,7 @@ impl Execution<'_> {
 
     /// CAR's action event (`action_succeeded`, …): the tool, a digest of the parameters
     /// (never the parameters), the declared effects and, on failure, the error class.
-    fn record_outcome(&self, action: &Action, r: &ActionResult) {
+    pub(super) fn record_outcome(&self, action: &Action, r: &ActionResult) {
         let (tool, digest) = match &action.kind {
             ActionKind::ToolCall { tool, parameters } => (
                 Some(tool.as_str()),
@@ -410,6 +410,27 @@ impl Execution<'_> {
         }
     }
 
+    /// The policies' verdict on one call of `tool`: the reason when one denies it (journaled
+    /// as `policy.denied`).
+    pub(super) fn policy_refusal(
+        &self,
+        action: &Action,
+        tool: &str,
+        parameters: &Map<String, Value>,
+    ) -> Option<String> {
+        let (policy, why) = self
+            .call
+            .session
+            .runtime(|rt| rt.policy_violation(&self.session_id, tool, parameters))?;
+        self.event(
+            "policy.denied",
+            Some(&action.id),
+            None,
+            json!({"policy": policy, "tool": tool, "reason": why}),
+        );
+        Some(why)
+    }
+
     async fn call_tool(
         &self,
         action: &Action,
@@ -444,17 +465,7 @@ impl Execution<'_> {
             return self.call_builtin(action, tool, parameters, result).await;
         }
         for attempt in 1..=action.max_attempts() {
-            let violation = self
-                .call
-                .session
-                .runtime(|rt| rt.policy_violation(&self.session_id, tool, parameters));
-            if let Some((policy, why)) = violation {
-                self.event(
-                    "policy.denied",
-                    Some(&action.id),
-                    None,
-                    json!({"policy": policy, "tool": tool, "reason": why}),
-                );
+            if let Some(why) = self.policy_refusal(action, tool, parameters) {
                 result.status = Status::Rejected;
                 result.error = Some(why);
                 return result;

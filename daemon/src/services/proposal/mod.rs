@@ -3,10 +3,12 @@
 //! Both parse with [`model`] and analyse with [`plan`] against this connection's tools,
 //! policies and state. `verify` reports; `proposal.submit` refuses a proposal with any
 //! structural error (`-32602`, the first problem in the message and every issue in
-//! `error.data.issues`) and otherwise hands the plan to [`exec`] — policy violations
-//! surface there as `rejected` actions. Nothing is executed or written for a refused
-//! proposal.
+//! `error.data.issues`), then applies the [`admission`] gates (supervision, then the
+//! permission tier: a proposal they refuse is answered with every action `rejected`), and
+//! otherwise hands the plan to [`exec`] — policy violations surface there as `rejected`
+//! actions. Nothing is executed or written for a refused proposal.
 
+pub mod admission;
 mod builtin;
 mod callback;
 pub mod exec;
@@ -71,7 +73,7 @@ fn levels_by_id(plan: &Plan, proposal: &model::Proposal) -> Value {
 /// `verify {proposal, initial_state?, session_id?}` → `{valid, issues, execution_levels, conflicts}`.
 /// A proposal whose actions all parse; the first malformed action is `-32602` naming its
 /// path (every one is listed in `error.data.issues`).
-fn parse_whole(proposal: Map<String, Value>) -> Result<model::Proposal, RpcError> {
+pub(crate) fn parse_whole(proposal: Map<String, Value>) -> Result<model::Proposal, RpcError> {
     let proposal = model::parse(&Value::Object(proposal))?;
     let malformed: Vec<&model::Malformed> = proposal
         .actions
@@ -197,6 +199,7 @@ async fn submit(call: Call, p: SubmitParams) -> Result<Value, RpcError> {
             }
         }
         let work = run_id.as_ref().and_then(|r| call.state.live_runs.work(r));
+        let raw_map = p.proposal.clone();
         let raw = Value::Object(p.proposal.clone());
         let proposal = parse_whole(p.proposal)?;
         let session_id = p
@@ -227,15 +230,23 @@ async fn submit(call: Call, p: SubmitParams) -> Result<Value, RpcError> {
             tool_timeout: call.state.config.tool_timeout,
             run_id: run_id.clone(),
         };
+        // The admission gates (supervision, then permission) decide before anything runs.
+        let scope = p.scope;
+        let go = async {
+            match admission::admit(&call, &raw_map, &actions, &execution, scope.as_ref()).await? {
+                Some(refusal) => Ok::<Value, RpcError>(execution.refused(&actions, refusal)),
+                None => Ok(execution.run(&actions, &plan.levels).await),
+            }
+        };
         let result = match work {
             // `runs.cancel` stops the proposal: dropping it sends `tools.cancel` for every
             // callback still waiting (those the cancel did not withdraw itself).
             Some(work) => tokio::select! {
                 biased;
                 _ = work.cancelled() => return Err(run_cancelled(run_id.as_deref().unwrap_or_default())),
-                result = execution.run(&actions, &plan.levels) => result,
+                result = go => result?,
             },
-            None => execution.run(&actions, &plan.levels).await,
+            None => go.await?,
         };
         super::run_turns::record_proposal(&call, run_id, &raw, &result).await;
         Ok(result)

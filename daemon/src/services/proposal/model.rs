@@ -66,6 +66,22 @@ impl Action {
         }
     }
 
+    /// The operation the permission classifier judges.
+    pub fn operation(&self) -> crate::permission::classify::Operation<'_> {
+        use crate::permission::classify::Operation;
+        match &self.kind {
+            ActionKind::ToolCall { tool, parameters } => Operation::Tool { tool, parameters },
+            ActionKind::StateWrite { key, .. } => Operation::State {
+                action_type: "state_write",
+                key,
+            },
+            ActionKind::StateDelete { key } => Operation::State {
+                action_type: "state_delete",
+                key,
+            },
+        }
+    }
+
     /// The state key this action writes or deletes, if any.
     pub fn state_key(&self) -> Option<&str> {
         match &self.kind {
@@ -143,8 +159,16 @@ pub fn parse(value: &Value) -> Result<Proposal, RpcError> {
     })
 }
 
+/// Parses one action given on its own (`permission.approve {action}`); errors name `what`.
+pub fn parse_single(value: &Value, what: &str) -> Result<Action, RpcError> {
+    parse_named(0, value, what.to_string()).map_err(|m| m.error)
+}
+
 fn parse_action(index: usize, value: &Value) -> Result<Action, Malformed> {
-    let what = format!("proposal.actions[{index}]");
+    parse_named(index, value, format!("proposal.actions[{index}]"))
+}
+
+fn parse_named(index: usize, value: &Value, what: String) -> Result<Action, Malformed> {
     let readable_id = value.get("id").and_then(Value::as_str).map(str::to_string);
     let fail = |error: RpcError| Malformed {
         index,
