@@ -43,7 +43,7 @@ async fn client_with_model(d: &Daemon, server: &Server) -> Client {
     let client = Client::new(ClientConfig::with_env(EnvSnapshot::with_car_home(&d.home)));
     // Registering a remote endpoint needs the host role.
     client
-        .call_host_management(
+        .call_as_host(
             "models.register",
             json!({"id": "scripted", "base_url": format!("{}/v1", server.base_url), "model": "m"}),
         )
