@@ -488,3 +488,41 @@ async fn agents_chat_refuses_bad_input_naming_the_field() {
         assert!(message(&r).contains("session_id"), "{r}");
     }
 }
+
+#[tokio::test]
+async fn a_bound_agent_remembers_in_its_own_durable_graph() {
+    let d = Daemon::builder().args(["--no-approvals"]).start();
+    let mut host = Ws::host(&d).await;
+    let a = upsert(
+        &mut host,
+        json!({"id": "scribe", "name": "Scribe", "command": "/bin/sh"}),
+    )
+    .await;
+    let (mut agent, _) = as_agent(&d, "scribe", &token_of(&a)).await;
+    let r = agent
+        .call(
+            "memory.add_fact",
+            json!({"subject": "user", "body": "prefers tea", "kind": "preference"}),
+        )
+        .await;
+    assert!(r["error"].is_null(), "{r}");
+    // The agent's graph, not the shared one: an unbound session does not see the fact.
+    let mut other = Ws::authed(&d).await;
+    let r = other.call("memory.fact_count", json!({})).await;
+    assert_eq!(r["result"], 0, "{r}");
+    let r = agent.call("memory.fact_count", json!({})).await;
+    assert_eq!(r["result"], 1, "{r}");
+    let file = d.home.join("memory").join("agents").join("scribe.json");
+    let deadline = std::time::Instant::now() + common::WAIT;
+    while !file.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} never written",
+            file.display()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(std::fs::read_to_string(&file)
+        .unwrap()
+        .contains("prefers tea"));
+}
