@@ -3,8 +3,8 @@
 // by `npm run build` from src/). The addon owns the protocol (through car-daemon-client);
 // this file owns what cannot be generated: `CarRuntime`'s bridge (`daemonCall`, handlers,
 // `connectionEpoch`, `close`), the members that take callbacks (`submitProposal`,
-// `executeProposal`, `inferStream`), `Symbol.asyncDispose`, `HostClient`'s bridge, the
-// process-wide handlers (tools, tool cancels, chat), and `runAgent` (CAR's agent loop, which runs in the shared Rust client; lib/agent.js adapts
+// `executeProposal`, `inferStream`), `Symbol.asyncDispose`, the process-wide handlers
+// (tools, tool cancels; chat in lib/chat.js), `HostClient` (lib/host.js), and `runAgent` (CAR's agent loop, which runs in the shared Rust client; lib/agent.js adapts
 // its config).
 // Every typed member (`addFact`, …) and JSON-string wrapper (`memoryAddFact`, …) is
 // generated from the daemon's method contract into `generated.js`; a typed member calls
@@ -15,6 +15,8 @@
 const native = require('./native.js')
 const errors = require('./lib/errors.js')
 const { CALL_MEMBER } = require('./lib/typed.js')
+const { registerChatHandler, unregisterChatHandler } = require('./lib/chat.js')
+const { hostClientOf } = require('./lib/host.js')
 const { abortToolCall, agentConfig, toolDispatcher } = require('./lib/agent.js')
 const {
   GENERATED_METHODS,
@@ -22,14 +24,12 @@ const {
   HOST_GENERATED_METHODS,
   HOST_TYPED_MEMBERS,
   installGenerated,
-  installGeneratedHost,
 } = require('./generated.js')
 const {
   describe,
   reportListenerError,
   requireFunction,
   streamSink,
-  wrapChatHandler,
   wrapListener,
   wrapRequestHandler,
   wrapToolFunction,
@@ -112,28 +112,6 @@ function registerToolCancelHandler(fn) {
 
 function unregisterToolCancelHandler() {
   userCancelListener = null
-}
-
-/**
- * Serves the daemon's `agent.chat` reverse calls (the agent side of `agents.chat`) with
- * `handlerFn`, for every `CarRuntime` of the process; replaces any earlier one. A runtime
- * bound to an agent identity (`CAR_AGENT_ID` and `CAR_AGENT_TOKEN` in the environment
- * when it is created) gets one `agent.chat` per host `agents.chat`: the client acks
- * `{accepted: true}`, then calls `handlerFn(paramsJson)` with `{session_id, prompt,
- * stream?, model?, attachments?, goal?, context?}`. Stream the reply with
- * `rt.chatEvent(sessionId, 'token', delta)` on the runtime serving the turn (the client
- * routes the turn's own events into it); the turn lasts until `handlerFn` returns (or the
- * Promise it returns settles), then ends with exactly one terminal event: the first `done`
- * / `error` it emitted (whatever it did after), else `error` when it threw or rejected,
- * else `done` with an empty `text` (the reply is the streamed tokens).
- */
-function registerChatHandler(handlerFn) {
-  native.setChatHandler(wrapChatHandler(handlerFn))
-}
-
-/** Removes the chat handler: later `agent.chat` calls are refused (`-32601`). */
-function unregisterChatHandler() {
-  native.clearChatHandler()
 }
 
 /** The memory namespace given to runtimes constructed later without their own. */
@@ -323,38 +301,7 @@ class CarRuntime {
 // above (the `host` methods' are HostClient's).
 installGenerated(CarRuntime.prototype)
 
-/**
- * Host-authority daemon client; host methods stay off CarRuntime autocomplete (CAR's
- * rule). It shares `runtime`'s native client (connections, handlers, reconnects); the
- * `host` methods' generated members go over that client's host-management connection,
- * which authenticates with the `host-token` file, read only when a host method is called.
- */
-class HostClient {
-  #runtime
-
-  /** @param {CarRuntime} runtime */
-  constructor(runtime) {
-    if (!(runtime instanceof CarRuntime)) throw new TypeError(`runtime must be a CarRuntime, got ${describe(runtime)}`)
-    this.#runtime = runtime
-  }
-
-  /** The runtime whose client this one uses. */
-  get runtime() {
-    return this.#runtime
-  }
-
-  /** Calls a host-management method (`host` or `owner` role) with the host token. */
-  async daemonCallHostManagement(method, paramsJson = '{}') {
-    return this.#runtime.daemonCallHostManagement(method, paramsJson)
-  }
-
-  /** What the generated typed members call (see `CarRuntime`). */
-  async [CALL_MEMBER](method, member, args) {
-    return this.#runtime[CALL_MEMBER](method, member, args)
-  }
-}
-
-installGeneratedHost(HostClient.prototype)
+const HostClient = hostClientOf(CarRuntime)
 
 /** `rt.executeProposal(proposalJson, toolFn, sessionId)` as a function. */
 function executeProposal(rt, proposalJson, toolFn, sessionId = undefined) {
