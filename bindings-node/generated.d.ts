@@ -154,10 +154,26 @@ export interface GeneratedMethods {
   agentsChatApprove(paramsJson?: string): Promise<string>
   /** `agents.chat.cancel` (operator role): cancel an in-flight chat turn. */
   agentsChatCancel(paramsJson?: string): Promise<string>
+  /** `agents.health` (operator role): check every registered agent's command and supervision state. */
+  agentsHealth(paramsJson?: string): Promise<string>
   /** `agents.list` (operator role): the registered agents with their attachment status. */
   agentsList(paramsJson?: string): Promise<string>
+  /** `agents.message` (operator role): send a message to another agent (the sender is this connection). */
+  agentsMessage(paramsJson?: string): Promise<string>
+  /** `agents.peers` (operator role): the agents this connection can message, with whether each is reachable now. */
+  agentsPeers(paramsJson?: string): Promise<string>
   /** `agents.register_basics` (operator role): register the daemon's built-in file and calculator tools on this session. */
   agentsRegisterBasics(paramsJson?: string): Promise<string>
+  /** `agents.restart` (agent role): stop and start a supervised agent. */
+  agentsRestart(paramsJson?: string): Promise<string>
+  /** `agents.start` (agent role): start a registered agent's process under supervision. */
+  agentsStart(paramsJson?: string): Promise<string>
+  /** `agents.stop` (agent role): stop a supervised agent (SIGTERM, then SIGKILL after the grace). */
+  agentsStop(paramsJson?: string): Promise<string>
+  /** `agents.tail_log` (operator role): the last lines of a supervised agent's stdout and stderr. */
+  agentsTailLog(paramsJson?: string): Promise<string>
+  /** `agents.wait` (operator role): wait until a supervised agent reaches one of the given statuses. */
+  agentsWait(paramsJson?: string): Promise<string>
   /** `capabilities.list` (operator role): list the methods this session's role can see, with their roles. */
   capabilitiesList(paramsJson?: string): Promise<string>
   /** `events.count` (operator role): the number of events in the durable event log. */
@@ -194,6 +210,20 @@ export interface GeneratedMethods {
   modelsRegister(paramsJson?: string): Promise<string>
   /** `models.unregister` (operator role): unregister a model. */
   modelsUnregister(paramsJson?: string): Promise<string>
+  /** `multi.map_reduce` (operator role): run a mapper agent per item in parallel, then a reducer over their answers. */
+  multiMapReduce(paramsJson?: string): Promise<string>
+  /** `multi.pipeline` (operator role): run agents in sequence, each reading the previous agents' findings. */
+  multiPipeline(paramsJson?: string): Promise<string>
+  /** `multi.subtask` (operator role): run an agent that may hand subsets of its tools to sub-agents. */
+  multiSubtask(paramsJson?: string): Promise<string>
+  /** `multi.supervisor` (operator role): run workers in rounds until a supervisor agent approves. */
+  multiSupervisor(paramsJson?: string): Promise<string>
+  /** `multi.swarm` (operator role): run agents on one task in parallel, in sequence or as a debate. */
+  multiSwarm(paramsJson?: string): Promise<string>
+  /** `multi.tournament` (operator role): rank competitors by single-elimination pairwise judging. */
+  multiTournament(paramsJson?: string): Promise<string>
+  /** `multi.vote` (operator role): let agents answer independently and take the majority (or a synthesizer's pick). */
+  multiVote(paramsJson?: string): Promise<string>
   /** `permission.classify` (operator role): the tier and reversibility each action of a proposal needs. */
   permissionClassify(paramsJson?: string): Promise<string>
   /** `permission.evaluate` (agent role): judge each action of a proposal against this connection's tier and the approval ledger. */
@@ -222,6 +252,22 @@ export interface GeneratedMethods {
   runsSubscribe(paramsJson?: string): Promise<string>
   /** `runs.unsubscribe` (operator role): stop runs.trace.event notifications. */
   runsUnsubscribe(paramsJson?: string): Promise<string>
+  /** `scheduler.create` (operator role): build a prompt task definition (it does not run). */
+  schedulerCreate(paramsJson?: string): Promise<string>
+  /** `scheduler.os_install` (operator role): install a task's durable OS schedule. */
+  schedulerOsInstall(paramsJson?: string): Promise<string>
+  /** `scheduler.os_list` (operator role): the OS schedules this daemon installed. */
+  schedulerOsList(paramsJson?: string): Promise<string>
+  /** `scheduler.os_reconcile` (operator role): remove OS schedules whose task is gone. */
+  schedulerOsReconcile(paramsJson?: string): Promise<string>
+  /** `scheduler.os_render` (operator role): preview the OS schedule (systemd, crontab, launchd, schtasks) a task would install. */
+  schedulerOsRender(paramsJson?: string): Promise<string>
+  /** `scheduler.os_uninstall` (operator role): remove a task's OS schedule. */
+  schedulerOsUninstall(paramsJson?: string): Promise<string>
+  /** `scheduler.run` (operator role): run a prompt task's due occurrence once (an occurrence already run is not repeated). */
+  schedulerRun(paramsJson?: string): Promise<string>
+  /** `scheduler.run_loop` (operator role): run a prompt task on its cadence for a number of occurrences. */
+  schedulerRunLoop(paramsJson?: string): Promise<string>
   /** `server.handshake` (operator role): negotiate the exact protocol version and capabilities for this connection. */
   serverHandshake(paramsJson?: string): Promise<string>
   /** `session.auth` (agent role): authenticate this connection with the daemon token or the host token. */
@@ -246,6 +292,8 @@ export interface GeneratedMethods {
   skillReport(paramsJson?: string): Promise<string>
   /** `skills.list` (operator role): the skills in memory, optionally for one domain. */
   skillsList(paramsJson?: string): Promise<string>
+  /** `tasks.list` (operator role): the scheduled command tasks. */
+  tasksList(paramsJson?: string): Promise<string>
   /** `tools.list` (operator role): this connection's tools, sorted by name. */
   toolsList(paramsJson?: string): Promise<string>
   /** `tools.register` (operator role): register one tool descriptor or an array of them. */
@@ -254,6 +302,16 @@ export interface GeneratedMethods {
   toolsUnregister(paramsJson?: string): Promise<string>
   /** `verify` (operator role): check a proposal without running it. */
   verify(paramsJson?: string): Promise<string>
+  /** `workflow.chain` (operator role): run workflows in sequence, each seeded with the previous one's final state. */
+  workflowChain(paramsJson?: string): Promise<string>
+  /** `workflow.list_paused` (operator role): the paused workflow runs that can be resumed. */
+  workflowListPaused(paramsJson?: string): Promise<string>
+  /** `workflow.resume` (operator role): resume a workflow paused at an approval gate. */
+  workflowResume(paramsJson?: string): Promise<string>
+  /** `workflow.run` (operator role): run a declarative workflow (agents, tools and approval gates). */
+  workflowRun(paramsJson?: string): Promise<string>
+  /** `workflow.verify` (operator role): check a workflow's structure without running it. */
+  workflowVerify(paramsJson?: string): Promise<string>
 }
 
 /** `HostClient`'s generated members (the `host` methods, over the host-management connection): typed members, then a JSON-string wrapper for each method whose name no typed member takes. */
@@ -276,6 +334,12 @@ export interface GeneratedHostMethods {
   agentPermissionsSetDefault(paramsJson?: string): Promise<string>
   /** `agent_permissions.set_tool` (host role, over the host-management connection): set an agent's mode for one tool (always_allow records a grant). */
   agentPermissionsSetTool(paramsJson?: string): Promise<string>
+  /** `agents.install` (host role, over the host-management connection): install an agent from a manifest (command-shaped externals are registered). */
+  agentsInstall(paramsJson?: string): Promise<string>
+  /** `agents.message.approve` (host role, over the host-management connection): release or drop a held agent-to-agent message. */
+  agentsMessageApprove(paramsJson?: string): Promise<string>
+  /** `agents.message.pending` (host role, over the host-management connection): agent-to-agent messages waiting for the operator. */
+  agentsMessagePending(paramsJson?: string): Promise<string>
   /** `agents.remove` (host role, over the host-management connection): remove an agent from the registry and revoke its token. */
   agentsRemove(paramsJson?: string): Promise<string>
   /** `agents.upsert` (host role, over the host-management connection): add or replace an agent in the registry (minting its token when new). */
@@ -292,6 +356,10 @@ export interface GeneratedHostMethods {
   permissionSetTier(paramsJson?: string): Promise<string>
   /** `session.clear_halt` (host role, over the host-management connection): lift this connection's halt after a terminal tool error. */
   sessionClearHalt(paramsJson?: string): Promise<string>
+  /** `tasks.schedule` (host role, over the host-management connection): run a command on a cadence (daemon timers or the OS scheduler). */
+  tasksSchedule(paramsJson?: string): Promise<string>
+  /** `tasks.unschedule` (host role, over the host-management connection): stop and delete a scheduled command task. */
+  tasksUnschedule(paramsJson?: string): Promise<string>
 }
 
 /** An argument kind of the contract. */

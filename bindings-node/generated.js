@@ -13,8 +13,16 @@ const GENERATED_METHODS = {
   agentsChat: 'agents.chat',
   agentsChatApprove: 'agents.chat.approve',
   agentsChatCancel: 'agents.chat.cancel',
+  agentsHealth: 'agents.health',
   agentsList: 'agents.list',
+  agentsMessage: 'agents.message',
+  agentsPeers: 'agents.peers',
   agentsRegisterBasics: 'agents.register_basics',
+  agentsRestart: 'agents.restart',
+  agentsStart: 'agents.start',
+  agentsStop: 'agents.stop',
+  agentsTailLog: 'agents.tail_log',
+  agentsWait: 'agents.wait',
   capabilitiesList: 'capabilities.list',
   eventsCount: 'events.count',
   eventsQuery: 'events.query',
@@ -33,6 +41,13 @@ const GENERATED_METHODS = {
   modelsList: 'models.list',
   modelsRegister: 'models.register',
   modelsUnregister: 'models.unregister',
+  multiMapReduce: 'multi.map_reduce',
+  multiPipeline: 'multi.pipeline',
+  multiSubtask: 'multi.subtask',
+  multiSupervisor: 'multi.supervisor',
+  multiSwarm: 'multi.swarm',
+  multiTournament: 'multi.tournament',
+  multiVote: 'multi.vote',
   permissionClassify: 'permission.classify',
   permissionEvaluate: 'permission.evaluate',
   permissionPending: 'permission.pending',
@@ -47,6 +62,14 @@ const GENERATED_METHODS = {
   runsResume: 'runs.resume',
   runsSubscribe: 'runs.subscribe',
   runsUnsubscribe: 'runs.unsubscribe',
+  schedulerCreate: 'scheduler.create',
+  schedulerOsInstall: 'scheduler.os_install',
+  schedulerOsList: 'scheduler.os_list',
+  schedulerOsReconcile: 'scheduler.os_reconcile',
+  schedulerOsRender: 'scheduler.os_render',
+  schedulerOsUninstall: 'scheduler.os_uninstall',
+  schedulerRun: 'scheduler.run',
+  schedulerRunLoop: 'scheduler.run_loop',
   serverHandshake: 'server.handshake',
   sessionAuth: 'session.auth',
   sessionBindContext: 'session.bind_context',
@@ -59,10 +82,16 @@ const GENERATED_METHODS = {
   skillIngest: 'skill.ingest',
   skillReport: 'skill.report',
   skillsList: 'skills.list',
+  tasksList: 'tasks.list',
   toolsList: 'tools.list',
   toolsRegister: 'tools.register',
   toolsUnregister: 'tools.unregister',
   verify: 'verify',
+  workflowChain: 'workflow.chain',
+  workflowListPaused: 'workflow.list_paused',
+  workflowResume: 'workflow.resume',
+  workflowRun: 'workflow.run',
+  workflowVerify: 'workflow.verify',
 }
 
 /** CarRuntime's typed member → its contract: daemon method, CAR's member name, arguments, result. */
@@ -443,13 +472,45 @@ const MEMBERS = {
   async agentsChatCancel(paramsJson = '{}') {
     return this.daemonCall('agents.chat.cancel', paramsJson)
   },
+  /** `agents.health` (operator role): check every registered agent's command and supervision state. */
+  async agentsHealth(paramsJson = '{}') {
+    return this.daemonCall('agents.health', paramsJson)
+  },
   /** `agents.list` (operator role): the registered agents with their attachment status. */
   async agentsList(paramsJson = '{}') {
     return this.daemonCall('agents.list', paramsJson)
   },
+  /** `agents.message` (operator role): send a message to another agent (the sender is this connection). */
+  async agentsMessage(paramsJson = '{}') {
+    return this.daemonCall('agents.message', paramsJson)
+  },
+  /** `agents.peers` (operator role): the agents this connection can message, with whether each is reachable now. */
+  async agentsPeers(paramsJson = '{}') {
+    return this.daemonCall('agents.peers', paramsJson)
+  },
   /** `agents.register_basics` (operator role): register the daemon's built-in file and calculator tools on this session. */
   async agentsRegisterBasics(paramsJson = '{}') {
     return this.daemonCall('agents.register_basics', paramsJson)
+  },
+  /** `agents.restart` (agent role): stop and start a supervised agent. */
+  async agentsRestart(paramsJson = '{}') {
+    return this.daemonCall('agents.restart', paramsJson)
+  },
+  /** `agents.start` (agent role): start a registered agent's process under supervision. */
+  async agentsStart(paramsJson = '{}') {
+    return this.daemonCall('agents.start', paramsJson)
+  },
+  /** `agents.stop` (agent role): stop a supervised agent (SIGTERM, then SIGKILL after the grace). */
+  async agentsStop(paramsJson = '{}') {
+    return this.daemonCall('agents.stop', paramsJson)
+  },
+  /** `agents.tail_log` (operator role): the last lines of a supervised agent's stdout and stderr. */
+  async agentsTailLog(paramsJson = '{}') {
+    return this.daemonCall('agents.tail_log', paramsJson)
+  },
+  /** `agents.wait` (operator role): wait until a supervised agent reaches one of the given statuses. */
+  async agentsWait(paramsJson = '{}') {
+    return this.daemonCall('agents.wait', paramsJson)
   },
   /** `capabilities.list` (operator role): list the methods this session's role can see, with their roles. */
   async capabilitiesList(paramsJson = '{}') {
@@ -523,6 +584,34 @@ const MEMBERS = {
   async modelsUnregister(paramsJson = '{}') {
     return this.daemonCall('models.unregister', paramsJson)
   },
+  /** `multi.map_reduce` (operator role): run a mapper agent per item in parallel, then a reducer over their answers. */
+  async multiMapReduce(paramsJson = '{}') {
+    return this.daemonCall('multi.map_reduce', paramsJson)
+  },
+  /** `multi.pipeline` (operator role): run agents in sequence, each reading the previous agents' findings. */
+  async multiPipeline(paramsJson = '{}') {
+    return this.daemonCall('multi.pipeline', paramsJson)
+  },
+  /** `multi.subtask` (operator role): run an agent that may hand subsets of its tools to sub-agents. */
+  async multiSubtask(paramsJson = '{}') {
+    return this.daemonCall('multi.subtask', paramsJson)
+  },
+  /** `multi.supervisor` (operator role): run workers in rounds until a supervisor agent approves. */
+  async multiSupervisor(paramsJson = '{}') {
+    return this.daemonCall('multi.supervisor', paramsJson)
+  },
+  /** `multi.swarm` (operator role): run agents on one task in parallel, in sequence or as a debate. */
+  async multiSwarm(paramsJson = '{}') {
+    return this.daemonCall('multi.swarm', paramsJson)
+  },
+  /** `multi.tournament` (operator role): rank competitors by single-elimination pairwise judging. */
+  async multiTournament(paramsJson = '{}') {
+    return this.daemonCall('multi.tournament', paramsJson)
+  },
+  /** `multi.vote` (operator role): let agents answer independently and take the majority (or a synthesizer's pick). */
+  async multiVote(paramsJson = '{}') {
+    return this.daemonCall('multi.vote', paramsJson)
+  },
   /** `permission.classify` (operator role): the tier and reversibility each action of a proposal needs. */
   async permissionClassify(paramsJson = '{}') {
     return this.daemonCall('permission.classify', paramsJson)
@@ -579,6 +668,38 @@ const MEMBERS = {
   async runsUnsubscribe(paramsJson = '{}') {
     return this.daemonCall('runs.unsubscribe', paramsJson)
   },
+  /** `scheduler.create` (operator role): build a prompt task definition (it does not run). */
+  async schedulerCreate(paramsJson = '{}') {
+    return this.daemonCall('scheduler.create', paramsJson)
+  },
+  /** `scheduler.os_install` (operator role): install a task's durable OS schedule. */
+  async schedulerOsInstall(paramsJson = '{}') {
+    return this.daemonCall('scheduler.os_install', paramsJson)
+  },
+  /** `scheduler.os_list` (operator role): the OS schedules this daemon installed. */
+  async schedulerOsList(paramsJson = '{}') {
+    return this.daemonCall('scheduler.os_list', paramsJson)
+  },
+  /** `scheduler.os_reconcile` (operator role): remove OS schedules whose task is gone. */
+  async schedulerOsReconcile(paramsJson = '{}') {
+    return this.daemonCall('scheduler.os_reconcile', paramsJson)
+  },
+  /** `scheduler.os_render` (operator role): preview the OS schedule (systemd, crontab, launchd, schtasks) a task would install. */
+  async schedulerOsRender(paramsJson = '{}') {
+    return this.daemonCall('scheduler.os_render', paramsJson)
+  },
+  /** `scheduler.os_uninstall` (operator role): remove a task's OS schedule. */
+  async schedulerOsUninstall(paramsJson = '{}') {
+    return this.daemonCall('scheduler.os_uninstall', paramsJson)
+  },
+  /** `scheduler.run` (operator role): run a prompt task's due occurrence once (an occurrence already run is not repeated). */
+  async schedulerRun(paramsJson = '{}') {
+    return this.daemonCall('scheduler.run', paramsJson)
+  },
+  /** `scheduler.run_loop` (operator role): run a prompt task on its cadence for a number of occurrences. */
+  async schedulerRunLoop(paramsJson = '{}') {
+    return this.daemonCall('scheduler.run_loop', paramsJson)
+  },
   /** `server.handshake` (operator role): negotiate the exact protocol version and capabilities for this connection. */
   async serverHandshake(paramsJson = '{}') {
     return this.daemonCall('server.handshake', paramsJson)
@@ -627,6 +748,10 @@ const MEMBERS = {
   async skillsList(paramsJson = '{}') {
     return this.daemonCall('skills.list', paramsJson)
   },
+  /** `tasks.list` (operator role): the scheduled command tasks. */
+  async tasksList(paramsJson = '{}') {
+    return this.daemonCall('tasks.list', paramsJson)
+  },
   /** `tools.list` (operator role): this connection's tools, sorted by name. */
   async toolsList(paramsJson = '{}') {
     return this.daemonCall('tools.list', paramsJson)
@@ -643,6 +768,26 @@ const MEMBERS = {
   async verify(paramsJson = '{}') {
     return this.daemonCall('verify', paramsJson)
   },
+  /** `workflow.chain` (operator role): run workflows in sequence, each seeded with the previous one's final state. */
+  async workflowChain(paramsJson = '{}') {
+    return this.daemonCall('workflow.chain', paramsJson)
+  },
+  /** `workflow.list_paused` (operator role): the paused workflow runs that can be resumed. */
+  async workflowListPaused(paramsJson = '{}') {
+    return this.daemonCall('workflow.list_paused', paramsJson)
+  },
+  /** `workflow.resume` (operator role): resume a workflow paused at an approval gate. */
+  async workflowResume(paramsJson = '{}') {
+    return this.daemonCall('workflow.resume', paramsJson)
+  },
+  /** `workflow.run` (operator role): run a declarative workflow (agents, tools and approval gates). */
+  async workflowRun(paramsJson = '{}') {
+    return this.daemonCall('workflow.run', paramsJson)
+  },
+  /** `workflow.verify` (operator role): check a workflow's structure without running it. */
+  async workflowVerify(paramsJson = '{}') {
+    return this.daemonCall('workflow.verify', paramsJson)
+  },
 }
 
 /** HostClient's JSON-string wrapper → daemon method. */
@@ -655,6 +800,9 @@ const HOST_GENERATED_METHODS = {
   agentPermissionsSet: 'agent_permissions.set',
   agentPermissionsSetDefault: 'agent_permissions.set_default',
   agentPermissionsSetTool: 'agent_permissions.set_tool',
+  agentsInstall: 'agents.install',
+  agentsMessageApprove: 'agents.message.approve',
+  agentsMessagePending: 'agents.message.pending',
   agentsRemove: 'agents.remove',
   agentsUpsert: 'agents.upsert',
   diagnosticsSecretStoreActivity: 'diagnostics.secret_store_activity',
@@ -663,6 +811,8 @@ const HOST_GENERATED_METHODS = {
   permissionReject: 'permission.reject',
   permissionSetTier: 'permission.set_tier',
   sessionClearHalt: 'session.clear_halt',
+  tasksSchedule: 'tasks.schedule',
+  tasksUnschedule: 'tasks.unschedule',
 }
 
 /** HostClient's typed member → its contract: daemon method, CAR's member name, arguments, result. */
@@ -708,6 +858,18 @@ const HOST_MEMBERS = {
   async agentPermissionsSetTool(paramsJson = '{}') {
     return this.daemonCallHostManagement('agent_permissions.set_tool', paramsJson)
   },
+  /** `agents.install` (host role, over the host-management connection): install an agent from a manifest (command-shaped externals are registered). */
+  async agentsInstall(paramsJson = '{}') {
+    return this.daemonCallHostManagement('agents.install', paramsJson)
+  },
+  /** `agents.message.approve` (host role, over the host-management connection): release or drop a held agent-to-agent message. */
+  async agentsMessageApprove(paramsJson = '{}') {
+    return this.daemonCallHostManagement('agents.message.approve', paramsJson)
+  },
+  /** `agents.message.pending` (host role, over the host-management connection): agent-to-agent messages waiting for the operator. */
+  async agentsMessagePending(paramsJson = '{}') {
+    return this.daemonCallHostManagement('agents.message.pending', paramsJson)
+  },
   /** `agents.remove` (host role, over the host-management connection): remove an agent from the registry and revoke its token. */
   async agentsRemove(paramsJson = '{}') {
     return this.daemonCallHostManagement('agents.remove', paramsJson)
@@ -739,6 +901,14 @@ const HOST_MEMBERS = {
   /** `session.clear_halt` (host role, over the host-management connection): lift this connection's halt after a terminal tool error. */
   async sessionClearHalt(paramsJson = '{}') {
     return this.daemonCallHostManagement('session.clear_halt', paramsJson)
+  },
+  /** `tasks.schedule` (host role, over the host-management connection): run a command on a cadence (daemon timers or the OS scheduler). */
+  async tasksSchedule(paramsJson = '{}') {
+    return this.daemonCallHostManagement('tasks.schedule', paramsJson)
+  },
+  /** `tasks.unschedule` (host role, over the host-management connection): stop and delete a scheduled command task. */
+  async tasksUnschedule(paramsJson = '{}') {
+    return this.daemonCallHostManagement('tasks.unschedule', paramsJson)
   },
 }
 

@@ -158,6 +158,7 @@ def _no_process_handlers() -> Iterator[None]:
     car_runtime.unregister_tool_handler()
     car_runtime.unregister_tool_cancel_handler()
     car_runtime.unregister_chat_handler()
+    car_runtime.unregister_agent_runner()
     car_runtime.set_memory_namespace(None)
 
 

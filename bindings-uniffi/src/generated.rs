@@ -415,14 +415,54 @@ impl CarDaemonClient {
         self.daemon_call("agents.chat.cancel".to_string(), params_json)
     }
 
+    /// `agents.health` (operator role): check every registered agent's command and supervision state.
+    pub fn agents_health(&self, params_json: String) -> Result<String, CarError> {
+        self.daemon_call("agents.health".to_string(), params_json)
+    }
+
     /// `agents.list` (operator role): the registered agents with their attachment status.
     pub fn agents_list(&self, params_json: String) -> Result<String, CarError> {
         self.daemon_call("agents.list".to_string(), params_json)
     }
 
+    /// `agents.message` (operator role): send a message to another agent (the sender is this connection).
+    pub fn agents_message(&self, params_json: String) -> Result<String, CarError> {
+        self.daemon_call("agents.message".to_string(), params_json)
+    }
+
+    /// `agents.peers` (operator role): the agents this connection can message, with whether each is reachable now.
+    pub fn agents_peers(&self, params_json: String) -> Result<String, CarError> {
+        self.daemon_call("agents.peers".to_string(), params_json)
+    }
+
     /// `agents.register_basics` (operator role): register the daemon's built-in file and calculator tools on this session.
     pub fn agents_register_basics(&self, params_json: String) -> Result<String, CarError> {
         self.daemon_call("agents.register_basics".to_string(), params_json)
+    }
+
+    /// `agents.restart` (agent role): stop and start a supervised agent.
+    pub fn agents_restart(&self, params_json: String) -> Result<String, CarError> {
+        self.daemon_call("agents.restart".to_string(), params_json)
+    }
+
+    /// `agents.start` (agent role): start a registered agent's process under supervision.
+    pub fn agents_start(&self, params_json: String) -> Result<String, CarError> {
+        self.daemon_call("agents.start".to_string(), params_json)
+    }
+
+    /// `agents.stop` (agent role): stop a supervised agent (SIGTERM, then SIGKILL after the grace).
+    pub fn agents_stop(&self, params_json: String) -> Result<String, CarError> {
+        self.daemon_call("agents.stop".to_string(), params_json)
+    }
+
+    /// `agents.tail_log` (operator role): the last lines of a supervised agent's stdout and stderr.
+    pub fn agents_tail_log(&self, params_json: String) -> Result<String, CarError> {
+        self.daemon_call("agents.tail_log".to_string(), params_json)
+    }
+
+    /// `agents.wait` (operator role): wait until a supervised agent reaches one of the given statuses.
+    pub fn agents_wait(&self, params_json: String) -> Result<String, CarError> {
+        self.daemon_call("agents.wait".to_string(), params_json)
     }
 
     /// `capabilities.list` (operator role): list the methods this session's role can see, with their roles.
@@ -520,6 +560,41 @@ impl CarDaemonClient {
         self.daemon_call("models.unregister".to_string(), params_json)
     }
 
+    /// `multi.map_reduce` (operator role): run a mapper agent per item in parallel, then a reducer over their answers.
+    pub fn multi_map_reduce(&self, params_json: String) -> Result<String, CarError> {
+        self.daemon_call("multi.map_reduce".to_string(), params_json)
+    }
+
+    /// `multi.pipeline` (operator role): run agents in sequence, each reading the previous agents' findings.
+    pub fn multi_pipeline(&self, params_json: String) -> Result<String, CarError> {
+        self.daemon_call("multi.pipeline".to_string(), params_json)
+    }
+
+    /// `multi.subtask` (operator role): run an agent that may hand subsets of its tools to sub-agents.
+    pub fn multi_subtask(&self, params_json: String) -> Result<String, CarError> {
+        self.daemon_call("multi.subtask".to_string(), params_json)
+    }
+
+    /// `multi.supervisor` (operator role): run workers in rounds until a supervisor agent approves.
+    pub fn multi_supervisor(&self, params_json: String) -> Result<String, CarError> {
+        self.daemon_call("multi.supervisor".to_string(), params_json)
+    }
+
+    /// `multi.swarm` (operator role): run agents on one task in parallel, in sequence or as a debate.
+    pub fn multi_swarm(&self, params_json: String) -> Result<String, CarError> {
+        self.daemon_call("multi.swarm".to_string(), params_json)
+    }
+
+    /// `multi.tournament` (operator role): rank competitors by single-elimination pairwise judging.
+    pub fn multi_tournament(&self, params_json: String) -> Result<String, CarError> {
+        self.daemon_call("multi.tournament".to_string(), params_json)
+    }
+
+    /// `multi.vote` (operator role): let agents answer independently and take the majority (or a synthesizer's pick).
+    pub fn multi_vote(&self, params_json: String) -> Result<String, CarError> {
+        self.daemon_call("multi.vote".to_string(), params_json)
+    }
+
     /// `permission.classify` (operator role): the tier and reversibility each action of a proposal needs.
     pub fn permission_classify(&self, params_json: String) -> Result<String, CarError> {
         self.daemon_call("permission.classify".to_string(), params_json)
@@ -590,6 +665,46 @@ impl CarDaemonClient {
         self.daemon_call("runs.unsubscribe".to_string(), params_json)
     }
 
+    /// `scheduler.create` (operator role): build a prompt task definition (it does not run).
+    pub fn scheduler_create(&self, params_json: String) -> Result<String, CarError> {
+        self.daemon_call("scheduler.create".to_string(), params_json)
+    }
+
+    /// `scheduler.os_install` (operator role): install a task's durable OS schedule.
+    pub fn scheduler_os_install(&self, params_json: String) -> Result<String, CarError> {
+        self.daemon_call("scheduler.os_install".to_string(), params_json)
+    }
+
+    /// `scheduler.os_list` (operator role): the OS schedules this daemon installed.
+    pub fn scheduler_os_list(&self, params_json: String) -> Result<String, CarError> {
+        self.daemon_call("scheduler.os_list".to_string(), params_json)
+    }
+
+    /// `scheduler.os_reconcile` (operator role): remove OS schedules whose task is gone.
+    pub fn scheduler_os_reconcile(&self, params_json: String) -> Result<String, CarError> {
+        self.daemon_call("scheduler.os_reconcile".to_string(), params_json)
+    }
+
+    /// `scheduler.os_render` (operator role): preview the OS schedule (systemd, crontab, launchd, schtasks) a task would install.
+    pub fn scheduler_os_render(&self, params_json: String) -> Result<String, CarError> {
+        self.daemon_call("scheduler.os_render".to_string(), params_json)
+    }
+
+    /// `scheduler.os_uninstall` (operator role): remove a task's OS schedule.
+    pub fn scheduler_os_uninstall(&self, params_json: String) -> Result<String, CarError> {
+        self.daemon_call("scheduler.os_uninstall".to_string(), params_json)
+    }
+
+    /// `scheduler.run` (operator role): run a prompt task's due occurrence once (an occurrence already run is not repeated).
+    pub fn scheduler_run(&self, params_json: String) -> Result<String, CarError> {
+        self.daemon_call("scheduler.run".to_string(), params_json)
+    }
+
+    /// `scheduler.run_loop` (operator role): run a prompt task on its cadence for a number of occurrences.
+    pub fn scheduler_run_loop(&self, params_json: String) -> Result<String, CarError> {
+        self.daemon_call("scheduler.run_loop".to_string(), params_json)
+    }
+
     /// `server.handshake` (operator role): negotiate the exact protocol version and capabilities for this connection.
     pub fn server_handshake(&self, params_json: String) -> Result<String, CarError> {
         self.daemon_call("server.handshake".to_string(), params_json)
@@ -650,6 +765,11 @@ impl CarDaemonClient {
         self.daemon_call("skills.list".to_string(), params_json)
     }
 
+    /// `tasks.list` (operator role): the scheduled command tasks.
+    pub fn tasks_list(&self, params_json: String) -> Result<String, CarError> {
+        self.daemon_call("tasks.list".to_string(), params_json)
+    }
+
     /// `tools.list` (operator role): this connection's tools, sorted by name.
     pub fn tools_list(&self, params_json: String) -> Result<String, CarError> {
         self.daemon_call("tools.list".to_string(), params_json)
@@ -668,6 +788,31 @@ impl CarDaemonClient {
     /// `verify` (operator role): check a proposal without running it.
     pub fn verify(&self, params_json: String) -> Result<String, CarError> {
         self.daemon_call("verify".to_string(), params_json)
+    }
+
+    /// `workflow.chain` (operator role): run workflows in sequence, each seeded with the previous one's final state.
+    pub fn workflow_chain(&self, params_json: String) -> Result<String, CarError> {
+        self.daemon_call("workflow.chain".to_string(), params_json)
+    }
+
+    /// `workflow.list_paused` (operator role): the paused workflow runs that can be resumed.
+    pub fn workflow_list_paused(&self, params_json: String) -> Result<String, CarError> {
+        self.daemon_call("workflow.list_paused".to_string(), params_json)
+    }
+
+    /// `workflow.resume` (operator role): resume a workflow paused at an approval gate.
+    pub fn workflow_resume(&self, params_json: String) -> Result<String, CarError> {
+        self.daemon_call("workflow.resume".to_string(), params_json)
+    }
+
+    /// `workflow.run` (operator role): run a declarative workflow (agents, tools and approval gates).
+    pub fn workflow_run(&self, params_json: String) -> Result<String, CarError> {
+        self.daemon_call("workflow.run".to_string(), params_json)
+    }
+
+    /// `workflow.verify` (operator role): check a workflow's structure without running it.
+    pub fn workflow_verify(&self, params_json: String) -> Result<String, CarError> {
+        self.daemon_call("workflow.verify".to_string(), params_json)
     }
 }
 
@@ -718,6 +863,21 @@ impl HostClient {
         self.daemon_call_host_management("agent_permissions.set_tool".to_string(), params_json)
     }
 
+    /// `agents.install` (host role, over the host-management connection): install an agent from a manifest (command-shaped externals are registered).
+    pub fn agents_install(&self, params_json: String) -> Result<String, CarError> {
+        self.daemon_call_host_management("agents.install".to_string(), params_json)
+    }
+
+    /// `agents.message.approve` (host role, over the host-management connection): release or drop a held agent-to-agent message.
+    pub fn agents_message_approve(&self, params_json: String) -> Result<String, CarError> {
+        self.daemon_call_host_management("agents.message.approve".to_string(), params_json)
+    }
+
+    /// `agents.message.pending` (host role, over the host-management connection): agent-to-agent messages waiting for the operator.
+    pub fn agents_message_pending(&self, params_json: String) -> Result<String, CarError> {
+        self.daemon_call_host_management("agents.message.pending".to_string(), params_json)
+    }
+
     /// `agents.remove` (host role, over the host-management connection): remove an agent from the registry and revoke its token.
     pub fn agents_remove(&self, params_json: String) -> Result<String, CarError> {
         self.daemon_call_host_management("agents.remove".to_string(), params_json)
@@ -756,5 +916,15 @@ impl HostClient {
     /// `session.clear_halt` (host role, over the host-management connection): lift this connection's halt after a terminal tool error.
     pub fn session_clear_halt(&self, params_json: String) -> Result<String, CarError> {
         self.daemon_call_host_management("session.clear_halt".to_string(), params_json)
+    }
+
+    /// `tasks.schedule` (host role, over the host-management connection): run a command on a cadence (daemon timers or the OS scheduler).
+    pub fn tasks_schedule(&self, params_json: String) -> Result<String, CarError> {
+        self.daemon_call_host_management("tasks.schedule".to_string(), params_json)
+    }
+
+    /// `tasks.unschedule` (host role, over the host-management connection): stop and delete a scheduled command task.
+    pub fn tasks_unschedule(&self, params_json: String) -> Result<String, CarError> {
+        self.daemon_call_host_management("tasks.unschedule".to_string(), params_json)
     }
 }

@@ -81,6 +81,16 @@ pub fn validate_id(field: &str, id: &str) -> Result<(), RpcError> {
     Ok(())
 }
 
+/// Why `path` can no longer be run as an agent's command (`agents.health`), if it cannot.
+pub fn command_problem(path: &Path) -> Option<String> {
+    match std::fs::metadata(path) {
+        Err(e) => Some(format!("{}: {e}", path.display())),
+        Ok(m) if !m.is_file() => Some(format!("{} is not a file", path.display())),
+        Ok(_) if !is_executable(path) => Some(format!("{} has no execute bit", path.display())),
+        Ok(_) => None,
+    }
+}
+
 fn is_executable(path: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
     std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
@@ -223,6 +233,7 @@ impl AgentRegistry {
             last_exit_code: None,
             restart_count: 0,
             started_at: None,
+            reason: None,
             attached: session.is_some(),
             session_id: session.map(|s| s.label()),
             manifest_path: self.manifest.display().to_string(),
@@ -294,6 +305,15 @@ impl AgentRegistry {
         let agents = self.agents.lock().expect("agents lock");
         let entry = agents.get(id)?;
         auth::tokens_match(&entry.token, token).then(|| entry.spec.clone())
+    }
+
+    /// A registered agent's token (handed to the child the supervisor starts).
+    pub fn token(&self, id: &str) -> Option<String> {
+        self.agents
+            .lock()
+            .expect("agents lock")
+            .get(id)
+            .map(|e| e.token.clone())
     }
 
     /// The spec of a registered agent.

@@ -124,6 +124,20 @@ pub struct Args {
     #[arg(long, env = "CAR_SUPERVISION_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
     pub supervision_timeout: Duration,
 
+    /// How long a stopping supervised agent has between SIGTERM and SIGKILL.
+    #[arg(long, env = "CAR_AGENT_STOP_GRACE", default_value = "5s", value_parser = parse_duration)]
+    pub agent_stop_grace: Duration,
+
+    /// Where durable scheduled tasks' systemd user units go (default
+    /// `$XDG_CONFIG_HOME/systemd/user`, else `~/.config/systemd/user`).
+    #[arg(long, env = "CAR_SYSTEMD_USER_DIR")]
+    pub systemd_user_dir: Option<PathBuf>,
+
+    /// Write durable tasks' systemd units without running `systemctl --user` to enable them
+    /// (tests, and machines without a user systemd).
+    #[arg(long, env = "CAR_NO_SYSTEMCTL", value_parser = clap::builder::FalseyValueParser::new())]
+    pub no_systemctl: bool,
+
     /// Serve the `debug.*` methods (tests and diagnostics only).
     #[arg(long, env = "CAR_DEBUG_METHODS", value_parser = clap::builder::FalseyValueParser::new())]
     pub debug_methods: bool,
@@ -157,6 +171,9 @@ pub struct Config {
     pub workspace_root: Option<PathBuf>,
     /// `supervision.*`: how long a parked intent waits for a decision.
     pub supervision_timeout: Duration,
+    pub agent_stop_grace: Duration,
+    pub systemd_user_dir: Option<PathBuf>,
+    pub no_systemctl: bool,
 }
 
 /// The approval gate's settings (docs/protocol-choices.md, "Approvals").
@@ -260,6 +277,9 @@ impl Config {
         Ok(Config {
             approvals,
             supervision_timeout: args.supervision_timeout,
+            agent_stop_grace: args.agent_stop_grace,
+            systemd_user_dir: args.systemd_user_dir,
+            no_systemctl: args.no_systemctl,
             workspace_root: args.workspace_root,
             port: args.port,
             bind: args.bind,

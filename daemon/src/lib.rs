@@ -20,7 +20,10 @@
 //! [`run`] is the whole process: resolve paths, bind, claim primacy, publish credentials,
 //! serve until SIGINT/SIGTERM, then remove the token files and the socket.
 
+pub mod agent_lifecycle;
+pub mod agent_messages;
 pub mod agent_registry;
+pub mod agent_runner;
 pub mod approval_gate;
 pub mod auth;
 pub mod chat_routes;
@@ -128,6 +131,7 @@ pub async fn run(config: Config, paths: Paths) -> Result<(), Fatal> {
         state.clone(),
     ));
     let ws_url = format!("ws://{local}");
+    state.boot(ws_url.clone()).await;
     tracing::info!(
         %ws_url,
         socket = %instance.socket.display(),
@@ -158,6 +162,7 @@ pub async fn run(config: Config, paths: Paths) -> Result<(), Fatal> {
     shutdown.cancel();
     let _ = tcp_task.await;
     let _ = unix_task.await;
+    state.halt().await;
     state.store.close();
     if let Err(e) = state.memory.flush_all().await {
         tracing::error!(error = %e, "flushing memory at shutdown failed");
@@ -265,6 +270,14 @@ pub async fn open_state(
         secret_activity,
         workspace: Arc::new(workspace),
         approvals: permission::ledger::ApprovalLedger::open(state_root),
+        lifecycle: agent_lifecycle::AgentLifecycle::open(state_root, config.agent_stop_grace),
+        scheduling: services::scheduler::Scheduling::open(
+            state_root,
+            config.systemd_user_dir.clone(),
+            !config.no_systemctl,
+        )
+        .map_err(Fatal::runtime)?,
+        state_root: state_root.to_path_buf(),
         agent_permissions: permission::agent_policy::AgentPermissions::open(state_root),
     };
     let state = Arc::new(ServerState::new(

@@ -46,6 +46,11 @@ pub struct Stores {
     pub approvals: crate::permission::ledger::ApprovalLedger,
     /// The per-agent approval policy (`$CAR_HOME/agent-permissions.json`).
     pub agent_permissions: crate::permission::agent_policy::AgentPermissions,
+    /// The registry's agents as supervised processes.
+    pub lifecycle: crate::agent_lifecycle::AgentLifecycle,
+    pub scheduling: crate::services::scheduler::Scheduling,
+    /// `$CAR_HOME`.
+    pub state_root: std::path::PathBuf,
 }
 
 #[derive(Debug)]
@@ -60,6 +65,16 @@ pub struct ServerState {
     pub host: crate::host_state::HostState,
     /// The durable agent registry (identities and their tokens).
     pub agents: crate::agent_registry::AgentRegistry,
+    /// The registry's agents as supervised processes.
+    pub lifecycle: crate::agent_lifecycle::AgentLifecycle,
+    /// Agent-to-agent messages.
+    pub messages: crate::agent_messages::MessageRouter,
+    /// Paused workflow runs (`$CAR_HOME/workflow-runs`).
+    pub workflows: car_workflow::CheckpointStore,
+    /// Prompt and command tasks, daemon timers and OS schedules.
+    pub scheduling: crate::services::scheduler::Scheduling,
+    /// `$CAR_HOME`.
+    pub state_root: std::path::PathBuf,
     /// The secret store (`$CAR_HOME/secrets`) and its attempt counters.
     pub secrets: Option<Arc<car_secrets::SecretStore>>,
     pub secret_activity: Arc<car_secrets::Activity>,
@@ -110,6 +125,9 @@ impl ServerState {
             workspace,
             approvals,
             agent_permissions,
+            lifecycle,
+            scheduling,
+            state_root,
         } = stores;
         let schema = car_proto::schema::schema(config.debug_methods);
         let schema_reply = car_proto::methods::server::SchemaReply {
@@ -126,6 +144,11 @@ impl ServerState {
             schema_reply,
             host: Default::default(),
             agents,
+            lifecycle,
+            messages: Default::default(),
+            workflows: crate::services::workflow_store(&state_root),
+            scheduling,
+            state_root,
             secrets,
             secret_activity,
             workspace,
@@ -151,5 +174,31 @@ impl ServerState {
 
     pub fn auth_enabled(&self) -> bool {
         self.credentials.is_some()
+    }
+
+    /// `CAR_HOME` (the state root).
+    pub fn config_state_root(&self) -> &std::path::Path {
+        &self.state_root
+    }
+
+    /// The registry's agents with their supervised process state.
+    pub fn managed_agents(&self) -> Vec<car_proto::methods::agents::ManagedAgent> {
+        self.agents
+            .list()
+            .into_iter()
+            .map(|a| self.lifecycle.managed(a))
+            .collect()
+    }
+
+    /// Once the listeners are bound: start the agents that should run and the daemon's
+    /// task timers.
+    pub async fn boot(&self, daemon_url: String) {
+        self.lifecycle.boot(&self.agents, daemon_url).await;
+    }
+
+    /// Clean exit: stop supervised children and timers.
+    pub async fn halt(&self) {
+        self.lifecycle.shutdown().await;
+        self.scheduling.timers.shutdown().await;
     }
 }

@@ -37,6 +37,17 @@ from ._generated import (
     TYPED_MEMBERS,
 )
 from ._host import HostClient
+from ._multi import (
+    register_agent_runner,
+    run_map_reduce,
+    run_pipeline,
+    run_subtask,
+    run_supervisor,
+    run_swarm,
+    run_tournament,
+    run_vote,
+    unregister_agent_runner,
+)
 from ._runtime import (
     CarRuntime,
     get_memory_namespace,
@@ -63,6 +74,15 @@ def protocol_version() -> int:
 
 
 __all__ = [
+    "register_agent_runner",
+    "unregister_agent_runner",
+    "run_swarm",
+    "run_pipeline",
+    "run_supervisor",
+    "run_map_reduce",
+    "run_vote",
+    "run_tournament",
+    "run_subtask",
     "GENERATED_METHODS",
     "HOST_GENERATED_METHODS",
     "HOST_TYPED_MEMBERS",

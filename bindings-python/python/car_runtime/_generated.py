@@ -388,13 +388,45 @@ class GeneratedMethods:
         """`agents.chat.cancel` (operator role): cancel an in-flight chat turn."""
         return self.daemon_call("agents.chat.cancel", params_json)
 
+    def agents_health(self, params_json: str = "{}") -> str:
+        """`agents.health` (operator role): check every registered agent's command and supervision state."""
+        return self.daemon_call("agents.health", params_json)
+
     def agents_list(self, params_json: str = "{}") -> str:
         """`agents.list` (operator role): the registered agents with their attachment status."""
         return self.daemon_call("agents.list", params_json)
 
+    def agents_message(self, params_json: str = "{}") -> str:
+        """`agents.message` (operator role): send a message to another agent (the sender is this connection)."""
+        return self.daemon_call("agents.message", params_json)
+
+    def agents_peers(self, params_json: str = "{}") -> str:
+        """`agents.peers` (operator role): the agents this connection can message, with whether each is reachable now."""
+        return self.daemon_call("agents.peers", params_json)
+
     def agents_register_basics(self, params_json: str = "{}") -> str:
         """`agents.register_basics` (operator role): register the daemon's built-in file and calculator tools on this session."""
         return self.daemon_call("agents.register_basics", params_json)
+
+    def agents_restart(self, params_json: str = "{}") -> str:
+        """`agents.restart` (agent role): stop and start a supervised agent."""
+        return self.daemon_call("agents.restart", params_json)
+
+    def agents_start(self, params_json: str = "{}") -> str:
+        """`agents.start` (agent role): start a registered agent's process under supervision."""
+        return self.daemon_call("agents.start", params_json)
+
+    def agents_stop(self, params_json: str = "{}") -> str:
+        """`agents.stop` (agent role): stop a supervised agent (SIGTERM, then SIGKILL after the grace)."""
+        return self.daemon_call("agents.stop", params_json)
+
+    def agents_tail_log(self, params_json: str = "{}") -> str:
+        """`agents.tail_log` (operator role): the last lines of a supervised agent's stdout and stderr."""
+        return self.daemon_call("agents.tail_log", params_json)
+
+    def agents_wait(self, params_json: str = "{}") -> str:
+        """`agents.wait` (operator role): wait until a supervised agent reaches one of the given statuses."""
+        return self.daemon_call("agents.wait", params_json)
 
     def capabilities_list(self, params_json: str = "{}") -> str:
         """`capabilities.list` (operator role): list the methods this session's role can see, with their roles."""
@@ -468,6 +500,34 @@ class GeneratedMethods:
         """`models.unregister` (operator role): unregister a model."""
         return self.daemon_call("models.unregister", params_json)
 
+    def multi_map_reduce(self, params_json: str = "{}") -> str:
+        """`multi.map_reduce` (operator role): run a mapper agent per item in parallel, then a reducer over their answers."""
+        return self.daemon_call("multi.map_reduce", params_json)
+
+    def multi_pipeline(self, params_json: str = "{}") -> str:
+        """`multi.pipeline` (operator role): run agents in sequence, each reading the previous agents' findings."""
+        return self.daemon_call("multi.pipeline", params_json)
+
+    def multi_subtask(self, params_json: str = "{}") -> str:
+        """`multi.subtask` (operator role): run an agent that may hand subsets of its tools to sub-agents."""
+        return self.daemon_call("multi.subtask", params_json)
+
+    def multi_supervisor(self, params_json: str = "{}") -> str:
+        """`multi.supervisor` (operator role): run workers in rounds until a supervisor agent approves."""
+        return self.daemon_call("multi.supervisor", params_json)
+
+    def multi_swarm(self, params_json: str = "{}") -> str:
+        """`multi.swarm` (operator role): run agents on one task in parallel, in sequence or as a debate."""
+        return self.daemon_call("multi.swarm", params_json)
+
+    def multi_tournament(self, params_json: str = "{}") -> str:
+        """`multi.tournament` (operator role): rank competitors by single-elimination pairwise judging."""
+        return self.daemon_call("multi.tournament", params_json)
+
+    def multi_vote(self, params_json: str = "{}") -> str:
+        """`multi.vote` (operator role): let agents answer independently and take the majority (or a synthesizer's pick)."""
+        return self.daemon_call("multi.vote", params_json)
+
     def permission_classify(self, params_json: str = "{}") -> str:
         """`permission.classify` (operator role): the tier and reversibility each action of a proposal needs."""
         return self.daemon_call("permission.classify", params_json)
@@ -524,6 +584,38 @@ class GeneratedMethods:
         """`runs.unsubscribe` (operator role): stop runs.trace.event notifications."""
         return self.daemon_call("runs.unsubscribe", params_json)
 
+    def scheduler_create(self, params_json: str = "{}") -> str:
+        """`scheduler.create` (operator role): build a prompt task definition (it does not run)."""
+        return self.daemon_call("scheduler.create", params_json)
+
+    def scheduler_os_install(self, params_json: str = "{}") -> str:
+        """`scheduler.os_install` (operator role): install a task's durable OS schedule."""
+        return self.daemon_call("scheduler.os_install", params_json)
+
+    def scheduler_os_list(self, params_json: str = "{}") -> str:
+        """`scheduler.os_list` (operator role): the OS schedules this daemon installed."""
+        return self.daemon_call("scheduler.os_list", params_json)
+
+    def scheduler_os_reconcile(self, params_json: str = "{}") -> str:
+        """`scheduler.os_reconcile` (operator role): remove OS schedules whose task is gone."""
+        return self.daemon_call("scheduler.os_reconcile", params_json)
+
+    def scheduler_os_render(self, params_json: str = "{}") -> str:
+        """`scheduler.os_render` (operator role): preview the OS schedule (systemd, crontab, launchd, schtasks) a task would install."""
+        return self.daemon_call("scheduler.os_render", params_json)
+
+    def scheduler_os_uninstall(self, params_json: str = "{}") -> str:
+        """`scheduler.os_uninstall` (operator role): remove a task's OS schedule."""
+        return self.daemon_call("scheduler.os_uninstall", params_json)
+
+    def scheduler_run(self, params_json: str = "{}") -> str:
+        """`scheduler.run` (operator role): run a prompt task's due occurrence once (an occurrence already run is not repeated)."""
+        return self.daemon_call("scheduler.run", params_json)
+
+    def scheduler_run_loop(self, params_json: str = "{}") -> str:
+        """`scheduler.run_loop` (operator role): run a prompt task on its cadence for a number of occurrences."""
+        return self.daemon_call("scheduler.run_loop", params_json)
+
     def server_handshake(self, params_json: str = "{}") -> str:
         """`server.handshake` (operator role): negotiate the exact protocol version and capabilities for this connection."""
         return self.daemon_call("server.handshake", params_json)
@@ -572,6 +664,10 @@ class GeneratedMethods:
         """`skills.list` (operator role): the skills in memory, optionally for one domain."""
         return self.daemon_call("skills.list", params_json)
 
+    def tasks_list(self, params_json: str = "{}") -> str:
+        """`tasks.list` (operator role): the scheduled command tasks."""
+        return self.daemon_call("tasks.list", params_json)
+
     def tools_list(self, params_json: str = "{}") -> str:
         """`tools.list` (operator role): this connection's tools, sorted by name."""
         return self.daemon_call("tools.list", params_json)
@@ -587,6 +683,26 @@ class GeneratedMethods:
     def verify(self, params_json: str = "{}") -> str:
         """`verify` (operator role): check a proposal without running it."""
         return self.daemon_call("verify", params_json)
+
+    def workflow_chain(self, params_json: str = "{}") -> str:
+        """`workflow.chain` (operator role): run workflows in sequence, each seeded with the previous one's final state."""
+        return self.daemon_call("workflow.chain", params_json)
+
+    def workflow_list_paused(self, params_json: str = "{}") -> str:
+        """`workflow.list_paused` (operator role): the paused workflow runs that can be resumed."""
+        return self.daemon_call("workflow.list_paused", params_json)
+
+    def workflow_resume(self, params_json: str = "{}") -> str:
+        """`workflow.resume` (operator role): resume a workflow paused at an approval gate."""
+        return self.daemon_call("workflow.resume", params_json)
+
+    def workflow_run(self, params_json: str = "{}") -> str:
+        """`workflow.run` (operator role): run a declarative workflow (agents, tools and approval gates)."""
+        return self.daemon_call("workflow.run", params_json)
+
+    def workflow_verify(self, params_json: str = "{}") -> str:
+        """`workflow.verify` (operator role): check a workflow's structure without running it."""
+        return self.daemon_call("workflow.verify", params_json)
 
 
 class GeneratedHostMethods:
@@ -636,6 +752,18 @@ class GeneratedHostMethods:
         """`agent_permissions.set_tool` (host role, over the host-management connection): set an agent's mode for one tool (always_allow records a grant)."""
         return self.daemon_call_host_management("agent_permissions.set_tool", params_json)
 
+    def agents_install(self, params_json: str = "{}") -> str:
+        """`agents.install` (host role, over the host-management connection): install an agent from a manifest (command-shaped externals are registered)."""
+        return self.daemon_call_host_management("agents.install", params_json)
+
+    def agents_message_approve(self, params_json: str = "{}") -> str:
+        """`agents.message.approve` (host role, over the host-management connection): release or drop a held agent-to-agent message."""
+        return self.daemon_call_host_management("agents.message.approve", params_json)
+
+    def agents_message_pending(self, params_json: str = "{}") -> str:
+        """`agents.message.pending` (host role, over the host-management connection): agent-to-agent messages waiting for the operator."""
+        return self.daemon_call_host_management("agents.message.pending", params_json)
+
     def agents_remove(self, params_json: str = "{}") -> str:
         """`agents.remove` (host role, over the host-management connection): remove an agent from the registry and revoke its token."""
         return self.daemon_call_host_management("agents.remove", params_json)
@@ -668,6 +796,14 @@ class GeneratedHostMethods:
         """`session.clear_halt` (host role, over the host-management connection): lift this connection's halt after a terminal tool error."""
         return self.daemon_call_host_management("session.clear_halt", params_json)
 
+    def tasks_schedule(self, params_json: str = "{}") -> str:
+        """`tasks.schedule` (host role, over the host-management connection): run a command on a cadence (daemon timers or the OS scheduler)."""
+        return self.daemon_call_host_management("tasks.schedule", params_json)
+
+    def tasks_unschedule(self, params_json: str = "{}") -> str:
+        """`tasks.unschedule` (host role, over the host-management connection): stop and delete a scheduled command task."""
+        return self.daemon_call_host_management("tasks.unschedule", params_json)
+
 
 # CarRuntime's JSON-string wrapper → daemon method.
 GENERATED_METHODS: Dict[str, str] = {
@@ -679,8 +815,16 @@ GENERATED_METHODS: Dict[str, str] = {
     "agents_chat": "agents.chat",
     "agents_chat_approve": "agents.chat.approve",
     "agents_chat_cancel": "agents.chat.cancel",
+    "agents_health": "agents.health",
     "agents_list": "agents.list",
+    "agents_message": "agents.message",
+    "agents_peers": "agents.peers",
     "agents_register_basics": "agents.register_basics",
+    "agents_restart": "agents.restart",
+    "agents_start": "agents.start",
+    "agents_stop": "agents.stop",
+    "agents_tail_log": "agents.tail_log",
+    "agents_wait": "agents.wait",
     "capabilities_list": "capabilities.list",
     "events_count": "events.count",
     "events_query": "events.query",
@@ -699,6 +843,13 @@ GENERATED_METHODS: Dict[str, str] = {
     "models_list": "models.list",
     "models_register": "models.register",
     "models_unregister": "models.unregister",
+    "multi_map_reduce": "multi.map_reduce",
+    "multi_pipeline": "multi.pipeline",
+    "multi_subtask": "multi.subtask",
+    "multi_supervisor": "multi.supervisor",
+    "multi_swarm": "multi.swarm",
+    "multi_tournament": "multi.tournament",
+    "multi_vote": "multi.vote",
     "permission_classify": "permission.classify",
     "permission_evaluate": "permission.evaluate",
     "permission_pending": "permission.pending",
@@ -713,6 +864,14 @@ GENERATED_METHODS: Dict[str, str] = {
     "runs_resume": "runs.resume",
     "runs_subscribe": "runs.subscribe",
     "runs_unsubscribe": "runs.unsubscribe",
+    "scheduler_create": "scheduler.create",
+    "scheduler_os_install": "scheduler.os_install",
+    "scheduler_os_list": "scheduler.os_list",
+    "scheduler_os_reconcile": "scheduler.os_reconcile",
+    "scheduler_os_render": "scheduler.os_render",
+    "scheduler_os_uninstall": "scheduler.os_uninstall",
+    "scheduler_run": "scheduler.run",
+    "scheduler_run_loop": "scheduler.run_loop",
     "server_handshake": "server.handshake",
     "session_auth": "session.auth",
     "session_bind_context": "session.bind_context",
@@ -725,10 +884,16 @@ GENERATED_METHODS: Dict[str, str] = {
     "skill_ingest": "skill.ingest",
     "skill_report": "skill.report",
     "skills_list": "skills.list",
+    "tasks_list": "tasks.list",
     "tools_list": "tools.list",
     "tools_register": "tools.register",
     "tools_unregister": "tools.unregister",
     "verify": "verify",
+    "workflow_chain": "workflow.chain",
+    "workflow_list_paused": "workflow.list_paused",
+    "workflow_resume": "workflow.resume",
+    "workflow_run": "workflow.run",
+    "workflow_verify": "workflow.verify",
 }
 
 # CarRuntime's typed member → daemon method.
@@ -814,6 +979,9 @@ HOST_GENERATED_METHODS: Dict[str, str] = {
     "agent_permissions_set": "agent_permissions.set",
     "agent_permissions_set_default": "agent_permissions.set_default",
     "agent_permissions_set_tool": "agent_permissions.set_tool",
+    "agents_install": "agents.install",
+    "agents_message_approve": "agents.message.approve",
+    "agents_message_pending": "agents.message.pending",
     "agents_remove": "agents.remove",
     "agents_upsert": "agents.upsert",
     "diagnostics_secret_store_activity": "diagnostics.secret_store_activity",
@@ -822,6 +990,8 @@ HOST_GENERATED_METHODS: Dict[str, str] = {
     "permission_reject": "permission.reject",
     "permission_set_tier": "permission.set_tier",
     "session_clear_halt": "session.clear_halt",
+    "tasks_schedule": "tasks.schedule",
+    "tasks_unschedule": "tasks.unschedule",
 }
 
 # HostClient's typed member → daemon method.

@@ -174,6 +174,9 @@ class CarRuntime(GeneratedMethods):
         ns = memory_namespace if memory_namespace is not None else get_memory_namespace()
         _callbacks.POOL.ensure_started()
         self._native = _native.NativeClient(url, token, ns)
+        from . import _multi
+
+        _multi.attach(self)
 
     def __repr__(self) -> str:
         state = "connected" if self._native.connected else "not connected"

@@ -4,9 +4,10 @@
 //!
 //! The registry keeps CAR's `AgentSpec` in `CAR_HOME/agents.json` and mints one token per
 //! agent at `agents.upsert`; a connection presenting `session.auth {token, agent_id}` with
-//! that token is bound to the agent. Starting and supervising agent processes
-//! (`agents.start`/`stop`/…) is not served yet: a listed agent's `status` is `stopped`
-//! unless a connection is attached.
+//! that token is bound to the agent. Supervising agent processes (`agents.start`/`stop`/…)
+//! is declared in [`super::agent_supervisor`]; a listed agent's `status` is its supervised
+//! process's, or `running` while a connection is attached to an agent the daemon did not
+//! start.
 
 use std::collections::BTreeMap;
 
@@ -71,6 +72,9 @@ pub struct ManagedAgent {
     pub last_exit_code: Option<i32>,
     pub restart_count: u32,
     pub started_at: Option<String>,
+    /// Why the agent is `errored` or in `backoff` (beyond CAR).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
     /// Whether a connection is bound to this agent (`session.auth {agent_id}`).
     pub attached: bool,
     /// The bound connection's session id while attached.

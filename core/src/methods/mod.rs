@@ -23,7 +23,9 @@
 mod member;
 mod spec;
 
+pub mod agent_messages;
 pub mod agent_permissions;
+pub mod agent_supervisor;
 pub mod agents;
 pub mod debug;
 pub mod events;
@@ -32,10 +34,12 @@ pub mod host;
 pub mod inference;
 pub mod memory;
 pub mod models;
+pub mod multi;
 pub mod permission;
 pub mod policy;
 pub mod proposal;
 pub mod runs;
+pub mod scheduler;
 pub mod secret;
 pub mod server;
 pub mod session;
@@ -43,6 +47,7 @@ pub mod skills;
 pub mod state;
 pub mod supervision;
 pub mod tools;
+pub mod workflow;
 
 use std::collections::BTreeMap;
 use std::sync::LazyLock;
@@ -142,6 +147,11 @@ pub const NAMESPACES: &[&[Declaration]] = &[
     permission::DECLARATIONS,
     agent_permissions::DECLARATIONS,
     supervision::DECLARATIONS,
+    multi::DECLARATIONS,
+    agent_supervisor::DECLARATIONS,
+    agent_messages::DECLARATIONS,
+    workflow::DECLARATIONS,
+    scheduler::DECLARATIONS,
     secret::DECLARATIONS,
     debug::DECLARATIONS,
 ];

@@ -74,10 +74,11 @@ async fn upsert(call: Call, spec: AgentSpec) -> Result<ManagedAgent, RpcError> {
 }
 
 async fn list(call: Call, _: NoParams) -> Result<Vec<ManagedAgent>, RpcError> {
-    Ok(call.state.agents.list())
+    Ok(call.state.managed_agents())
 }
 
 async fn remove(call: Call, p: IdParams) -> Result<RemoveReply, RpcError> {
+    call.state.lifecycle.forget(&p.id).await;
     let state = call.state.clone();
     let removed = tokio::task::spawn_blocking(move || state.agents.remove(&p.id))
         .await

@@ -115,7 +115,7 @@ async fn agents(call: Call, _: NoParams) -> Result<Vec<HostAgent>, RpcError> {
 /// explicit registration of the same id wins. Registry rows are `kind: "supervised"`,
 /// `running` while a connection is attached, else `stopped`.
 fn merged_agents(call: &Call, mut agents: Vec<HostAgent>) -> Vec<HostAgent> {
-    for managed in call.state.agents.list() {
+    for managed in call.state.managed_agents() {
         let spec = managed.spec;
         let capabilities = spec.capabilities.clone().unwrap_or_default();
         if capabilities.is_empty() || agents.iter().any(|a| a.id == spec.id.as_str()) {
@@ -133,7 +133,7 @@ fn merged_agents(call: &Call, mut agents: Vec<HostAgent>) -> Vec<HostAgent> {
                 AgentStatus::Stopped
             },
             current_task: None,
-            pid: None,
+            pid: managed.pid.map(u64::from),
             display: None,
             metadata: json!({}),
             session_id: managed.session_id.unwrap_or_default(),

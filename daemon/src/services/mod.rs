@@ -10,6 +10,8 @@
 //! [`ServerState`]: crate::state::ServerState
 //! [`Call`]: crate::handler::Call
 
+mod agent_lifecycle;
+mod agent_messages;
 mod agent_permissions;
 mod agents;
 mod debug;
@@ -18,6 +20,7 @@ mod host;
 mod inference;
 mod memory;
 mod models;
+mod multi;
 pub mod params;
 pub mod permission;
 mod policy;
@@ -26,6 +29,7 @@ pub mod run_lifecycle;
 mod run_records;
 mod run_turns;
 pub mod runs;
+pub mod scheduler;
 mod secret;
 mod server;
 mod session;
@@ -33,6 +37,9 @@ mod session_scopes;
 mod state;
 mod supervision;
 mod tools;
+mod workflow;
+
+pub use workflow::store as workflow_store;
 
 use crate::handler::Routes;
 
@@ -54,6 +61,11 @@ pub fn routes() -> Routes {
         models::register,
         host::register,
         agents::register,
+        agent_lifecycle::register,
+        agent_messages::register,
+        multi::register,
+        workflow::register,
+        scheduler::register,
         permission::register,
         agent_permissions::register,
         supervision::register,

@@ -202,6 +202,7 @@ pub fn auth(
     });
     if let Some(agent) = &agent_id {
         state.agents.attach(agent, session, state.auth_enabled());
+        state.messages.flush(agent, session);
     }
     tracing::debug!(session = session.id, role = role.as_str(), "authenticated");
     Ok(AuthReply {

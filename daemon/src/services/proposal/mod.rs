@@ -187,7 +187,7 @@ fn run_cancelled(run_id: &str) -> RpcError {
 /// The proposal is recorded under the connection's current run, and stops when that run is
 /// cancelled. A connection that took its run over with `runs.resume` submits no new
 /// proposal under it (CAR: a resumed run is recovery only).
-async fn submit(call: Call, p: SubmitParams) -> Result<Value, RpcError> {
+pub(crate) async fn submit(call: Call, p: SubmitParams) -> Result<Value, RpcError> {
     {
         let run_id = call.session.current_run();
         if let Some(run) = &run_id {

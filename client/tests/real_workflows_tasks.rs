@@ -1,0 +1,259 @@
+//! Workflows and scheduled tasks against the real `car-server`: a workflow pauses at an
+//! approval gate, survives a daemon restart in `workflow.list_paused` and completes with
+//! `workflow.resume`; an interval command task on the daemon's timers runs repeatedly and
+//! stops after `tasks.unschedule`; cron cadences are validated.
+
+mod support;
+
+use std::os::unix::fs::PermissionsExt;
+use std::time::{Duration, Instant};
+
+use car_daemon_client::{Client, ClientConfig, EnvSnapshot, Error};
+use car_test_harness::Daemon;
+use serde_json::{json, Value};
+
+fn client(home: &std::path::Path) -> Client {
+    Client::new(ClientConfig::with_env(EnvSnapshot::with_car_home(home)))
+}
+
+fn runner(c: &Client) {
+    c.register_handler("multi.run_agent", |params: Value| {
+        let name = params["spec"]["name"].as_str().unwrap().to_string();
+        Ok(json!({"name": name, "answer": format!("{name} did: {}", params["task"].as_str().unwrap()),
+                  "turns": 1, "tool_calls": 0, "duration_ms": 1.0}))
+    });
+}
+
+fn workflow() -> Value {
+    let agent = |n: &str| json!({"name": n, "system_prompt": "", "tools": [], "max_turns": 1, "metadata": {}});
+    json!({
+        "id": "wf", "name": "review", "start": "draft",
+        "stages": [
+            {"id": "draft", "name": "Draft", "step": {"type": "pattern", "pattern": "pipeline", "task": "write", "agents": [agent("writer")]}},
+            {"id": "gate", "name": "Gate", "step": {"type": "approval", "prompt": "Ship it?", "fields": [{"name": "ok", "required": true}], "output_key": "review"}},
+            {"id": "ship", "name": "Ship", "step": {"type": "pattern", "pattern": "pipeline", "task": "ship", "agents": [agent("shipper")]}},
+        ],
+        "edges": [{"from": "draft", "to": "gate"}, {"from": "gate", "to": "ship", "conditions": [{"key": "review.ok", "value": "yes"}]}],
+    })
+}
+
+fn rpc_error(r: Result<Value, Error>) -> (i64, String) {
+    match r {
+        Err(Error::Rpc { code, message, .. }) => (code, message),
+        other => panic!("expected an RPC error, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_paused_workflow_survives_a_daemon_restart_and_resumes() {
+    let home = tempfile::tempdir().unwrap();
+    let car_home = home.path().join("car-home");
+    let mut d1 = Daemon::builder().home(&car_home).start();
+    let c = client(&car_home);
+    runner(&c);
+    let r = c
+        .call("workflow.run", json!({"workflow": workflow()}))
+        .await
+        .unwrap();
+    assert_eq!(r["status"], "paused", "{r}");
+    let run_id = r["paused"]["run_id"].as_str().unwrap().to_string();
+    assert_eq!(r["final_state"]["stage.draft.answer"], "writer did: write");
+    d1.terminate();
+    drop(c);
+
+    let d2 = Daemon::builder().home(&car_home).start();
+    let c = client(&d2.home);
+    runner(&c);
+    let paused = c.call("workflow.list_paused", json!(null)).await.unwrap();
+    assert_eq!(paused[0]["run_id"], run_id.as_str(), "{paused}");
+    assert_eq!(paused[0]["paused_stage_id"], "gate");
+    assert_eq!(paused[0]["prompt"], "Ship it?");
+
+    let (code, message) = rpc_error(
+        c.call("workflow.resume", json!({"run_id": run_id, "input": {}}))
+            .await,
+    );
+    assert_eq!(code, -32602);
+    assert!(message.contains("input.ok"), "{message}");
+
+    let done = c
+        .call(
+            "workflow.resume",
+            json!({"run_id": run_id, "input": {"ok": "yes"}}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(
+        done["final_state"]["stage.ship.answer"],
+        "shipper did: ship"
+    );
+    assert_eq!(done["final_state"]["review.ok"], "yes");
+    assert_eq!(
+        c.call("workflow.list_paused", json!(null)).await.unwrap(),
+        json!([])
+    );
+    let (code, message) = rpc_error(
+        c.call(
+            "workflow.resume",
+            json!({"run_id": run_id, "input": {"ok": "yes"}}),
+        )
+        .await,
+    );
+    assert_eq!(code, -32602);
+    assert!(message.contains("no resumable run"), "{message}");
+}
+
+#[tokio::test]
+async fn workflow_verify_and_bad_manifests() {
+    let d = Daemon::builder().start();
+    let c = client(&d.home);
+    let mut wf = workflow();
+    wf["edges"][0]["to"] = json!("nowhere");
+    let report = c
+        .call("workflow.verify", json!({"workflow": wf}))
+        .await
+        .unwrap();
+    assert_eq!(report["valid"], false);
+    assert!(report["issues"].to_string().contains("nowhere"), "{report}");
+    let mut bad = workflow();
+    bad["stages"][1]["step"]
+        .as_object_mut()
+        .unwrap()
+        .remove("prompt");
+    let (code, message) = rpc_error(c.call("workflow.run", json!({"workflow": bad})).await);
+    assert_eq!(code, -32602);
+    assert!(
+        message.contains("stages[1].step") && message.contains("prompt"),
+        "{message}"
+    );
+}
+
+#[tokio::test]
+async fn an_interval_task_runs_repeatedly_until_unscheduled() {
+    let d = Daemon::builder().start();
+    let c = client(&d.home);
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("ticks");
+    let script = dir.path().join("tick.sh");
+    std::fs::write(
+        &script,
+        format!("#!/bin/sh\necho tick >> {}\n", out.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let ticks = || {
+        std::fs::read_to_string(&out)
+            .map(|s| s.lines().count())
+            .unwrap_or(0)
+    };
+
+    let r = c
+        .call_host_management(
+            "tasks.schedule",
+            json!({"name": "ticker", "program": script, "cadence": {"interval_secs": 1}, "durable": false}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r["backend"], "daemon", "{r}");
+    let id = r["id"].as_str().unwrap().to_string();
+    let listed = c.call("tasks.list", json!({})).await.unwrap();
+    assert!(
+        listed
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["id"] == id.as_str()),
+        "{listed}"
+    );
+    let deadline = Instant::now() + support::SAFETY;
+    while ticks() < 2 {
+        assert!(Instant::now() < deadline, "the task did not run twice");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let gone = c
+        .call_host_management("tasks.unschedule", json!({"id": id}))
+        .await
+        .unwrap();
+    assert_eq!(gone["deleted"], true, "{gone}");
+    // A run already under way may still land; after that, nothing more.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let settled = ticks();
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert_eq!(
+        ticks(),
+        settled,
+        "the task kept running after tasks.unschedule"
+    );
+}
+
+#[tokio::test]
+async fn cadences_and_tasks_are_validated() {
+    let d = Daemon::builder().start();
+    let c = client(&d.home);
+    for (params, field) in [
+        (
+            json!({"name": "x", "program": "/bin/true", "cadence": {"cron": "61 * * * *"}}),
+            "cadence.cron",
+        ),
+        (
+            json!({"name": "x", "program": "/bin/true", "cadence": {}}),
+            "cadence",
+        ),
+        (
+            json!({"name": "x", "program": "/bin/true", "cadence": {"interval_secs": 1, "cron": "* * * * *"}}),
+            "cadence",
+        ),
+        (
+            json!({"name": "x", "program": "relative", "cadence": {"interval_secs": 5}}),
+            "program",
+        ),
+        (
+            json!({"name": "x", "program": "/bin/true", "cadence": {"interval_secs": -5}}),
+            "cadence.interval_secs",
+        ),
+    ] {
+        let (code, message) = rpc_error(c.call_host_management("tasks.schedule", params).await);
+        assert_eq!(code, -32602, "{message}");
+        assert!(message.contains(field), "{message:?} should name {field}");
+    }
+    let (code, message) = rpc_error(
+        c.call(
+            "scheduler.create",
+            json!({"name": "n", "prompt": "p", "trigger": "cron", "schedule": "bogus"}),
+        )
+        .await,
+    );
+    assert_eq!(code, -32602);
+    assert!(message.contains("schedule"), "{message}");
+    let task = c
+        .call(
+            "scheduler.create",
+            json!({"name": "n", "prompt": "p", "trigger": "cron", "schedule": "*/15 * * * *"}),
+        )
+        .await
+        .unwrap();
+    let rendered = c
+        .call(
+            "scheduler.os_render",
+            json!({"task": task, "program": "/usr/bin/car", "args": ["run"]}),
+        )
+        .await
+        .unwrap();
+    assert!(
+        rendered["crontab_line"]
+            .as_str()
+            .unwrap()
+            .starts_with("*/15 * * * * /usr/bin/car run"),
+        "{rendered}"
+    );
+    assert!(
+        rendered["systemd_timer"]
+            .as_str()
+            .unwrap()
+            .contains("OnCalendar="),
+        "{rendered}"
+    );
+    // The daemon still serves.
+    c.call("tasks.list", json!({})).await.unwrap();
+}

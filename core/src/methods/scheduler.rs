@@ -1,0 +1,168 @@
+//! `scheduler.*` (prompt tasks an agent runs, and their durable OS-level triggers) and
+//! `tasks.*` (commands on a cadence, the OS backend hidden) — reference `scheduler` and
+//! `tasks` sections.
+//!
+//! Tasks persist under `CAR_HOME/tasks/`. `scheduler.run` seeds a posted task with its
+//! stored execution history, so an occurrence already serviced is not run twice. A
+//! `tasks.schedule` with `durable: false` runs on the daemon's own timers, which are
+//! reloaded from the store when the daemon starts; `durable: true` (the default) installs
+//! a systemd user timer (on Linux; `--systemd-user-dir`), which fires with no daemon
+//! running. `scheduler.os_install` and `tasks.schedule` pass the approval gate.
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::fields::{Json, Name, NoParams};
+use super::proposal::Object;
+use super::{host, op, Declaration};
+
+/// `scheduler.create` params.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+pub struct CreateParams {
+    pub name: Name,
+    pub prompt: String,
+    /// `manual` (default), `once`, `cron`, `interval` or `file_watch`.
+    #[serde(default)]
+    pub trigger: Option<String>,
+    /// Interval seconds, a 5-field cron expression, or an RFC 3339 time for `once`.
+    #[serde(default)]
+    pub schedule: Option<String>,
+    #[serde(default)]
+    pub system_prompt: Option<String>,
+}
+
+/// `scheduler.run` params.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+pub struct RunParams {
+    pub task: Object,
+}
+
+/// `scheduler.run_loop` params.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+pub struct RunLoopParams {
+    pub task: Object,
+    #[serde(default)]
+    pub max_iterations: Option<u32>,
+}
+
+/// `scheduler.os_render` / `scheduler.os_install` params.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+pub struct OsScheduleParams {
+    pub task: Object,
+    pub program: String,
+    #[serde(default)]
+    pub args: Option<Vec<String>>,
+}
+
+/// `scheduler.os_uninstall {label}` (a full label or a bare task id).
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+pub struct OsUninstallParams {
+    pub label: Name,
+}
+
+/// A `tasks.schedule` cadence: exactly one of `interval_secs` and `cron`.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+pub struct Cadence {
+    #[serde(default)]
+    pub interval_secs: Option<u64>,
+    #[serde(default)]
+    pub cron: Option<String>,
+}
+
+/// `tasks.schedule` params.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+pub struct ScheduleParams {
+    pub name: Name,
+    /// Absolute path of the program to run.
+    pub program: String,
+    #[serde(default)]
+    pub args: Option<Vec<String>>,
+    pub cadence: Cadence,
+    /// Default `true`: the OS scheduler; `false`: the daemon's timers.
+    #[serde(default)]
+    pub durable: Option<bool>,
+    #[serde(default)]
+    pub working_dir: Option<String>,
+    #[serde(default)]
+    pub env: Option<BTreeMap<String, String>>,
+    #[serde(default)]
+    pub permission_tier: Option<String>,
+}
+
+/// `tasks.unschedule {id}` (a bare id or a full label).
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+pub struct UnscheduleParams {
+    pub id: Name,
+}
+
+crate::method!(
+    /// `scheduler.create` → the task object (nothing runs).
+    Create = op("scheduler.create", "build a prompt task definition (it does not run)");
+    CreateParams => Json
+);
+crate::method!(
+    /// `scheduler.run {task}` → one execution record.
+    Run = op("scheduler.run", "run a prompt task's due occurrence once (an occurrence already run is not repeated)");
+    RunParams => Json
+);
+crate::method!(
+    /// `scheduler.run_loop {task, max_iterations?}` → the execution records.
+    RunLoop = op("scheduler.run_loop", "run a prompt task on its cadence for a number of occurrences");
+    RunLoopParams => Json
+);
+crate::method!(
+    /// `scheduler.os_render` → every backend's rendering (no I/O).
+    OsRender = op("scheduler.os_render", "preview the OS schedule (systemd, crontab, launchd, schtasks) a task would install");
+    OsScheduleParams => Json
+);
+crate::method!(
+    /// `scheduler.os_install` → `{label, backend, detail}`.
+    OsInstall = op("scheduler.os_install", "install a task's durable OS schedule");
+    OsScheduleParams => Json
+);
+crate::method!(
+    /// `scheduler.os_uninstall {label}` → `{label, removed}`.
+    OsUninstall = op("scheduler.os_uninstall", "remove a task's OS schedule");
+    OsUninstallParams => Json
+);
+crate::method!(
+    /// `scheduler.os_list` → the installed labels.
+    OsList = op("scheduler.os_list", "the OS schedules this daemon installed");
+    NoParams => Vec<String>
+);
+crate::method!(
+    /// `scheduler.os_reconcile` → `{removed, kept, errors}`.
+    OsReconcile = op("scheduler.os_reconcile", "remove OS schedules whose task is gone");
+    NoParams => Json
+);
+crate::method!(
+    /// `tasks.schedule` → `{id, durable, backend, task}`.
+    Schedule = host("tasks.schedule", "run a command on a cadence (daemon timers or the OS scheduler)");
+    ScheduleParams => Json
+);
+crate::method!(
+    /// `tasks.list` → the command tasks.
+    List = op("tasks.list", "the scheduled command tasks");
+    NoParams => Json
+);
+crate::method!(
+    /// `tasks.unschedule {id}` → `{id, os_removed, deleted}`.
+    Unschedule = host("tasks.unschedule", "stop and delete a scheduled command task");
+    UnscheduleParams => Json
+);
+
+pub const DECLARATIONS: &[Declaration] = &[
+    Declaration::of::<Create>(),
+    Declaration::of::<Run>(),
+    Declaration::of::<RunLoop>(),
+    Declaration::of::<OsRender>(),
+    Declaration::of::<OsInstall>(),
+    Declaration::of::<OsUninstall>(),
+    Declaration::of::<OsList>(),
+    Declaration::of::<OsReconcile>(),
+    Declaration::of::<Schedule>(),
+    Declaration::of::<List>(),
+    Declaration::of::<Unschedule>(),
+];

@@ -1,0 +1,241 @@
+//! [`AgentLifecycle`]: the registry's agents run as supervised child processes
+//! (`car-supervisor`).
+//!
+//! # Launch
+//! A child gets the daemon's environment, the spec's `env`, and `CAR_AGENT_ID`,
+//! `CAR_AGENT_TOKEN` (its registry token), `CAR_DAEMON_URL` (this daemon's WebSocket) and
+//! `CAR_HOME`, so a client library in it connects back bound to the agent. Its working
+//! directory is the spec's `cwd`, else `CAR_HOME/agents/<id>/work` (created 0700). Restart
+//! policy, crash-loop limit (`max_restarts`, default [`DEFAULT_MAX_RESTARTS`]) and base
+//! backoff (`backoff_secs`, default 1 s) come from the spec.
+//!
+//! # Across daemon restarts
+//! `CAR_HOME/run/agents-wanted.json` lists the agents an `agents.start` (or `restart`)
+//! asked to run and no `agents.stop` has stopped since. At boot the daemon starts every
+//! wanted agent and every `auto_start` one; a child the previous daemon left running (it
+//! was killed, say) is adopted through its pid record rather than spawned again. A clean
+//! daemon exit stops the children (SIGTERM, grace, SIGKILL) and keeps the wanted list, so
+//! the next daemon starts them once.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock};
+use std::time::Duration;
+
+use car_proto::errors::RpcError;
+use car_proto::methods::agent_supervisor::AgentStatus;
+use car_proto::methods::agents::{AgentSpec, ManagedAgent, RestartPolicy};
+use car_supervisor::{LaunchSpec, Restart, Status, Supervisor, SupervisorConfig, SupervisorError};
+
+use crate::agent_registry::AgentRegistry;
+
+/// Consecutive restarts allowed when the spec names no `max_restarts`.
+pub const DEFAULT_MAX_RESTARTS: u32 = 5;
+/// Base backoff when the spec names no `backoff_secs`.
+pub const DEFAULT_BACKOFF: Duration = Duration::from_secs(1);
+
+#[derive(Debug)]
+pub struct AgentLifecycle {
+    supervisor: Supervisor,
+    state_root: PathBuf,
+    wanted_path: PathBuf,
+    wanted: Mutex<BTreeSet<String>>,
+    /// This daemon's WebSocket URL, known once the listener is bound.
+    daemon_url: OnceLock<String>,
+}
+
+pub fn status_of(status: Status) -> AgentStatus {
+    match status {
+        Status::Stopped => AgentStatus::Stopped,
+        Status::Starting => AgentStatus::Starting,
+        Status::Running => AgentStatus::Running,
+        Status::Backoff => AgentStatus::Backoff,
+        Status::Errored => AgentStatus::Errored,
+    }
+}
+
+pub fn supervisor_error(e: SupervisorError) -> RpcError {
+    match e {
+        SupervisorError::NotFound(id) => {
+            RpcError::invalid_params(format!("id: no supervised agent '{id}'"))
+        }
+        other => RpcError::internal(other.to_string()),
+    }
+}
+
+impl AgentLifecycle {
+    pub fn open(state_root: &Path, grace: Duration) -> Self {
+        let mut config = SupervisorConfig::new(
+            state_root.join("logs"),
+            state_root.join("run").join("agents"),
+        );
+        config.grace = grace;
+        let wanted_path = state_root.join("run").join("agents-wanted.json");
+        let wanted = std::fs::read(&wanted_path)
+            .ok()
+            .and_then(|bytes| serde_json::from_slice::<BTreeSet<String>>(&bytes).ok())
+            .unwrap_or_default();
+        AgentLifecycle {
+            supervisor: Supervisor::new(config),
+            state_root: state_root.to_path_buf(),
+            wanted_path,
+            wanted: Mutex::new(wanted),
+            daemon_url: OnceLock::new(),
+        }
+    }
+
+    pub fn supervisor(&self) -> &Supervisor {
+        &self.supervisor
+    }
+
+    fn set_wanted(&self, id: &str, wanted: bool) {
+        let mut set = self.wanted.lock().expect("wanted lock");
+        let changed = if wanted {
+            set.insert(id.to_string())
+        } else {
+            set.remove(id)
+        };
+        if changed {
+            let text = serde_json::to_string(&*set).unwrap_or_else(|_| "[]".into());
+            if let Err(e) = crate::auth::write_private_file(&self.wanted_path, &text) {
+                tracing::warn!(error = %e, "could not save which agents should run");
+            }
+        }
+    }
+
+    fn launch_spec(
+        &self,
+        registry: &AgentRegistry,
+        spec: &AgentSpec,
+    ) -> Result<LaunchSpec, RpcError> {
+        let id = spec.id.to_string();
+        let command = spec.command.clone().ok_or_else(|| {
+            RpcError::invalid_params(format!("agent '{id}' has no command to run"))
+        })?;
+        let token = registry
+            .token(&id)
+            .ok_or_else(|| RpcError::internal(format!("agent '{id}' has no token")))?;
+        let cwd = match &spec.cwd {
+            Some(cwd) => PathBuf::from(cwd),
+            None => {
+                let dir = self.state_root.join("agents").join(&id).join("work");
+                crate::auth::ensure_private_dir(&dir).map_err(|e| {
+                    RpcError::internal(format!("cannot create {}: {e}", dir.display()))
+                })?;
+                dir
+            }
+        };
+        let mut env: BTreeMap<String, String> = spec.env.clone().unwrap_or_default();
+        env.insert("CAR_AGENT_ID".into(), id.clone());
+        env.insert("CAR_AGENT_TOKEN".into(), token);
+        env.insert("CAR_HOME".into(), self.state_root.display().to_string());
+        if let Some(url) = self.daemon_url.get() {
+            env.insert("CAR_DAEMON_URL".into(), url.clone());
+        }
+        Ok(LaunchSpec {
+            id,
+            command: PathBuf::from(command),
+            args: spec.args.clone().unwrap_or_default(),
+            cwd: Some(cwd),
+            env,
+            restart: match spec.restart.unwrap_or_default() {
+                RestartPolicy::Never => Restart::Never,
+                RestartPolicy::OnFailure => Restart::OnFailure,
+                RestartPolicy::Always => Restart::Always,
+            },
+            max_restarts: spec.max_restarts.unwrap_or(DEFAULT_MAX_RESTARTS),
+            backoff: spec
+                .backoff_secs
+                .map(Duration::from_secs)
+                .unwrap_or(DEFAULT_BACKOFF),
+        })
+    }
+
+    pub async fn start(&self, registry: &AgentRegistry, id: &str) -> Result<(), RpcError> {
+        let spec = registry
+            .spec(id)
+            .ok_or_else(|| RpcError::invalid_params(format!("id: no registered agent '{id}'")))?;
+        let launch = self.launch_spec(registry, &spec)?;
+        self.supervisor
+            .start(launch)
+            .await
+            .map_err(supervisor_error)?;
+        self.set_wanted(id, true);
+        Ok(())
+    }
+
+    pub async fn restart(&self, registry: &AgentRegistry, id: &str) -> Result<(), RpcError> {
+        let spec = registry
+            .spec(id)
+            .ok_or_else(|| RpcError::invalid_params(format!("id: no registered agent '{id}'")))?;
+        let launch = self.launch_spec(registry, &spec)?;
+        self.supervisor
+            .restart(launch)
+            .await
+            .map_err(supervisor_error)?;
+        self.set_wanted(id, true);
+        Ok(())
+    }
+
+    pub async fn stop(
+        &self,
+        registry: &AgentRegistry,
+        id: &str,
+        kill: bool,
+    ) -> Result<(), RpcError> {
+        if registry.spec(id).is_none() {
+            return Err(RpcError::invalid_params(format!(
+                "id: no registered agent '{id}'"
+            )));
+        }
+        self.set_wanted(id, false);
+        match self.supervisor.stop(id, kill).await {
+            Ok(_) | Err(SupervisorError::NotFound(_)) => Ok(()),
+            Err(e) => Err(supervisor_error(e)),
+        }
+    }
+
+    /// `agents.remove`: stops the child and forgets it (its logs stay).
+    pub async fn forget(&self, id: &str) {
+        self.set_wanted(id, false);
+        if let Err(e) = self.supervisor.forget(id).await {
+            if !matches!(e, SupervisorError::NotFound(_)) {
+                tracing::warn!(agent = %id, error = %e, "could not stop a removed agent");
+            }
+        }
+    }
+
+    /// `ManagedAgent` with the supervised process's state folded in.
+    pub fn managed(&self, mut agent: ManagedAgent) -> ManagedAgent {
+        if let Some(rt) = self.supervisor.status(agent.spec.id.as_str()) {
+            agent.status = status_of(rt.status).as_str().to_string();
+            agent.pid = rt.pid;
+            agent.last_exit_code = rt.last_exit_code;
+            agent.restart_count = rt.restart_count;
+            agent.started_at = rt.started_at;
+            agent.reason = rt.reason;
+        }
+        agent
+    }
+
+    /// Boot: remembers the daemon's URL, then starts every wanted or `auto_start` agent
+    /// (adopting children a previous daemon left running).
+    pub async fn boot(&self, registry: &AgentRegistry, daemon_url: String) {
+        let _ = self.daemon_url.set(daemon_url);
+        let wanted = self.wanted.lock().expect("wanted lock").clone();
+        for agent in registry.list() {
+            let id = agent.spec.id.to_string();
+            if !(wanted.contains(&id) || agent.spec.auto_start == Some(true)) {
+                continue;
+            }
+            if let Err(e) = self.start(registry, &id).await {
+                tracing::warn!(agent = %id, error = %e.message, "could not start the agent at boot");
+            }
+        }
+    }
+
+    /// Clean daemon exit: stop every child; the wanted list stays for the next boot.
+    pub async fn shutdown(&self) {
+        self.supervisor.shutdown(true).await;
+    }
+}

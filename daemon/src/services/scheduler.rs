@@ -1,0 +1,260 @@
+//! `scheduler.*` and `tasks.*` on `car-scheduler` (see `car_proto::methods::scheduler`).
+//!
+//! A prompt task's run (`scheduler.run` / `run_loop`) is one agent — the task's name,
+//! `system_prompt`, `max_turns` and `agent_metadata` — run by the caller's agent runner
+//! through `multi.run_agent`, or by the daemon when the caller has none
+//! ([`crate::agent_runner`]). OS schedules are systemd user units under
+//! `--systemd-user-dir`; `--no-systemctl` writes them without enabling them.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use car_multi::AgentRunner;
+use car_proto::errors::RpcError;
+use car_proto::methods::fields::{Name, NoParams};
+use car_proto::methods::multi::AgentSpec;
+use car_proto::methods::scheduler::{self as m};
+use car_scheduler::{
+    CommandTasks, DaemonTimers, OsScheduler, PromptRunner, SchedulerError, Task, TaskStore,
+};
+use serde_json::{Map, Value};
+
+use crate::agent_runner::SessionRunner;
+use crate::handler::{Call, Routes};
+
+/// The daemon's scheduling state.
+#[derive(Debug)]
+pub struct Scheduling {
+    pub store: TaskStore,
+    pub os: OsScheduler,
+    pub commands: CommandTasks,
+    pub timers: DaemonTimers,
+    pub car_home: PathBuf,
+}
+
+impl Scheduling {
+    /// Opens the task store and starts the daemon timers of the stored non-durable tasks.
+    /// Must run inside the tokio runtime.
+    pub fn open(
+        car_home: &std::path::Path,
+        unit_dir: Option<PathBuf>,
+        activate: bool,
+    ) -> Result<Self, String> {
+        let store = TaskStore::new(car_home.join("tasks"));
+        let unit_dir = unit_dir.unwrap_or_else(default_unit_dir);
+        let os = OsScheduler::new(store.clone(), unit_dir, car_home, activate);
+        let timers = DaemonTimers::start(
+            store.clone(),
+            car_home.join("logs"),
+            car_scheduler::DEFAULT_KILL_GRACE,
+        )
+        .map_err(|e| e.to_string())?;
+        let commands = CommandTasks::new(store.clone(), timers.clone(), os.clone());
+        Ok(Scheduling {
+            store,
+            os,
+            commands,
+            timers,
+            car_home: car_home.to_path_buf(),
+        })
+    }
+}
+
+fn default_unit_dir() -> PathBuf {
+    std::env::var_os("XDG_CONFIG_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))
+        .unwrap_or_else(|| PathBuf::from(".config"))
+        .join("systemd")
+        .join("user")
+}
+
+fn sched_error(prefix: &str, e: SchedulerError) -> RpcError {
+    match e {
+        SchedulerError::Invalid { field, message } => {
+            let field = if prefix.is_empty() {
+                field
+            } else {
+                format!("{prefix}.{field}")
+            };
+            RpcError::invalid_params(format!("{field}: {message}"))
+        }
+        other => RpcError::internal(other.to_string()),
+    }
+}
+
+fn strip_nulls(v: &mut Value) {
+    if let Value::Object(map) = v {
+        map.retain(|_, v| !v.is_null());
+        map.values_mut().for_each(strip_nulls);
+    }
+}
+
+fn encode(v: impl serde::Serialize) -> Result<Value, RpcError> {
+    serde_json::to_value(v).map_err(RpcError::internal)
+}
+
+fn task_of(task: Map<String, Value>) -> Result<Task, RpcError> {
+    car_scheduler::decode::<Task>(Value::Object(task)).map_err(|e| sched_error("task", e))
+}
+
+struct Runner(SessionRunner);
+
+impl PromptRunner for Runner {
+    fn run<'a>(
+        &'a self,
+        prompt: &'a str,
+        system_prompt: &'a str,
+        max_turns: u32,
+        metadata: &'a Map<String, Value>,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<String, String>> + Send + 'a>>
+    {
+        Box::pin(async move {
+            let mut spec = AgentSpec::named("scheduled-task", system_prompt);
+            spec.max_turns = max_turns;
+            spec.metadata = metadata.clone();
+            let out = self.0.run(&spec, prompt).await?;
+            match out.error {
+                Some(e) => Err(e),
+                None => Ok(out.answer),
+            }
+        })
+    }
+}
+
+fn runner(call: &Call) -> Runner {
+    Runner(SessionRunner::new(
+        call.session.clone(),
+        call.state.clone(),
+        None,
+    ))
+}
+
+pub fn register(routes: &mut Routes) {
+    routes
+        .add::<m::Create, _, _>(|_call, p: m::CreateParams| async move {
+            let new = car_scheduler::NewTask {
+                name: p.name.into_string(),
+                prompt: p.prompt,
+                trigger: p.trigger,
+                schedule: p.schedule.unwrap_or_default(),
+                system_prompt: p.system_prompt.unwrap_or_default(),
+                ..Default::default()
+            };
+            encode(Task::create(new).map_err(|e| sched_error("", e))?)
+        })
+        .add::<m::Run, _, _>(|call, p: m::RunParams| async move {
+            let task = task_of(p.task)?;
+            let (_, execution) =
+                car_scheduler::run_task(&call.state.scheduling.store, task, &runner(&call))
+                    .await
+                    .map_err(|e| sched_error("task", e))?;
+            encode(execution)
+        })
+        .add::<m::RunLoop, _, _>(|call, p: m::RunLoopParams| async move {
+            let task = task_of(p.task)?;
+            let runs = car_scheduler::run_task_loop(
+                &call.state.scheduling.store,
+                task,
+                p.max_iterations,
+                &runner(&call),
+            )
+            .await
+            .map_err(|e| sched_error("", e))?;
+            encode(runs)
+        })
+        .add::<m::OsRender, _, _>(|call, p: m::OsScheduleParams| async move {
+            let task = task_of(p.task)?;
+            let args = p.args.unwrap_or_default();
+            encode(car_scheduler::render(
+                &task.id,
+                task.trigger,
+                &task.schedule,
+                &p.program,
+                &args,
+                &call.state.scheduling.car_home,
+            ))
+        })
+        .add::<m::OsInstall, _, _>(|call, p: m::OsScheduleParams| async move {
+            let task = task_of(p.task)?;
+            if !std::path::Path::new(&p.program).is_absolute() {
+                return Err(RpcError::invalid_params(format!(
+                    "program: must be an absolute path, got {:?}",
+                    p.program
+                )));
+            }
+            let args = p.args.unwrap_or_default();
+            encode(
+                call.state
+                    .scheduling
+                    .os
+                    .install(&task, &p.program, &args)
+                    .await
+                    .map_err(|e| sched_error("", e))?,
+            )
+        })
+        .add::<m::OsUninstall, _, _>(|call, p: m::OsUninstallParams| async move {
+            encode(
+                call.state
+                    .scheduling
+                    .os
+                    .uninstall(&p.label)
+                    .await
+                    .map_err(|e| sched_error("", e))?,
+            )
+        })
+        .add::<m::OsList, _, _>(|call, _: NoParams| async move {
+            call.state
+                .scheduling
+                .os
+                .list()
+                .map_err(|e| sched_error("", e))
+        })
+        .add::<m::OsReconcile, _, _>(|call, _: NoParams| async move {
+            encode(
+                call.state
+                    .scheduling
+                    .os
+                    .reconcile()
+                    .await
+                    .map_err(|e| sched_error("", e))?,
+            )
+        })
+        .add::<m::Schedule, _, _>(|call, p: m::ScheduleParams| async move {
+            // Absent fields stay absent (the engine's decoder reads `null` as a wrong type).
+            let mut raw = serde_json::to_value(&p).map_err(RpcError::internal)?;
+            strip_nulls(&mut raw);
+            let request = car_scheduler::decode(raw).map_err(|e| sched_error("", e))?;
+            encode(
+                call.state
+                    .scheduling
+                    .commands
+                    .schedule(request)
+                    .await
+                    .map_err(|e| sched_error("", e))?,
+            )
+        })
+        .add::<m::List, _, _>(|call, _: NoParams| async move {
+            encode(
+                call.state
+                    .scheduling
+                    .commands
+                    .list()
+                    .map_err(|e| sched_error("", e))?,
+            )
+        })
+        .add::<m::Unschedule, _, _>(|call, p: m::UnscheduleParams| async move {
+            let id: Name = p.id;
+            encode(
+                call.state
+                    .scheduling
+                    .commands
+                    .unschedule(&id)
+                    .await
+                    .map_err(|e| sched_error("", e))?,
+            )
+        });
+}
+
+/// How long daemon-timer commands get to exit at shutdown.
+pub const SHUTDOWN_GRACE: Duration = car_scheduler::DEFAULT_KILL_GRACE;

@@ -1,0 +1,374 @@
+//! `workflow.*` on `car-workflow`: the daemon's [`StepExecutor`] runs pattern stages with
+//! `car-multi` (agents through the caller's runner or the daemon's, see
+//! [`crate::agent_runner`]) and proposal stages with the proposal engine (tools called back
+//! on the calling connection). Checkpoints: `CAR_HOME/workflow-runs/`; dedup seen-sets:
+//! `CAR_HOME/workflow-dedup/`.
+//!
+//! Pattern kinds map onto the multi patterns: `swarm_*` → `multi.swarm` (parallel,
+//! sequential, hybrid), `pipeline`, `vote`, `supervisor` (the last agent supervises, or
+//! `config.supervisor_index`; `config.max_rounds`), `map_reduce` (`agents[0]` maps
+//! `config.items`, `agents[1]` reduces), `tournament` (the last agent judges, or
+//! `config.judge_index`), `delegator` and `fleet` → a parallel swarm, and
+//! `adversarial_review` → `agents[0]` reviews the task against `config.criteria` and must
+//! answer PASS or FAIL (`stage.<id>.review_passed`).
+
+use car_multi::AgentRunner;
+use car_proto::errors::RpcError;
+use car_proto::methods::fields::NoParams;
+use car_proto::methods::multi::{self as mm, AgentSpec, SwarmMode};
+use car_proto::methods::proposal::SubmitParams;
+use car_proto::methods::workflow::{self as m, PausedRow, VerifyReply};
+use car_workflow::{
+    BoxFuture, CheckpointStore, Object, PatternKind, PatternOutcome, ProposalOutcome, StepExecutor,
+    WorkflowError,
+};
+use serde_json::{json, Value};
+
+use crate::agent_runner::SessionRunner;
+use crate::handler::{Call, Routes};
+
+pub fn register(routes: &mut Routes) {
+    routes
+        .add::<m::Run, _, _>(run)
+        .add::<m::Chain, _, _>(chain)
+        .add::<m::Resume, _, _>(resume)
+        .add::<m::ListPaused, _, _>(list_paused)
+        .add::<m::Verify, _, _>(verify);
+}
+
+pub fn store(state_root: &std::path::Path) -> CheckpointStore {
+    CheckpointStore::new(state_root.join("workflow-runs"))
+        .with_dedup_dir(state_root.join("workflow-dedup"))
+}
+
+fn wf_error(e: WorkflowError) -> RpcError {
+    match e {
+        WorkflowError::Invalid { .. } | WorkflowError::NotResumable { .. } => {
+            RpcError::invalid_params(e.to_string())
+        }
+        WorkflowError::Store(_) => RpcError::internal(e.to_string()),
+    }
+}
+
+struct Executor {
+    call: Call,
+    runner: SessionRunner,
+}
+
+fn index(config: &Object, key: &str, len: usize) -> usize {
+    config
+        .get(key)
+        .and_then(Value::as_u64)
+        .map(|i| i as usize)
+        .filter(|&i| i < len)
+        .unwrap_or(len.saturating_sub(1))
+}
+
+fn split(agents: &[AgentSpec], at: usize) -> (Vec<AgentSpec>, AgentSpec) {
+    let mut rest = agents.to_vec();
+    let picked = rest.remove(at);
+    (rest, picked)
+}
+
+impl Executor {
+    async fn pattern(
+        &self,
+        kind: PatternKind,
+        task: &str,
+        agents: &[AgentSpec],
+        config: &Object,
+    ) -> Result<PatternOutcome, String> {
+        if agents.is_empty() {
+            return Err("the pattern names no agents".into());
+        }
+        let runner: &dyn AgentRunner = &self.runner;
+        let task = task.to_string();
+        let swarm = |mode| mm::SwarmParams {
+            mode,
+            agents: agents.to_vec(),
+            task: task.clone(),
+            synthesizer: None,
+            budget: None,
+            runner: None,
+        };
+        let (outputs, final_answer, state) = match kind {
+            PatternKind::SwarmParallel | PatternKind::Delegator | PatternKind::Fleet => {
+                let r = car_multi::swarm(runner, swarm(SwarmMode::Parallel)).await;
+                (r.outputs, r.final_summary, Object::new())
+            }
+            PatternKind::SwarmSequential => {
+                let r = car_multi::swarm(runner, swarm(SwarmMode::Sequential)).await;
+                (r.outputs, r.final_summary, Object::new())
+            }
+            PatternKind::SwarmDebate => {
+                let r = car_multi::swarm(runner, swarm(SwarmMode::Hybrid)).await;
+                (r.outputs, r.final_summary, Object::new())
+            }
+            PatternKind::Pipeline => {
+                let r = car_multi::pipeline(
+                    runner,
+                    mm::PipelineParams {
+                        stages: agents.to_vec(),
+                        task,
+                        budget: None,
+                        runner: None,
+                    },
+                )
+                .await;
+                (r.stages, r.final_answer, Object::new())
+            }
+            PatternKind::Vote => {
+                let r = car_multi::vote(
+                    runner,
+                    mm::VoteParams {
+                        agents: agents.to_vec(),
+                        task,
+                        synthesizer: None,
+                        budget: None,
+                        runner: None,
+                    },
+                )
+                .await;
+                (r.votes, r.winner, Object::new())
+            }
+            PatternKind::Supervisor => {
+                if agents.len() < 2 {
+                    return Err("supervisor: needs at least one worker and a supervisor".into());
+                }
+                let (workers, supervisor) =
+                    split(agents, index(config, "supervisor_index", agents.len()));
+                let max_rounds = config
+                    .get("max_rounds")
+                    .and_then(Value::as_u64)
+                    .map(|n| n.max(1) as u32);
+                let r = car_multi::supervisor(
+                    runner,
+                    mm::SupervisorParams {
+                        workers,
+                        supervisor,
+                        task,
+                        max_rounds,
+                        budget: None,
+                        runner: None,
+                    },
+                )
+                .await
+                .map_err(|e| e.to_string())?;
+                let mut state = Object::new();
+                state.insert("approved".into(), json!(r.approved));
+                (
+                    r.rounds.into_iter().flatten().collect(),
+                    r.final_answer,
+                    state,
+                )
+            }
+            PatternKind::MapReduce => {
+                if agents.len() < 2 {
+                    return Err("map_reduce: needs a mapper and a reducer agent".into());
+                }
+                let items: Vec<String> = config
+                    .get("items")
+                    .and_then(Value::as_array)
+                    .map(|a| {
+                        a.iter()
+                            .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_string))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                let r = car_multi::map_reduce(
+                    runner,
+                    mm::MapReduceParams {
+                        mapper: agents[0].clone(),
+                        reducer: agents[1].clone(),
+                        items,
+                        task,
+                        budget: None,
+                        runner: None,
+                    },
+                )
+                .await;
+                (r.map_outputs, r.reduced_answer, Object::new())
+            }
+            PatternKind::Tournament => {
+                if agents.len() < 2 {
+                    return Err("tournament: needs at least one competitor and a judge".into());
+                }
+                let (competitors, judge) =
+                    split(agents, index(config, "judge_index", agents.len()));
+                let r = car_multi::tournament(
+                    runner,
+                    mm::TournamentParams {
+                        competitors,
+                        judge,
+                        task,
+                        budget: None,
+                        runner: None,
+                    },
+                )
+                .await;
+                let mut state = Object::new();
+                state.insert("winner".into(), json!(r.winner_name));
+                (r.candidates, r.winner_answer, state)
+            }
+            PatternKind::AdversarialReview => {
+                let criteria: Vec<String> = config
+                    .get("criteria")
+                    .and_then(Value::as_array)
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(|c| c.as_str().map(str::to_string))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                let prompt = format!(
+                    "Review the following work critically.\n\n{task}\n\nCriteria:\n{}\n\nAnswer PASS if it meets every criterion, else FAIL, then say why.",
+                    if criteria.is_empty() { "- it accomplishes the task".to_string() } else { criteria.iter().map(|c| format!("- {c}")).collect::<Vec<_>>().join("\n") }
+                );
+                let budget = car_multi::Budget::new(None);
+                let out = car_multi::run_agent(runner, &budget, &agents[0], &prompt).await;
+                let upper = out.answer.to_uppercase();
+                let passed =
+                    out.error.is_none() && upper.contains("PASS") && !upper.contains("FAIL");
+                let mut state = Object::new();
+                state.insert("review_passed".into(), json!(passed));
+                let summary = if passed { "PASS" } else { "FAIL" }.to_string();
+                (vec![out], summary, state)
+            }
+        };
+        let succeeded = outputs.iter().any(|o| o.error.is_none());
+        Ok(PatternOutcome {
+            outputs,
+            final_answer,
+            state,
+            succeeded,
+        })
+    }
+
+    async fn proposal(&self, proposal: &Value) -> Result<ProposalOutcome, String> {
+        let Value::Object(map) = proposal.clone() else {
+            return Err("the proposal is not an object".into());
+        };
+        let result = crate::services::proposal::submit(
+            self.call.clone(),
+            SubmitParams {
+                proposal: map,
+                session_id: None,
+                scope: None,
+            },
+        )
+        .await
+        .map_err(|e| e.message)?;
+        let errors = result
+            .get("errors")
+            .and_then(Value::as_array)
+            .map_or(0, Vec::len);
+        let state_writes = result
+            .get("final_state")
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default();
+        let error = (errors > 0).then(|| {
+            result["errors"][0]
+                .get("error")
+                .and_then(Value::as_str)
+                .map_or_else(|| result["errors"][0].to_string(), str::to_string)
+        });
+        Ok(ProposalOutcome {
+            result,
+            state_writes,
+            succeeded: errors == 0,
+            error,
+        })
+    }
+}
+
+impl StepExecutor for Executor {
+    fn run_pattern<'a>(
+        &'a self,
+        kind: PatternKind,
+        task: &'a str,
+        agents: &'a [AgentSpec],
+        config: &'a Object,
+    ) -> BoxFuture<'a, Result<PatternOutcome, String>> {
+        Box::pin(self.pattern(kind, task, agents, config))
+    }
+
+    fn run_proposal<'a>(
+        &'a self,
+        proposal: &'a Value,
+        _state: &'a Object,
+    ) -> BoxFuture<'a, Result<ProposalOutcome, String>> {
+        Box::pin(self.proposal(proposal))
+    }
+}
+
+fn executor(call: &Call, runner: Option<mm::RunnerChoice>) -> Executor {
+    Executor {
+        call: call.clone(),
+        runner: SessionRunner::new(call.session.clone(), call.state.clone(), runner),
+    }
+}
+
+fn encode(v: impl serde::Serialize) -> Result<Value, RpcError> {
+    serde_json::to_value(v).map_err(RpcError::internal)
+}
+
+async fn run(call: Call, p: m::RunParams) -> Result<Value, RpcError> {
+    let wf = car_workflow::parse(&Value::Object(p.workflow)).map_err(wf_error)?;
+    let exec = executor(&call, p.runner);
+    let result = car_workflow::run(&exec, &call.state.workflows, wf, p.initial_state)
+        .await
+        .map_err(wf_error)?;
+    encode(result)
+}
+
+async fn chain(call: Call, p: m::ChainParams) -> Result<Value, RpcError> {
+    let exec = executor(&call, p.runner);
+    let workflows = p.workflows.into_iter().map(Value::Object).collect();
+    let result = car_workflow::chain(&exec, &call.state.workflows, workflows, p.initial_state)
+        .await
+        .map_err(wf_error)?;
+    encode(result)
+}
+
+async fn resume(call: Call, p: m::ResumeParams) -> Result<Value, RpcError> {
+    let exec = executor(&call, p.runner);
+    let result = car_workflow::resume(
+        &exec,
+        &call.state.workflows,
+        &p.run_id,
+        p.input.unwrap_or_default(),
+    )
+    .await
+    .map_err(wf_error)?;
+    encode(result)
+}
+
+async fn list_paused(call: Call, _: NoParams) -> Result<Vec<PausedRow>, RpcError> {
+    let store = call.state.workflows.clone();
+    let rows = tokio::task::spawn_blocking(move || store.list_paused())
+        .await
+        .map_err(|e| RpcError::internal(format!("workflow.list_paused failed: {e}")))?;
+    Ok(rows
+        .into_iter()
+        .map(|r| PausedRow {
+            run_id: r.run_id,
+            paused_stage_id: r.paused_stage_id,
+            prompt: r.prompt,
+            created_at: r.created_at,
+        })
+        .collect())
+}
+
+async fn verify(_call: Call, p: m::VerifyParams) -> Result<VerifyReply, RpcError> {
+    let wf = car_workflow::parse(&Value::Object(p.workflow)).map_err(wf_error)?;
+    let r = car_workflow::verify(&wf);
+    Ok(VerifyReply {
+        valid: r.valid,
+        issues: r.issues,
+        has_cycles: r.has_cycles,
+        reachable_stages: r.reachable_stages,
+        unreachable_stages: r.unreachable_stages,
+        semantic: r.semantic,
+    })
+}

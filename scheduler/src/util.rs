@@ -1,0 +1,155 @@
+//! Small shared pieces: UTC timestamps on the wire (RFC 3339, millisecond precision, `Z`),
+//! random hex, filename-safe ids, and atomic owner-only file writes.
+
+use std::fs;
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::path::Path;
+use std::time::SystemTime;
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use serde::{Deserialize, Deserializer, Serializer};
+
+use crate::SchedulerError;
+
+/// The current time as a UTC timestamp, truncated to the millisecond the wire carries (so
+/// a value in memory equals itself after a round trip through a task file).
+pub(crate) fn now() -> DateTime<Utc> {
+    let t = DateTime::<Utc>::from(SystemTime::now());
+    DateTime::from_timestamp_millis(t.timestamp_millis()).unwrap_or(t)
+}
+
+/// `2026-12-01T17:41:08.022Z`.
+pub(crate) fn rfc3339(t: &DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Millis, true)
+}
+
+/// `n` random lower-case hex digits.
+pub(crate) fn random_hex(n: usize) -> String {
+    let mut bytes = vec![0u8; n.div_ceil(2)];
+    if getrandom::fill(&mut bytes).is_err() {
+        // No OS entropy is next to impossible on the platforms we run on; the clock still
+        // gives distinct ids for distinct calls, which is all ids need.
+        let nanos = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or_default();
+        for (i, b) in bytes.iter_mut().enumerate() {
+            *b = (nanos >> ((i % 16) * 8)) as u8;
+        }
+    }
+    let mut out: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    out.truncate(n);
+    out
+}
+
+/// Whether `id` can name a file in a task or unit directory: 1–128 of `A-Za-z0-9 - _ .`,
+/// not starting with `.` (so never `.`, `..` or a hidden temp file).
+pub(crate) fn is_safe_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= 128
+        && !id.starts_with('.')
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+}
+
+/// Refuses an id that is not [`is_safe_id`], naming `field`.
+pub(crate) fn check_id(field: &str, id: &str) -> Result<(), SchedulerError> {
+    if is_safe_id(id) {
+        Ok(())
+    } else {
+        Err(SchedulerError::invalid(
+            field,
+            format!(
+                "`{id}` is not a valid task id (1-128 of A-Z a-z 0-9 - _ ., not starting with .)"
+            ),
+        ))
+    }
+}
+
+/// Creates `dir` (and parents) if missing; a new leaf directory gets `mode`.
+pub(crate) fn ensure_dir(dir: &Path, mode: u32) -> Result<(), SchedulerError> {
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(mode)
+        .create(dir)
+        .map_err(|e| SchedulerError::io("creating directory", dir, e))
+}
+
+/// Writes `bytes` to `path` atomically: a temp file in the same directory with `mode` from
+/// the start of its life, fsynced, renamed over `path`, then the directory fsynced.
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> Result<(), SchedulerError> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".tmp-")
+        .permissions(fs::Permissions::from_mode(mode))
+        .tempfile_in(dir)
+        .map_err(|e| SchedulerError::io("creating temp file in", dir, e))?;
+    tmp.write_all(bytes)
+        .and_then(|()| tmp.as_file().sync_all())
+        .map_err(|e| SchedulerError::io("writing", tmp.path(), e))?;
+    // The umask may have narrowed the creation mode; say it exactly.
+    fs::set_permissions(tmp.path(), fs::Permissions::from_mode(mode))
+        .map_err(|e| SchedulerError::io("setting mode of", tmp.path(), e))?;
+    tmp.persist(path)
+        .map_err(|e| SchedulerError::io("renaming into place", path, e.error))?;
+    if let Ok(d) = fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
+
+/// Serde for `DateTime<Utc>` as `2026-12-01T17:41:08.022Z` (any RFC 3339 offset accepted).
+pub(crate) mod ts {
+    use super::*;
+
+    pub(crate) fn serialize<S: Serializer>(t: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&rfc3339(t))
+    }
+
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<DateTime<Utc>, D::Error> {
+        let s = String::deserialize(d)?;
+        DateTime::parse_from_rfc3339(&s)
+            .map(|t| t.with_timezone(&Utc))
+            .map_err(|e| serde::de::Error::custom(format!("`{s}` is not an RFC 3339 time: {e}")))
+    }
+}
+
+/// Serde for `Option<DateTime<Utc>>`: `null` or a [`ts`] string.
+pub(crate) mod opt_ts {
+    use super::*;
+
+    pub(crate) fn serialize<S: Serializer>(
+        t: &Option<DateTime<Utc>>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        match t {
+            Some(t) => s.serialize_str(&rfc3339(t)),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<DateTime<Utc>>, D::Error> {
+        match Option::<String>::deserialize(d)? {
+            None => Ok(None),
+            Some(s) if s.is_empty() => Ok(None),
+            Some(s) => DateTime::parse_from_rfc3339(&s)
+                .map(|t| Some(t.with_timezone(&Utc)))
+                .map_err(|e| {
+                    serde::de::Error::custom(format!("`{s}` is not an RFC 3339 time: {e}"))
+                }),
+        }
+    }
+}
+
+/// `null` decodes as the type's default (lenient decoding of optional wire fields).
+pub(crate) fn null_default<'de, D, T>(d: D) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de> + Default,
+{
+    Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
+}

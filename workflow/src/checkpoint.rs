@@ -1,0 +1,230 @@
+//! Paused runs on disk (`CAR_HOME/workflow-runs`).
+//!
+//! One file per paused run, `<run_id>.json`, written atomically (a `0600` temp file in the
+//! same `0700` directory, then a rename) so a crash never leaves half a checkpoint. A
+//! resume claims a run by renaming it to `<run_id>.claimed`: the rename is atomic, so of
+//! two concurrent resumes exactly one gets the file; the other sees "no resumable run".
+//! Invalid resume input renames the claim back. A finished resume deletes the claimed
+//! file; a run that pauses again writes a fresh `<run_id>.json` first. `list_paused` reads
+//! only `*.json`, so claimed (in-flight) runs are not listed, and skips files it cannot
+//! decode with a warning. Run ids are 32 lowercase hex digits and anything else is refused
+//! before it reaches a path. File I/O is synchronous: checkpoints are small.
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::engine::StageResult;
+use crate::model::{ApprovalField, Object, Workflow};
+use crate::WorkflowError;
+
+/// A paused run: everything needed to continue it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Checkpoint {
+    pub run_id: String,
+    pub workflow: Workflow,
+    pub paused_stage_id: String,
+    pub prompt: String,
+    pub fields: Vec<ApprovalField>,
+    pub output_key: String,
+    pub wf_state: Object,
+    /// Stages finished before the gate; the gate's own result is added on resume.
+    pub stage_results: Vec<StageResult>,
+    /// RFC 3339.
+    pub created_at: String,
+    /// Stage executions so far, counted against `max_iterations` after resume.
+    pub iterations: u32,
+}
+
+/// One `workflow.list_paused` entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PausedSummary {
+    pub run_id: String,
+    pub paused_stage_id: String,
+    pub prompt: String,
+    pub created_at: String,
+}
+
+/// Where paused runs (and dedup seen-sets) live.
+#[derive(Debug, Clone)]
+pub struct CheckpointStore {
+    dir: PathBuf,
+    dedup_dir: PathBuf,
+}
+
+impl CheckpointStore {
+    /// Checkpoints in `dir` (the daemon passes `CAR_HOME/workflow-runs`); dedup seen-sets
+    /// in its sibling `workflow-dedup`.
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        let dir = dir.into();
+        let dedup_dir = dir.parent().map_or_else(
+            || PathBuf::from("workflow-dedup"),
+            |p| p.join("workflow-dedup"),
+        );
+        CheckpointStore { dir, dedup_dir }
+    }
+
+    /// Keep dedup seen-sets in `dedup_dir` instead.
+    pub fn with_dedup_dir(mut self, dedup_dir: impl Into<PathBuf>) -> Self {
+        self.dedup_dir = dedup_dir.into();
+        self
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn dedup_dir(&self) -> &Path {
+        &self.dedup_dir
+    }
+
+    /// Paused runs, oldest first. Claimed and undecodable checkpoints are skipped.
+    pub fn list_paused(&self) -> Vec<PausedSummary> {
+        let entries = match fs::read_dir(&self.dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Vec::new(),
+            Err(e) => {
+                tracing::warn!(dir = %self.dir.display(), error = %e, "cannot list workflow checkpoints");
+                return Vec::new();
+            }
+        };
+        let mut out: Vec<PausedSummary> = entries
+            .filter_map(Result::ok)
+            .filter_map(|entry| {
+                let path = entry.path();
+                let stem = path.file_name()?.to_str()?.strip_suffix(".json")?;
+                if !valid_run_id(stem) {
+                    return None;
+                }
+                match read_checkpoint(&path) {
+                    Ok(cp) => Some(PausedSummary {
+                        run_id: cp.run_id,
+                        paused_stage_id: cp.paused_stage_id,
+                        prompt: cp.prompt,
+                        created_at: cp.created_at,
+                    }),
+                    Err(e) => {
+                        tracing::warn!(path = %path.display(), error = %e, "skipping corrupt workflow checkpoint");
+                        None
+                    }
+                }
+            })
+            .collect();
+        out.sort_by(|a, b| (&a.created_at, &a.run_id).cmp(&(&b.created_at, &b.run_id)));
+        out
+    }
+
+    /// The paused checkpoint of `run_id`, if one is waiting (not claimed).
+    pub fn get(&self, run_id: &str) -> Option<Checkpoint> {
+        if !valid_run_id(run_id) {
+            return None;
+        }
+        read_checkpoint(&self.path(run_id, "json")).ok()
+    }
+
+    pub(crate) fn save(&self, cp: &Checkpoint) -> Result<(), WorkflowError> {
+        let bytes = serde_json::to_vec_pretty(cp).map_err(|e| store_err("encode", e))?;
+        write_atomic(&self.dir, &self.path(&cp.run_id, "json"), &bytes)
+    }
+
+    /// Take `run_id` for resuming: rename it to `.claimed` and decode it.
+    pub(crate) fn claim(&self, run_id: &str) -> Result<Checkpoint, WorkflowError> {
+        let not_resumable = || WorkflowError::NotResumable {
+            run_id: run_id.to_string(),
+        };
+        if !valid_run_id(run_id) {
+            return Err(not_resumable());
+        }
+        let claimed = self.path(run_id, "claimed");
+        fs::rename(self.path(run_id, "json"), &claimed).map_err(|_| not_resumable())?;
+        match read_checkpoint(&claimed) {
+            Ok(cp) if cp.run_id == run_id => Ok(cp),
+            Ok(_) => {
+                self.restore(run_id);
+                Err(WorkflowError::Store(format!(
+                    "checkpoint {run_id} names another run"
+                )))
+            }
+            Err(e) => {
+                self.restore(run_id);
+                Err(WorkflowError::Store(format!(
+                    "checkpoint {run_id} is unreadable: {e}"
+                )))
+            }
+        }
+    }
+
+    /// Give a claim back (the resume was refused).
+    pub(crate) fn restore(&self, run_id: &str) {
+        if let Err(e) = fs::rename(self.path(run_id, "claimed"), self.path(run_id, "json")) {
+            tracing::error!(run_id, error = %e, "could not restore a claimed workflow checkpoint");
+        }
+    }
+
+    /// Drop a claim (the resume finished or paused again under a fresh checkpoint).
+    pub(crate) fn release(&self, run_id: &str) {
+        if let Err(e) = fs::remove_file(self.path(run_id, "claimed")) {
+            tracing::warn!(run_id, error = %e, "could not remove a claimed workflow checkpoint");
+        }
+    }
+
+    fn path(&self, run_id: &str, ext: &str) -> PathBuf {
+        self.dir.join(format!("{run_id}.{ext}"))
+    }
+}
+
+/// A fresh run id: 16 random bytes as 32 hex digits.
+pub(crate) fn new_run_id() -> Result<String, WorkflowError> {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes)
+        .map_err(|e| WorkflowError::Store(format!("no randomness for a run id: {e}")))?;
+    Ok(hex::encode(bytes))
+}
+
+fn valid_run_id(id: &str) -> bool {
+    id.len() == 32
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+}
+
+fn read_checkpoint(path: &Path) -> Result<Checkpoint, String> {
+    let bytes = fs::read(path).map_err(|e| e.to_string())?;
+    serde_json::from_slice(&bytes).map_err(|e| e.to_string())
+}
+
+fn store_err(what: &str, e: impl std::fmt::Display) -> WorkflowError {
+    WorkflowError::Store(format!("{what}: {e}"))
+}
+
+/// Create `dir` (mode 0700) if needed.
+pub(crate) fn ensure_dir(dir: &Path) -> Result<(), WorkflowError> {
+    let mut builder = fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder
+        .create(dir)
+        .map_err(|e| store_err(&format!("create {}", dir.display()), e))
+}
+
+/// Write `bytes` to `path` atomically: a 0600 temp file in `dir`, synced, then renamed.
+pub(crate) fn write_atomic(dir: &Path, path: &Path, bytes: &[u8]) -> Result<(), WorkflowError> {
+    ensure_dir(dir)?;
+    let mut tmp =
+        tempfile::NamedTempFile::new_in(dir).map_err(|e| store_err("create temp file", e))?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        fs::set_permissions(tmp.path(), fs::Permissions::from_mode(0o600))
+            .map_err(|e| store_err("chmod temp file", e))?;
+    }
+    tmp.write_all(bytes)
+        .and_then(|()| tmp.as_file().sync_all())
+        .map_err(|e| store_err("write temp file", e))?;
+    tmp.persist(path)
+        .map_err(|e| store_err(&format!("rename to {}", path.display()), e.error))?;
+    Ok(())
+}
