@@ -113,3 +113,13 @@ impl<T: JsonSchema> JsonSchema for OneOrMany<T> {
 
 /// Any JSON value (`value` of `state.set`, tool parameters).
 pub type Json = serde_json::Value;
+
+/// `#[serde(deserialize_with = "null_default")]`: a `null` field reads as its absence (the
+/// type's default), as for every `Option` field.
+pub fn null_default<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Default + Deserialize<'de>,
+{
+    Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
+}

@@ -15,12 +15,16 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::fields::{Json, Name};
+use super::fields::{null_default, Json, Name};
 use super::proposal::Object;
 use super::{op, Declaration};
 
 fn default_max_turns() -> u32 {
     10
+}
+
+fn max_turns<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
+    Ok(Option::<u32>::deserialize(d)?.unwrap_or_else(default_max_turns))
 }
 
 /// CAR's `car_multi::AgentSpec`. Only `name` is required here (the cookbook's specs carry
@@ -29,15 +33,15 @@ fn default_max_turns() -> u32 {
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize, JsonSchema)]
 pub struct AgentSpec {
     pub name: Name,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_default")]
     pub system_prompt: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_default")]
     pub tools: Vec<String>,
-    #[serde(default = "default_max_turns")]
+    #[serde(default = "default_max_turns", deserialize_with = "max_turns")]
     pub max_turns: u32,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_default")]
     pub metadata: Object,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_default")]
     pub cache_control: bool,
     /// Fields beyond CAR's (`role`, `model`, …), forwarded to the runner.
     #[serde(flatten)]

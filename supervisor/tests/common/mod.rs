@@ -105,12 +105,14 @@ impl Env {
             .collect()
     }
 
-    /// Live processes whose command line names script `name`.
+    /// Live processes whose command line names script `name` and that lead their process
+    /// group (the supervised script itself; a subshell the script forks for a moment has the
+    /// same command line but is not a group leader).
     pub fn script_procs(&self, name: &str) -> Vec<u32> {
         let script = self.path().join(format!("{name}.sh")).display().to_string();
         live_pids()
             .into_iter()
-            .filter(|pid| read_nul(*pid, "cmdline").contains(&script))
+            .filter(|pid| read_nul(*pid, "cmdline").contains(&script) && leads_group(*pid))
             .collect()
     }
 
@@ -220,4 +222,17 @@ pub async fn events_until(
             return seen;
         }
     }
+}
+
+/// Whether `pid` is its process group's leader (`/proc/<pid>/stat` field 5).
+fn leads_group(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rsplit(')').next().map(str::to_owned))
+        .and_then(|rest| {
+            rest.split_whitespace()
+                .nth(2)
+                .and_then(|g| g.parse::<u32>().ok())
+        })
+        == Some(pid)
 }
