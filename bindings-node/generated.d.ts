@@ -384,3 +384,52 @@ export declare const TYPED_MEMBERS: Record<string, TypedMemberSpec>
 export declare const HOST_GENERATED_METHODS: Record<string, string>
 /** `HostClient`'s typed member → its contract. */
 export declare const HOST_TYPED_MEMBERS: Record<string, TypedMemberSpec>
+
+/** The package-level functions → daemon method. */
+export declare const MODULE_FUNCTIONS: Record<string, string>
+/** `agents.health` (operator role): check every registered agent's command and supervision state. */
+export declare function agentsHealth(): Promise<string>
+/** `agents.install` (host role, over the host-management connection): install an agent from a manifest (command-shaped externals are registered). */
+export declare function agentsInstall(manifestJson: string): Promise<string>
+/** `agents.list` (operator role): the registered agents with their attachment status. */
+export declare function agentsList(): Promise<string>
+/** `agents.remove` (host role, over the host-management connection): remove an agent from the registry and revoke its token. */
+export declare function agentsRemove(id: string): Promise<string>
+/** `agents.restart` (agent role): stop and start a supervised agent. */
+export declare function agentsRestart(id: string): Promise<string>
+/** `agents.start` (agent role): start a registered agent's process under supervision. */
+export declare function agentsStart(id: string): Promise<string>
+/** `agents.stop` (agent role): stop a supervised agent (SIGTERM, then SIGKILL after the grace). */
+export declare function agentsStop(id: string, signal?: string | null): Promise<string>
+/** `agents.tail_log` (operator role): the last lines of a supervised agent's stdout and stderr. */
+export declare function agentsTailLog(id: string, n?: number | null, stream?: string | null, offset?: number | null): Promise<string>
+/** `agents.upsert` (host role, over the host-management connection): add or replace an agent in the registry (minting its token when new). */
+export declare function agentsUpsert(specJson: string): Promise<string>
+/** `agents.wait` (operator role): wait until a supervised agent reaches one of the given statuses. */
+export declare function agentsWait(id: string, targetsJson?: string | null, timeoutSecs?: number | null, pollMs?: number | null): Promise<string>
+/** `scheduler.create` (operator role): build a prompt task definition (it does not run). */
+export declare function createTask(name: string, prompt: string, trigger?: string | null, schedule?: string | null, systemPrompt?: string | null): Promise<string>
+/** `scheduler.os_install` (operator role): install a task's durable OS schedule. */
+export declare function installOsSchedule(taskJson: string, program: string, argsJson: string): Promise<string>
+/** `scheduler.os_list` (operator role): the OS schedules this daemon installed. */
+export declare function listOsSchedules(): Promise<string>
+/** `scheduler.os_reconcile` (operator role): remove OS schedules whose task is gone. */
+export declare function reconcileOsSchedules(): Promise<string>
+/** `scheduler.os_render` (operator role): preview the OS schedule (systemd, crontab, launchd, schtasks) a task would install. */
+export declare function renderOsSchedule(taskJson: string, program: string, argsJson: string): Promise<string>
+/** `scheduler.os_uninstall` (operator role): remove a task's OS schedule. */
+export declare function uninstallOsSchedule(labelOrId: string): Promise<string>
+/** `tasks.list` (operator role): the scheduled command tasks. */
+export declare function listScheduledTasks(): Promise<string>
+/** `tasks.schedule` (host role, over the host-management connection): run a command on a cadence (daemon timers or the OS scheduler). */
+export declare function scheduleTask(specJson: string): Promise<string>
+/** `tasks.unschedule` (host role, over the host-management connection): stop and delete a scheduled command task. */
+export declare function unscheduleTask(idOrLabel: string): Promise<string>
+/** `workflow.chain` (operator role): run workflows in sequence, each seeded with the previous one's final state. */
+export declare function workflowChain(workflowsJson: string, initialStateJson?: string | null): Promise<string>
+/** `workflow.resume` (operator role): resume a workflow paused at an approval gate. */
+export declare function resumeWorkflow(pausedJson: string, inputJson: string): Promise<string>
+/** `workflow.run` (operator role): run a declarative workflow (agents, tools and approval gates). */
+export declare function runWorkflow(workflowJson: string, initialStateJson?: string | null): Promise<string>
+/** `workflow.verify` (operator role): check a workflow's structure without running it. */
+export declare function verifyWorkflow(workflowJson: string): Promise<string>

@@ -912,6 +912,96 @@ const HOST_MEMBERS = {
   },
 }
 
+/** The package-level functions → daemon method. */
+const MODULE_FUNCTIONS = {
+  agentsHealth: 'agents.health',
+  agentsInstall: 'agents.install',
+  agentsList: 'agents.list',
+  agentsRemove: 'agents.remove',
+  agentsRestart: 'agents.restart',
+  agentsStart: 'agents.start',
+  agentsStop: 'agents.stop',
+  agentsTailLog: 'agents.tail_log',
+  agentsUpsert: 'agents.upsert',
+  agentsWait: 'agents.wait',
+  createTask: 'scheduler.create',
+  installOsSchedule: 'scheduler.os_install',
+  listOsSchedules: 'scheduler.os_list',
+  reconcileOsSchedules: 'scheduler.os_reconcile',
+  renderOsSchedule: 'scheduler.os_render',
+  uninstallOsSchedule: 'scheduler.os_uninstall',
+  listScheduledTasks: 'tasks.list',
+  scheduleTask: 'tasks.schedule',
+  unscheduleTask: 'tasks.unschedule',
+  workflowChain: 'workflow.chain',
+  resumeWorkflow: 'workflow.resume',
+  runWorkflow: 'workflow.run',
+  verifyWorkflow: 'workflow.verify',
+}
+
+/**
+ * CAR's package-level functions, each run on a short-lived runtime from `open()`
+ * (discovered as usual) that is closed when the call ends.
+ */
+function moduleFunctions(open) {
+  const call = async (method, member, args) => {
+    const rt = open()
+    try {
+      return await rt[CALL_MEMBER](method, member, args)
+    } finally {
+      rt.close()
+    }
+  }
+  return {
+    /** `agents.health` (operator role): check every registered agent's command and supervision state. */
+    agentsHealth: async () => call('agents.health', 'agents_health', []),
+    /** `agents.install` (host role, over the host-management connection): install an agent from a manifest (command-shaped externals are registered). */
+    agentsInstall: async (manifestJson) => call('agents.install', 'agents_install', [manifestJson]),
+    /** `agents.list` (operator role): the registered agents with their attachment status. */
+    agentsList: async () => call('agents.list', 'agents_list', []),
+    /** `agents.remove` (host role, over the host-management connection): remove an agent from the registry and revoke its token. */
+    agentsRemove: async (id) => call('agents.remove', 'agents_remove', [id]),
+    /** `agents.restart` (agent role): stop and start a supervised agent. */
+    agentsRestart: async (id) => call('agents.restart', 'agents_restart', [id]),
+    /** `agents.start` (agent role): start a registered agent's process under supervision. */
+    agentsStart: async (id) => call('agents.start', 'agents_start', [id]),
+    /** `agents.stop` (agent role): stop a supervised agent (SIGTERM, then SIGKILL after the grace). */
+    agentsStop: async (id, signal) => call('agents.stop', 'agents_stop', [id, signal]),
+    /** `agents.tail_log` (operator role): the last lines of a supervised agent's stdout and stderr. */
+    agentsTailLog: async (id, n, stream, offset) => call('agents.tail_log', 'agents_tail_log', [id, n, stream, offset]),
+    /** `agents.upsert` (host role, over the host-management connection): add or replace an agent in the registry (minting its token when new). */
+    agentsUpsert: async (specJson) => call('agents.upsert', 'agents_upsert', [specJson]),
+    /** `agents.wait` (operator role): wait until a supervised agent reaches one of the given statuses. */
+    agentsWait: async (id, targetsJson, timeoutSecs, pollMs) => call('agents.wait', 'agents_wait', [id, targetsJson, timeoutSecs, pollMs]),
+    /** `scheduler.create` (operator role): build a prompt task definition (it does not run). */
+    createTask: async (name, prompt, trigger, schedule, systemPrompt) => call('scheduler.create', 'create_task', [name, prompt, trigger, schedule, systemPrompt]),
+    /** `scheduler.os_install` (operator role): install a task's durable OS schedule. */
+    installOsSchedule: async (taskJson, program, argsJson) => call('scheduler.os_install', 'install_os_schedule', [taskJson, program, argsJson]),
+    /** `scheduler.os_list` (operator role): the OS schedules this daemon installed. */
+    listOsSchedules: async () => call('scheduler.os_list', 'list_os_schedules', []),
+    /** `scheduler.os_reconcile` (operator role): remove OS schedules whose task is gone. */
+    reconcileOsSchedules: async () => call('scheduler.os_reconcile', 'reconcile_os_schedules', []),
+    /** `scheduler.os_render` (operator role): preview the OS schedule (systemd, crontab, launchd, schtasks) a task would install. */
+    renderOsSchedule: async (taskJson, program, argsJson) => call('scheduler.os_render', 'render_os_schedule', [taskJson, program, argsJson]),
+    /** `scheduler.os_uninstall` (operator role): remove a task's OS schedule. */
+    uninstallOsSchedule: async (labelOrId) => call('scheduler.os_uninstall', 'uninstall_os_schedule', [labelOrId]),
+    /** `tasks.list` (operator role): the scheduled command tasks. */
+    listScheduledTasks: async () => call('tasks.list', 'list_scheduled_tasks', []),
+    /** `tasks.schedule` (host role, over the host-management connection): run a command on a cadence (daemon timers or the OS scheduler). */
+    scheduleTask: async (specJson) => call('tasks.schedule', 'schedule_task', [specJson]),
+    /** `tasks.unschedule` (host role, over the host-management connection): stop and delete a scheduled command task. */
+    unscheduleTask: async (idOrLabel) => call('tasks.unschedule', 'unschedule_task', [idOrLabel]),
+    /** `workflow.chain` (operator role): run workflows in sequence, each seeded with the previous one's final state. */
+    workflowChain: async (workflowsJson, initialStateJson) => call('workflow.chain', 'workflow_chain', [workflowsJson, initialStateJson]),
+    /** `workflow.resume` (operator role): resume a workflow paused at an approval gate. */
+    resumeWorkflow: async (pausedJson, inputJson) => call('workflow.resume', 'resume_workflow', [pausedJson, inputJson]),
+    /** `workflow.run` (operator role): run a declarative workflow (agents, tools and approval gates). */
+    runWorkflow: async (workflowJson, initialStateJson) => call('workflow.run', 'run_workflow', [workflowJson, initialStateJson]),
+    /** `workflow.verify` (operator role): check a workflow's structure without running it. */
+    verifyWorkflow: async (workflowJson) => call('workflow.verify', 'verify_workflow', [workflowJson]),
+  }
+}
+
 /**
  * Adds every member of `members` to `proto`, skipping names the prototype already defines
  * by hand (those members take callbacks).
@@ -939,6 +1029,8 @@ module.exports = {
   TYPED_MEMBERS,
   HOST_GENERATED_METHODS,
   HOST_TYPED_MEMBERS,
+  MODULE_FUNCTIONS,
   installGenerated,
   installGeneratedHost,
+  moduleFunctions,
 }

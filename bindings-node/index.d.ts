@@ -5,6 +5,8 @@
 import type { GeneratedHostMethods, GeneratedMethods } from './generated'
 
 export { GENERATED_METHODS, HOST_GENERATED_METHODS, HOST_TYPED_MEMBERS, TYPED_MEMBERS } from './generated'
+// CAR's package-level functions (`agentsStart(id)`, `scheduleTask(specJson)`, …) and their table.
+export * from './generated'
 export type { ArgKind, ReturnKind, TypedMemberSpec } from './generated'
 
 /** The package version (same as `clientVersion()`). */
@@ -285,6 +287,110 @@ export declare function unregisterToolCancelHandler(): void
 export declare function registerChatHandler(handlerFn: (paramsJson: string) => void | Promise<void>): void
 /** Removes the chat handler: later `agent.chat` calls are refused. */
 export declare function unregisterChatHandler(): void
+
+// ---- Multi-agent coordination (the daemon runs the pattern; each agent is a
+// `multi.run_agent` reverse call to the calling connection) ----
+
+/** CAR's `AgentSpec` of a `multi.*` run (only `name` is required; other keys reach the runner as given). */
+export interface AgentSpec {
+  name: string
+  system_prompt?: string
+  tools?: string[]
+  /** Default 10. */
+  max_turns?: number
+  /** `model`, `max_tokens`, `temperature`, `seed` are read when the daemon runs the agent itself. */
+  metadata?: Record<string, unknown>
+  cache_control?: boolean
+  [key: string]: unknown
+}
+
+/** CAR's `AgentOutput`: what an agent runner returns for one agent. */
+export interface AgentOutput {
+  name: string
+  answer: string
+  turns?: number
+  tool_calls?: number
+  duration_ms?: number
+  error?: string | null
+  tokens?: { input_tokens: number; output_tokens: number; cost_usd?: number }
+  [key: string]: unknown
+}
+
+/**
+ * CAR's coordination budget, passed to the `run*` functions as a JSON string (snake_case
+ * keys; an omitted field is unbounded). Agents past a limit are not started: their output
+ * is an error (`coordination budget agent cap reached: 2 of 2 agents already started`).
+ */
+export interface BudgetLimits {
+  max_input_tokens?: number | null
+  max_output_tokens?: number | null
+  max_total_tokens?: number | null
+  max_cost_usd?: number | null
+  max_agents?: number | null
+}
+
+/**
+ * An agent runner: gets the agent's `AgentSpec` as JSON and its task, returns (a Promise of)
+ * the `AgentOutput` JSON string, an `AgentOutput` object (`JSON.stringify`d), or plain text
+ * (the answer). A throw or rejection makes that agent's output an error
+ * (`agent '<name>' failed: <message>`); the run goes on.
+ */
+export type AgentRunner = (specJson: string, task: string) => string | AgentOutput | Promise<string | AgentOutput>
+
+/**
+ * Serves the daemon's `multi.run_agent` calls with `agentFn` on every runtime of the process
+ * (existing and future); replaces any earlier runner. Throws a `TypeError` at once when
+ * `agentFn` is not a function. Without a runner the daemon runs agents on its own models.
+ */
+export declare function registerAgentRunner(agentFn: AgentRunner): Promise<void>
+/** Removes the runner: the daemon runs the agents itself again. */
+export declare function unregisterAgentRunner(): void
+
+/**
+ * Runs a swarm (`mode`: `parallel`, `sequential`, or `hybrid` / `debate`) of `agents`
+ * (AgentSpec[] JSON) on `task`, on a short-lived runtime served by the registered runner.
+ * Resolves to `{task, outputs, final_summary}` JSON. `budgetSpec` is {@link BudgetLimits} JSON.
+ */
+export declare function runSwarm(
+  mode: string,
+  agents: string,
+  task: string,
+  synthesizerSpec?: string | null,
+  budgetSpec?: string | null,
+): Promise<string>
+/** Runs `stages` (AgentSpec[] JSON) in sequence; resolves to `{task, stages, final_answer}` JSON. */
+export declare function runPipeline(stages: string, task: string, budgetSpec?: string | null): Promise<string>
+/** Workers in rounds until `supervisor` approves; resolves to `{task, rounds, supervisor_feedback, final_answer, approved}` JSON. */
+export declare function runSupervisor(
+  workers: string,
+  supervisor: string,
+  task: string,
+  maxRounds: number,
+  budgetSpec?: string | null,
+): Promise<string>
+/** `mapper` per item of `items` (string[] JSON), then `reducer`; resolves to `{task, map_outputs, reduced_answer}` JSON. */
+export declare function runMapReduce(
+  mapper: string,
+  reducer: string,
+  task: string,
+  items: string,
+  budgetSpec?: string | null,
+): Promise<string>
+/** Independent answers, majority (or the synthesizer's pick); resolves to `{task, votes, winner, agreement_ratio}` JSON. */
+export declare function runVote(
+  agents: string,
+  task: string,
+  synthesizerSpec?: string | null,
+  budgetSpec?: string | null,
+): Promise<string>
+/** Single-elimination pairwise judging; resolves to `{task, candidates, matches, winner_name, winner_answer, ranking}` JSON. */
+export declare function runTournament(competitors: string, judge: string, task: string, budgetSpec?: string | null): Promise<string>
+/** `mainAgent` (AgentSpec JSON) may spawn tool-constrained sub-agents; resolves to the SpawnSubtaskResult JSON. */
+export declare function runSubtask(mainAgent: string, task: string, budgetSpec?: string | null): Promise<string>
+/** `scheduler.run`: a prompt task's due occurrence (its agent on the registered runner, else the daemon's). */
+export declare function runTask(taskJson: string): Promise<string>
+/** `scheduler.run_loop`: up to `maxIterations` occurrences on the task's cadence. */
+export declare function runTaskLoop(taskJson: string, maxIterations?: number | null): Promise<string>
 
 /** The memory namespace for runtimes constructed later without their own. */
 export declare function setMemoryNamespace(ns: string | null): void

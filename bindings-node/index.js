@@ -4,8 +4,9 @@
 // this file owns what cannot be generated: `CarRuntime`'s bridge (`daemonCall`, handlers,
 // `connectionEpoch`, `close`), the members that take callbacks (`submitProposal`,
 // `executeProposal`, `inferStream`), `Symbol.asyncDispose`, the process-wide handlers
-// (tools, tool cancels; chat in lib/chat.js), `HostClient` (lib/host.js), and `runAgent` (CAR's agent loop, which runs in the shared Rust client; lib/agent.js adapts
-// its config).
+// (tools, tool cancels; chat in lib/chat.js; the multi-agent runner and CAR's `run*`
+// functions in lib/multi.js), `HostClient` (lib/host.js), and `runAgent` (CAR's agent loop,
+// which runs in the shared Rust client; lib/agent.js adapts its config).
 // Every typed member (`addFact`, …) and JSON-string wrapper (`memoryAddFact`, …) is
 // generated from the daemon's method contract into `generated.js`; a typed member calls
 // the native `callMember`, which builds the params and projects the result in the shared
@@ -17,13 +18,16 @@ const errors = require('./lib/errors.js')
 const { CALL_MEMBER } = require('./lib/typed.js')
 const { registerChatHandler, unregisterChatHandler } = require('./lib/chat.js')
 const { hostClientOf } = require('./lib/host.js')
+const { attachRuntime, registerAgentRunner, unregisterAgentRunner, multiRunners } = require('./lib/multi.js')
 const { abortToolCall, agentConfig, toolDispatcher } = require('./lib/agent.js')
 const {
   GENERATED_METHODS,
   TYPED_MEMBERS,
   HOST_GENERATED_METHODS,
   HOST_TYPED_MEMBERS,
+  MODULE_FUNCTIONS,
   installGenerated,
+  moduleFunctions,
 } = require('./generated.js')
 const {
   describe,
@@ -144,6 +148,7 @@ class CarRuntime {
     const token = given('token')
     const ns = given('memoryNamespace') ?? defaultMemoryNamespace
     this.#native = new native.NativeRuntime(url ?? null, token ?? null, ns ?? null)
+    attachRuntime(this)
   }
 
   // ---- bridge ----
@@ -302,6 +307,7 @@ class CarRuntime {
 installGenerated(CarRuntime.prototype)
 
 const HostClient = hostClientOf(CarRuntime)
+const multi = multiRunners(CarRuntime)
 
 /** `rt.executeProposal(proposalJson, toolFn, sessionId)` as a function. */
 function executeProposal(rt, proposalJson, toolFn, sessionId = undefined) {
@@ -370,6 +376,13 @@ module.exports = {
   unregisterToolCancelHandler,
   registerChatHandler,
   unregisterChatHandler,
+  registerAgentRunner,
+  unregisterAgentRunner,
+  ...multi,
+  // CAR's package-level functions (`agentsStart(id)`, `scheduleTask(specJson)`, …), each on
+  // a short-lived runtime; generated from the contract.
+  MODULE_FUNCTIONS,
+  ...moduleFunctions(() => new CarRuntime()),
   setMemoryNamespace,
   getMemoryNamespace,
 }

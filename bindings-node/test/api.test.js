@@ -72,6 +72,9 @@ describe('declarations', () => {
   test('index.d.ts declares every runtime export, and nothing more', () => {
     const declared = new Set([...dts.matchAll(/^export declare (?:const|function|class) (\w+)/gm)].map((m) => m[1]))
     for (const m of dts.matchAll(/^export \{ ([\w, ]+) \} from/gm)) for (const n of m[1].split(', ')) declared.add(n)
+    // `export * from './generated'`: the package-level functions and their table.
+    assert.ok(dts.includes("export * from './generated'"))
+    for (const m of generatedDts.matchAll(/^export declare (?:const|function) (\w+)/gm)) declared.add(m[1])
     assert.deepEqual([...declared].sort(), Object.keys(car).sort())
   })
 
@@ -122,9 +125,21 @@ describe('generated members', () => {
     const generatedDts = fs.readFileSync(path.join(__dirname, '..', 'generated.d.ts'), 'utf8')
     const rows = JSON.parse(await rt.serverSchema()).schema.methods
     let checked = 0
+    let modules = 0
     for (const row of rows) {
       for (const m of row.members || []) {
         const name = camel(m.name)
+        if (m.module) {
+          // A package-level function (CAR's `agentsStart(id)`, …), on neither class.
+          assert.equal(car.MODULE_FUNCTIONS[name], row.name, name)
+          const fn = car[name]
+          assert.equal(typeof fn, 'function', name)
+          assert.equal(fn.length, m.args.length, `${name} arity`)
+          const ts = m.args.map((a) => (a.optional ? `${camel(a.name)}?: ${TS_ARG[a.kind]} | null` : `${camel(a.name)}: ${TS_ARG[a.kind]}`))
+          assert.ok(generatedDts.includes(`export declare function ${name}(${ts.join(', ')}): Promise<${TS_RETURN[m.returns.kind]}>\n`), `${name} declaration`)
+          modules += 1
+          continue
+        }
         // Host methods' members are HostClient's; only those CAR's CarRuntime has as well
         // are the runtime's too.
         const owners = []
@@ -151,6 +166,8 @@ describe('generated members', () => {
     }
     assert.equal(checked, Object.keys(car.TYPED_MEMBERS).length + Object.keys(car.HOST_TYPED_MEMBERS).length)
     assert.ok(checked > 30)
+    assert.equal(modules, Object.keys(car.MODULE_FUNCTIONS).length)
+    assert.ok(modules > 20)
   })
 
   test('every served method has a member; the wrappers are exactly the rest', async () => {

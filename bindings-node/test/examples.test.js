@@ -1,5 +1,6 @@
 'use strict'
-// The examples in examples/node run to completion against a fresh daemon.
+// The examples in examples/node run to completion against a fresh daemon (those that need
+// approvals off, against a second daemon started with `CAR_NO_APPROVALS`).
 
 const assert = require('node:assert/strict')
 const { spawn } = require('node:child_process')
@@ -10,7 +11,12 @@ const { after, before, test } = require('node:test')
 const { startDaemon, repoRoot } = require('./support/daemon.js')
 
 const examplesDir = path.join(repoRoot, 'examples', 'node')
+// Started by another example, never on its own.
+const HELPERS = new Set(['crashy_agent.js'])
+// Registering and starting agents waits for a host's approval unless approvals are off.
+const NO_APPROVALS = new Set(['supervised_agent.js'])
 let daemon
+let noApprovals
 
 before(async () => {
   assert.ok(
@@ -18,17 +24,19 @@ before(async () => {
     'examples/node is not installed: run `npm install` there (bindings-node/test.sh does)',
   )
   daemon = await startDaemon()
+  noApprovals = await startDaemon({ extraEnv: { CAR_NO_APPROVALS: '1' } })
 })
 
 after(async () => {
   await daemon.dispose()
+  await noApprovals.dispose()
 })
 
-function run(script, args = []) {
+function run(script, args = [], against = daemon) {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [path.join(examplesDir, script), ...args], {
       cwd: examplesDir,
-      env: daemon.clientEnv(),
+      env: against.clientEnv(),
       stdio: ['ignore', 'pipe', 'pipe'],
     })
     let stdout = ''
@@ -44,9 +52,9 @@ function run(script, args = []) {
   })
 }
 
-for (const script of fs.readdirSync(examplesDir).filter((f) => f.endsWith('.js')).sort()) {
+for (const script of fs.readdirSync(examplesDir).filter((f) => f.endsWith('.js') && !HELPERS.has(f)).sort()) {
   test(`examples/node/${script} runs to completion`, async () => {
-    const r = await run(script)
+    const r = await run(script, [], NO_APPROVALS.has(script) ? noApprovals : daemon)
     assert.equal(r.signal, null, `killed: ${r.stderr}`)
     assert.equal(r.code, 0, `stdout:\n${r.stdout}\nstderr:\n${r.stderr}`)
     assert.match(r.stdout, /\ndone\n$/)

@@ -101,9 +101,15 @@ def test_typed_members_agree_with_the_daemons_contract(rt: CarRuntime) -> None:
     (`Optional[...] = None` when optional), and the declared return annotation."""
     rows = json.loads(rt.server_schema())["schema"]["methods"]
     checked = 0
+    modules = 0
     for row in rows:
         for m in row.get("members", []):
             assert not row.get("debug"), row["name"]
+            if m.get("module"):
+                # A package-level function (CAR's `agents_start(id)`, …), on neither class.
+                check_function(row["name"], m)
+                modules += 1
+                continue
             # Host methods' members are HostClient's (CAR's rule), and stay off CarRuntime
             # but for the few CAR's CarRuntime has as well.
             owners = []
@@ -117,6 +123,28 @@ def test_typed_members_agree_with_the_daemons_contract(rt: CarRuntime) -> None:
                 check_member(cls, table, row["name"], m)
                 checked += 1
     assert checked == len(car_runtime.TYPED_MEMBERS) + len(car_runtime.HOST_TYPED_MEMBERS) > 30
+    assert modules == len(car_runtime.MODULE_FUNCTIONS) > 20
+
+
+def want_args(m: Dict[str, Any]) -> list:
+    want = []
+    for a in m["args"]:
+        t = ARG_TYPES[a["kind"]]
+        if a["optional"]:
+            want.append((a["name"], f"Optional[{t}]", None))
+        else:
+            want.append((a["name"], t, inspect.Parameter.empty))
+    return want
+
+
+def check_function(method: str, m: Dict[str, Any]) -> None:
+    """`m` is a generated package-level function with the contract's arguments."""
+    fn = getattr(car_runtime, m["name"])
+    assert car_runtime.MODULE_FUNCTIONS[m["name"]] == method
+    sig = inspect.signature(fn)
+    got = [(p.name, p.annotation, p.default) for p in sig.parameters.values()]
+    assert got == want_args(m), m["name"]
+    assert sig.return_annotation == RETURN_TYPES[m["returns"]["kind"]], m["name"]
 
 
 def check_member(cls: type, table: Dict[str, str], method: str, m: Dict[str, Any]) -> None:
@@ -127,14 +155,7 @@ def check_member(cls: type, table: Dict[str, str], method: str, m: Dict[str, Any
     assert table[m["name"]] == method
     sig = inspect.signature(fn)
     got = [(p.name, p.annotation, p.default) for p in sig.parameters.values()][1:]
-    want = []
-    for a in m["args"]:
-        t = ARG_TYPES[a["kind"]]
-        if a["optional"]:
-            want.append((a["name"], f"Optional[{t}]", None))
-        else:
-            want.append((a["name"], t, inspect.Parameter.empty))
-    assert got == want, m["name"]
+    assert got == want_args(m), m["name"]
     assert sig.return_annotation == RETURN_TYPES[m["returns"]["kind"]], m["name"]
 
 

@@ -21,6 +21,9 @@
 //!   the [`AgentTool`] callback interface foreign code implements;
 //! - [`ChatHandler`] / [`ChatTurn`] (`chat`): serving the daemon's chat turns (the agent
 //!   side of `agents.chat`) with a callback interface foreign code implements;
+//! - [`AgentRunner`] (`agent_runner`): running the agents of the daemon's `multi.*` and
+//!   `workflow.*` calls (the `multi.run_agent` reverse call) with a callback interface
+//!   foreign code implements, registered with `registerAgentRunner`;
 //! - `runtime`: the one tokio runtime of the process.
 //!
 //! Structured values cross the boundary as JSON strings so the native ABI stays stable as
@@ -34,6 +37,7 @@
 compile_error!("car-runtime-uniffi must be built with panic = \"unwind\"");
 
 mod agent_loop;
+mod agent_runner;
 mod chat;
 mod client;
 mod error;
@@ -48,6 +52,7 @@ mod runtime;
 pub use agent_loop::{
     AgentLoop, AgentLoopConfig, AgentMetrics, AgentOutcome, AgentTool, ToolAbort,
 };
+pub use agent_runner::AgentRunner;
 pub use chat::{ChatHandler, ChatTurn};
 pub use client::CarDaemonClient;
 pub use error::CarError;

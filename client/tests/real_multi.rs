@@ -291,3 +291,51 @@ async fn with_no_runner_registered_the_daemon_runs_a_pipeline_on_its_local_model
     }
     assert_eq!(r["final_answer"], stages[1]["answer"]);
 }
+
+#[tokio::test]
+async fn a_subtask_main_agent_hands_a_subset_of_its_tools_to_sub_agents() {
+    let d = Daemon::builder().start();
+    let c = client(&d);
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let s = seen.clone();
+    c.register_handler("multi.run_agent", move |params: Value| {
+        let spec = &params["spec"];
+        let name = spec["name"].as_str().unwrap().to_string();
+        let task = params["task"].as_str().unwrap().to_string();
+        s.lock()
+            .unwrap()
+            .push((name.clone(), spec["tools"].clone(), task.clone()));
+        if name == "lead" && !task.contains("Your sub-agents answered") {
+            assert!(
+                spec["metadata"]["spawn_subtask"]["properties"]["tools"]["items"]["enum"]
+                    == json!(["search", "write"])
+            );
+            let plan = json!({"spawn_subtask": [
+                {"name": "finder", "task": "find it", "tools": ["search"]},
+                {"name": "rogue", "task": "delete all", "tools": ["shell"]},
+            ]});
+            return Ok(answer(spec, plan.to_string(), 1));
+        }
+        Ok(answer(spec, format!("{name} done"), 1))
+    });
+    let main = json!({"name": "lead", "tools": ["search", "write"]});
+    let r = c
+        .call("multi.subtask", json!({"main": main, "task": "Research"}))
+        .await
+        .unwrap();
+    assert_eq!(r["final_answer"], "lead done", "{r}");
+    let subtasks = r["subtasks"].as_array().unwrap();
+    assert_eq!(subtasks.len(), 2);
+    assert_eq!(subtasks[0]["output"]["answer"], "finder done");
+    assert_eq!(subtasks[0]["tools"], json!(["search"]));
+    assert!(subtasks[1]["output"]["error"]
+        .as_str()
+        .unwrap()
+        .contains("'shell' is not one of the main agent's tools"));
+    // The refused sub-agent never ran.
+    assert!(seen
+        .lock()
+        .unwrap()
+        .iter()
+        .all(|(name, _, _)| name != "rogue"));
+}

@@ -163,7 +163,33 @@ async fn a_supervised_agent_runs_attaches_restarts_and_logs() {
         .expect("in host.agents");
     assert_eq!(row["status"], "running", "{row}");
 
-    // It serves chat as itself.
+    // A host's chat turn reaches the supervised agent's chat handler.
+    let (tx, mut chat_events) = tokio::sync::mpsc::unbounded_channel::<Value>();
+    c.register_notification_handler("agents.chat.event", move |e| {
+        let _ = tx.send(e);
+    });
+    let ack = c
+        .call(
+            "agents.chat",
+            json!({"agent_id": "echo", "prompt": "ping", "session_id": "s1"}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(ack["accepted"], true, "{ack}");
+    let done = loop {
+        let e = support::within("the chat turn's events", chat_events.recv())
+            .await
+            .unwrap();
+        if e["kind"] == "done" || e["kind"] == "error" {
+            break e;
+        }
+    };
+    assert_eq!(
+        (done["kind"].as_str(), done["text"].as_str()),
+        (Some("done"), Some("echo: ping")),
+        "{done}"
+    );
+
     let log = until("the attach line in the log", || async {
         let t = c
             .call("agents.tail_log", json!({"id": "echo", "n": 10}))

@@ -257,3 +257,236 @@ async fn cadences_and_tasks_are_validated() {
     // The daemon still serves.
     c.call("tasks.list", json!({})).await.unwrap();
 }
+
+#[tokio::test]
+async fn os_install_waits_for_approval_and_writes_units_only_in_the_given_directory() {
+    let units = tempfile::tempdir().unwrap();
+    let d = Daemon::builder()
+        .args(["--no-systemctl", "--systemd-user-dir"])
+        .args([units.path().to_str().unwrap()])
+        .start();
+    let host = client(&d.home);
+    let (tx, mut events) = tokio::sync::mpsc::unbounded_channel::<Value>();
+    host.register_notification_handler("host.event", move |e| {
+        let _ = tx.send(e);
+    });
+    host.call_as_host("host.subscribe", json!({}))
+        .await
+        .unwrap();
+    let c = client(&d.home);
+    let task = c
+        .call(
+            "scheduler.create",
+            json!({"name": "n", "prompt": "p", "trigger": "interval", "schedule": "3600"}),
+        )
+        .await
+        .unwrap();
+    let id = task["id"].as_str().unwrap().to_string();
+    let caller = c.clone();
+    let t = task.clone();
+    let parked = tokio::spawn(async move {
+        caller
+            .call(
+                "scheduler.os_install",
+                json!({"task": t, "program": "/usr/bin/true"}),
+            )
+            .await
+    });
+    let approval = loop {
+        let e = support::within("approval.requested", events.recv())
+            .await
+            .unwrap();
+        if e["kind"] == "approval.requested" {
+            break e["payload"]["id"].as_str().unwrap().to_string();
+        }
+    };
+    host.call_as_host(
+        "host.resolve_approval",
+        json!({"approval_id": approval, "approved": true}),
+    )
+    .await
+    .unwrap();
+    let installed = support::within("the parked install", parked)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(installed["backend"], "systemd", "{installed}");
+    let label = format!("ai.parslee.car.task.{id}");
+    assert_eq!(installed["label"], label.as_str());
+    let files: Vec<String> = std::fs::read_dir(units.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(files.len(), 2, "a .service and a .timer: {files:?}");
+    assert_eq!(
+        c.call("scheduler.os_list", json!(null)).await.unwrap(),
+        json!([label])
+    );
+    let removed = c
+        .call("scheduler.os_uninstall", json!({"label": id}))
+        .await
+        .unwrap();
+    assert_eq!(removed["removed"], true);
+    assert_eq!(std::fs::read_dir(units.path()).unwrap().count(), 0);
+    let report = c.call("scheduler.os_reconcile", json!(null)).await.unwrap();
+    assert_eq!(report["removed"], json!([]), "{report}");
+}
+
+#[tokio::test]
+async fn bad_input_for_the_new_methods_is_refused_precisely() {
+    let d = Daemon::builder().args(["--no-approvals"]).start();
+    let c = client(&d.home);
+    let good = c
+        .call(
+            "scheduler.create",
+            json!({"name": "n", "prompt": "p", "trigger": "interval", "schedule": "60"}),
+        )
+        .await
+        .unwrap();
+    let mut wf_bad = workflow();
+    wf_bad["start"] = json!("missing");
+    let agent = json!({"name": "a"});
+    let cases: Vec<(&str, Value, &str, bool)> = vec![
+        (
+            "scheduler.run",
+            json!({"task": {"prompt": "p"}}),
+            "task.name",
+            false,
+        ),
+        (
+            "scheduler.run_loop",
+            json!({"task": good, "max_iterations": 0}),
+            "max_iterations",
+            false,
+        ),
+        (
+            "scheduler.create",
+            json!({"name": "n", "prompt": "p", "trigger": "weekly"}),
+            "trigger",
+            false,
+        ),
+        (
+            "scheduler.create",
+            json!({"name": "n", "prompt": "p", "trigger": "interval", "schedule": "0"}),
+            "schedule",
+            false,
+        ),
+        (
+            "scheduler.os_install",
+            json!({"task": good, "program": "car"}),
+            "program",
+            false,
+        ),
+        (
+            "scheduler.os_render",
+            json!({"task": {"name": "n"}, "program": "/bin/true"}),
+            "task",
+            false,
+        ),
+        (
+            "workflow.chain",
+            json!({"workflows": [workflow(), wf_bad]}),
+            "workflows[1]",
+            false,
+        ),
+        (
+            "workflow.resume",
+            json!({"run_id": "0123456789abcdef0123456789abcdef"}),
+            "no resumable run",
+            false,
+        ),
+        (
+            "workflow.resume",
+            json!({"run_id": "../../etc"}),
+            "run",
+            false,
+        ),
+        (
+            "multi.tournament",
+            json!({"competitors": [], "judge": agent, "task": "T"}),
+            "competitors",
+            false,
+        ),
+        ("multi.subtask", json!({"task": "T"}), "main", false),
+        (
+            "multi.map_reduce",
+            json!({"mapper": agent, "reducer": agent, "task": "T"}),
+            "items",
+            false,
+        ),
+        (
+            "agents.install",
+            json!({"agent": {"name": "x"}, "transport": {"kind": "pure_data"}}),
+            "agent.id",
+            true,
+        ),
+        (
+            "agents.install",
+            json!({"agent": {"id": "x"}, "transport": {"kind": "carrier_pigeon"}}),
+            "transport.kind",
+            true,
+        ),
+        (
+            "agents.install",
+            json!({"agent": {"id": "x"}, "transport": {"kind": "pure_data"}, "runtime": {"car_min_version": "99.0"}}),
+            "car_min_version",
+            true,
+        ),
+        (
+            "agents.install",
+            json!({"agent": {"id": "x"}, "transport": {"kind": "external_process", "command": "relative/bin"}}),
+            "transport.command",
+            true,
+        ),
+        ("tasks.unschedule", json!({"id": "../x"}), "id", true),
+    ];
+    for (method, params, needle, host) in cases {
+        let r = if host {
+            c.call_host_management(method, params).await
+        } else {
+            c.call(method, params).await
+        };
+        let (code, message) = rpc_error(r);
+        assert_eq!(code, -32602, "{method}: {message}");
+        assert!(
+            message.contains(needle),
+            "{method}: {message:?} should name {needle}"
+        );
+    }
+    // A command-shaped manifest becomes a registry agent; nothing starts.
+    let installed = c
+        .call_host_management(
+            "agents.install",
+            json!({"agent": {"id": "inst", "name": "Installed"}, "transport": {"kind": "external_process", "command": "/bin/sleep", "args": ["60"]},
+                   "capabilities": {"optional": {"voice": ["tts"]}}}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(installed["agent"]["spec"]["id"], "inst", "{installed}");
+    assert_eq!(installed["agent"]["status"], "stopped");
+    assert_eq!(
+        installed["report"]["missingOptional"],
+        json!([{"namespace": "voice", "feature": "tts"}])
+    );
+    let data_only = c
+        .call_host_management(
+            "agents.install",
+            json!({"agent": {"id": "card"}, "transport": {"kind": "pure_data"}}),
+        )
+        .await
+        .unwrap();
+    assert!(data_only["agent"].is_null());
+    assert!(d.home.join("agents/card/manifest.json").exists());
+    // Unknown labels and ids are answers, not errors.
+    let none = c
+        .call("scheduler.os_uninstall", json!({"label": "nope"}))
+        .await
+        .unwrap();
+    assert_eq!(none["removed"], false);
+    let gone = c
+        .call_host_management("tasks.unschedule", json!({"id": "nope"}))
+        .await
+        .unwrap();
+    assert_eq!(gone["deleted"], false);
+    c.call("tasks.list", json!(null)).await.unwrap();
+}

@@ -48,7 +48,7 @@ pub async fn chain(
         })?;
         let report = verify(&wf);
         if !report.valid {
-            let issues: Vec<&str> = report.errors().collect();
+            let issues: Vec<&str> = crate::verify::errors(&report).collect();
             return Err(WorkflowError::invalid(
                 format!("workflows[{i}]"),
                 format!(

@@ -265,7 +265,9 @@ fn refuse_invalid(wf: &Workflow, path: &str) -> Result<(), WorkflowError> {
     }
     Err(WorkflowError::invalid(
         path,
-        report.errors().collect::<Vec<_>>().join("; "),
+        crate::verify::errors(&report)
+            .collect::<Vec<_>>()
+            .join("; "),
     ))
 }
 

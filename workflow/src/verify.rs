@@ -19,7 +19,6 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::model::{ConditionOp, Proposal, StageStep, Workflow};
@@ -27,21 +26,15 @@ use crate::model::{ConditionOp, Proposal, StageStep, Workflow};
 /// Deepest step nesting (loop and for_each bodies, sub-workflows) a workflow may have.
 pub const MAX_DEPTH: u32 = 32;
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct VerifyReport {
-    pub valid: bool,
-    pub issues: Vec<String>,
-    pub has_cycles: bool,
-    pub reachable_stages: Vec<String>,
-    pub unreachable_stages: Vec<String>,
-    pub semantic: Vec<String>,
-}
+/// `workflow.verify`'s result: the contract's type.
+pub use car_proto::methods::workflow::VerifyReply as VerifyReport;
 
-impl VerifyReport {
-    /// The `error: …` issues, without the prefix.
-    pub fn errors(&self) -> impl Iterator<Item = &str> {
-        self.issues.iter().filter_map(|i| i.strip_prefix("error: "))
-    }
+/// The `error: …` issues of a report, without the prefix.
+pub fn errors(report: &VerifyReport) -> impl Iterator<Item = &str> {
+    report
+        .issues
+        .iter()
+        .filter_map(|i| i.strip_prefix("error: "))
 }
 
 /// Check a workflow without running it.

@@ -19,10 +19,19 @@ import {
   getMemoryNamespace,
   protocolVersion,
   runAgent,
+  runMapReduce,
+  runPipeline,
+  runSubtask,
+  runSupervisor,
+  runSwarm,
+  runTournament,
+  runVote,
+  registerAgentRunner,
   registerChatHandler,
   registerToolCancelHandler,
   registerToolHandler,
   setMemoryNamespace,
+  unregisterAgentRunner,
   unregisterChatHandler,
   unregisterToolCancelHandler,
   unregisterToolHandler,
@@ -178,6 +187,35 @@ async function everything(): Promise<void> {
   })
   registerChatHandler((paramsJson: string) => void paramsJson)
   unregisterChatHandler()
+
+  // Multi-agent coordination
+  await registerAgentRunner(async (specJson: string, task: string) => {
+    const s = JSON.parse(specJson) as car.AgentSpec
+    return JSON.stringify({ name: s.name, answer: task })
+  })
+  const runnerDone: Promise<void> = registerAgentRunner((specJson, task) => ({ name: specJson, answer: task, turns: 1 }))
+  registerAgentRunner(() => 'plain text answer')
+  // @ts-expect-error the runner is a function
+  registerAgentRunner('x')
+  void runnerDone
+  const agents = JSON.stringify([{ name: 'a' }, { name: 'b', metadata: { model: 'm' } }] satisfies car.AgentSpec[])
+  const budget: car.BudgetLimits = { max_agents: 2, max_total_tokens: null }
+  const swarm: string = await runSwarm('parallel', agents, 'T')
+  await runSwarm('sequential', agents, 'T', null, JSON.stringify(budget))
+  await runSwarm('hybrid', agents, 'T', '{"name":"s"}')
+  const pipeline: string = await runPipeline(agents, 'T', JSON.stringify(budget))
+  const supervised: string = await runSupervisor(agents, '{"name":"boss"}', 'T', 3)
+  await runSupervisor(agents, '{"name":"boss"}', 'T', 3, null)
+  const reduced: string = await runMapReduce('{"name":"m"}', '{"name":"r"}', 'T', '["x","y"]', JSON.stringify(budget))
+  const vote: string = await runVote(agents, 'T', undefined, JSON.stringify(budget))
+  const tournament: string = await runTournament(agents, '{"name":"judge"}', 'T')
+  const subtask: string = await runSubtask('{"name":"main","tools":["read_file"]}', 'T', null)
+  const output = JSON.parse(swarm) as { outputs: car.AgentOutput[] }
+  const err: string | null | undefined = output.outputs[0]?.error
+  // @ts-expect-error maxRounds is required
+  await runSupervisor(agents, '{"name":"boss"}', 'T')
+  void [pipeline, supervised, reduced, vote, tournament, subtask, err]
+  unregisterAgentRunner()
 
   // Process-wide handlers
   registerToolHandler(async (callJson: string) => callJson)

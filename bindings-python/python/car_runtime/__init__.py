@@ -30,10 +30,12 @@ from ._errors import (
     TerminalToolError,
     UnexpectedResultError,
 )
+from ._generated import *  # noqa: F401,F403 -- CAR's package-level functions (`MODULE_FUNCTIONS`)
 from ._generated import (
     GENERATED_METHODS,
     HOST_GENERATED_METHODS,
     HOST_TYPED_MEMBERS,
+    MODULE_FUNCTIONS,
     TYPED_MEMBERS,
 )
 from ._host import HostClient
@@ -44,6 +46,8 @@ from ._multi import (
     run_subtask,
     run_supervisor,
     run_swarm,
+    run_task,
+    run_task_loop,
     run_tournament,
     run_vote,
     unregister_agent_runner,
@@ -83,6 +87,8 @@ __all__ = [
     "run_vote",
     "run_tournament",
     "run_subtask",
+    "run_task",
+    "run_task_loop",
     "GENERATED_METHODS",
     "HOST_GENERATED_METHODS",
     "HOST_TYPED_MEMBERS",
@@ -112,3 +118,7 @@ __all__ = [
     "unregister_tool_cancel_handler",
     "unregister_tool_handler",
 ]
+
+# CAR's package-level functions (`agents_start(id)`, `schedule_task(spec_json)`, …), generated
+# from the contract: each opens a short-lived `CarRuntime` for its call.
+__all__ += ["MODULE_FUNCTIONS", *MODULE_FUNCTIONS]

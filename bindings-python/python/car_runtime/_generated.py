@@ -998,3 +998,197 @@ HOST_GENERATED_METHODS: Dict[str, str] = {
 HOST_TYPED_MEMBERS: Dict[str, str] = {
     "remove_model": "models.remove",
 }
+
+
+def _module_call(method: str, member: str, args: List[Any]) -> Any:
+    """What every package-level function calls: a short-lived `CarRuntime` (discovered as
+    usual) runs the typed member; `host` methods go over its host-management connection."""
+    from ._runtime import CarRuntime
+
+    with CarRuntime() as rt:
+        return rt._call_member(method, member, args)
+
+
+def agents_health() -> str:
+    """`agents.health` (operator role): check every registered agent's command and supervision state."""
+    return cast(str, _module_call("agents.health", "agents_health", []))
+
+
+def agents_install(manifest_json: str) -> str:
+    """`agents.install` (host role, over the host-management connection): install an agent from a manifest (command-shaped externals are registered)."""
+    return cast(str, _module_call("agents.install", "agents_install", [manifest_json]))
+
+
+def agents_list() -> str:
+    """`agents.list` (operator role): the registered agents with their attachment status."""
+    return cast(str, _module_call("agents.list", "agents_list", []))
+
+
+def agents_remove(id: str) -> str:
+    """`agents.remove` (host role, over the host-management connection): remove an agent from the registry and revoke its token."""
+    return cast(str, _module_call("agents.remove", "agents_remove", [id]))
+
+
+def agents_restart(id: str) -> str:
+    """`agents.restart` (agent role): stop and start a supervised agent."""
+    return cast(str, _module_call("agents.restart", "agents_restart", [id]))
+
+
+def agents_start(id: str) -> str:
+    """`agents.start` (agent role): start a registered agent's process under supervision."""
+    return cast(str, _module_call("agents.start", "agents_start", [id]))
+
+
+def agents_stop(id: str, signal: Optional[str] = None) -> str:
+    """`agents.stop` (agent role): stop a supervised agent (SIGTERM, then SIGKILL after the grace)."""
+    return cast(str, _module_call("agents.stop", "agents_stop", [id, signal]))
+
+
+def agents_tail_log(
+    id: str,
+    n: Optional[int] = None,
+    stream: Optional[str] = None,
+    offset: Optional[int] = None,
+) -> str:
+    """`agents.tail_log` (operator role): the last lines of a supervised agent's stdout and stderr."""
+    return cast(str, _module_call("agents.tail_log", "agents_tail_log", [id, n, stream, offset]))
+
+
+def agents_upsert(spec_json: str) -> str:
+    """`agents.upsert` (host role, over the host-management connection): add or replace an agent in the registry (minting its token when new)."""
+    return cast(str, _module_call("agents.upsert", "agents_upsert", [spec_json]))
+
+
+def agents_wait(
+    id: str,
+    targets_json: Optional[str] = None,
+    timeout_secs: Optional[float] = None,
+    poll_ms: Optional[float] = None,
+) -> str:
+    """`agents.wait` (operator role): wait until a supervised agent reaches one of the given statuses."""
+    return cast(str, _module_call("agents.wait", "agents_wait", [id, targets_json, timeout_secs, poll_ms]))
+
+
+def create_task(
+    name: str,
+    prompt: str,
+    trigger: Optional[str] = None,
+    schedule: Optional[str] = None,
+    system_prompt: Optional[str] = None,
+) -> str:
+    """`scheduler.create` (operator role): build a prompt task definition (it does not run)."""
+    return cast(str, _module_call("scheduler.create", "create_task", [name, prompt, trigger, schedule, system_prompt]))
+
+
+def install_os_schedule(task_json: str, program: str, args_json: str) -> str:
+    """`scheduler.os_install` (operator role): install a task's durable OS schedule."""
+    return cast(str, _module_call("scheduler.os_install", "install_os_schedule", [task_json, program, args_json]))
+
+
+def list_os_schedules() -> str:
+    """`scheduler.os_list` (operator role): the OS schedules this daemon installed."""
+    return cast(str, _module_call("scheduler.os_list", "list_os_schedules", []))
+
+
+def reconcile_os_schedules() -> str:
+    """`scheduler.os_reconcile` (operator role): remove OS schedules whose task is gone."""
+    return cast(str, _module_call("scheduler.os_reconcile", "reconcile_os_schedules", []))
+
+
+def render_os_schedule(task_json: str, program: str, args_json: str) -> str:
+    """`scheduler.os_render` (operator role): preview the OS schedule (systemd, crontab, launchd, schtasks) a task would install."""
+    return cast(str, _module_call("scheduler.os_render", "render_os_schedule", [task_json, program, args_json]))
+
+
+def uninstall_os_schedule(label_or_id: str) -> str:
+    """`scheduler.os_uninstall` (operator role): remove a task's OS schedule."""
+    return cast(str, _module_call("scheduler.os_uninstall", "uninstall_os_schedule", [label_or_id]))
+
+
+def list_scheduled_tasks() -> str:
+    """`tasks.list` (operator role): the scheduled command tasks."""
+    return cast(str, _module_call("tasks.list", "list_scheduled_tasks", []))
+
+
+def schedule_task(spec_json: str) -> str:
+    """`tasks.schedule` (host role, over the host-management connection): run a command on a cadence (daemon timers or the OS scheduler)."""
+    return cast(str, _module_call("tasks.schedule", "schedule_task", [spec_json]))
+
+
+def unschedule_task(id_or_label: str) -> str:
+    """`tasks.unschedule` (host role, over the host-management connection): stop and delete a scheduled command task."""
+    return cast(str, _module_call("tasks.unschedule", "unschedule_task", [id_or_label]))
+
+
+def workflow_chain(workflows_json: str, initial_state_json: Optional[str] = None) -> str:
+    """`workflow.chain` (operator role): run workflows in sequence, each seeded with the previous one's final state."""
+    return cast(str, _module_call("workflow.chain", "workflow_chain", [workflows_json, initial_state_json]))
+
+
+def resume_workflow(paused_json: str, input_json: str) -> str:
+    """`workflow.resume` (operator role): resume a workflow paused at an approval gate."""
+    return cast(str, _module_call("workflow.resume", "resume_workflow", [paused_json, input_json]))
+
+
+def run_workflow(workflow_json: str, initial_state_json: Optional[str] = None) -> str:
+    """`workflow.run` (operator role): run a declarative workflow (agents, tools and approval gates)."""
+    return cast(str, _module_call("workflow.run", "run_workflow", [workflow_json, initial_state_json]))
+
+
+def verify_workflow(workflow_json: str) -> str:
+    """`workflow.verify` (operator role): check a workflow's structure without running it."""
+    return cast(str, _module_call("workflow.verify", "verify_workflow", [workflow_json]))
+
+
+# The package-level functions (re-exported by `car_runtime`) → daemon method.
+MODULE_FUNCTIONS: Dict[str, str] = {
+    "agents_health": "agents.health",
+    "agents_install": "agents.install",
+    "agents_list": "agents.list",
+    "agents_remove": "agents.remove",
+    "agents_restart": "agents.restart",
+    "agents_start": "agents.start",
+    "agents_stop": "agents.stop",
+    "agents_tail_log": "agents.tail_log",
+    "agents_upsert": "agents.upsert",
+    "agents_wait": "agents.wait",
+    "create_task": "scheduler.create",
+    "install_os_schedule": "scheduler.os_install",
+    "list_os_schedules": "scheduler.os_list",
+    "reconcile_os_schedules": "scheduler.os_reconcile",
+    "render_os_schedule": "scheduler.os_render",
+    "uninstall_os_schedule": "scheduler.os_uninstall",
+    "list_scheduled_tasks": "tasks.list",
+    "schedule_task": "tasks.schedule",
+    "unschedule_task": "tasks.unschedule",
+    "workflow_chain": "workflow.chain",
+    "resume_workflow": "workflow.resume",
+    "run_workflow": "workflow.run",
+    "verify_workflow": "workflow.verify",
+}
+
+__all__ = [
+    "agents_health",
+    "agents_install",
+    "agents_list",
+    "agents_remove",
+    "agents_restart",
+    "agents_start",
+    "agents_stop",
+    "agents_tail_log",
+    "agents_upsert",
+    "agents_wait",
+    "create_task",
+    "install_os_schedule",
+    "list_os_schedules",
+    "reconcile_os_schedules",
+    "render_os_schedule",
+    "uninstall_os_schedule",
+    "list_scheduled_tasks",
+    "schedule_task",
+    "unschedule_task",
+    "workflow_chain",
+    "resume_workflow",
+    "run_workflow",
+    "verify_workflow",
+]

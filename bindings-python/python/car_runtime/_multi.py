@@ -17,7 +17,9 @@ from __future__ import annotations
 import json
 import threading
 import weakref
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Dict, Optional
+
+AgentFn = Optional[Callable[[str, str], Any]]
 
 RUN_AGENT = "multi.run_agent"
 
@@ -75,7 +77,7 @@ def unregister_agent_runner() -> None:
         rt._native.unregister_handler(RUN_AGENT)
 
 
-def _run(member: str, params: dict, agent_fn: Optional[Callable[[str, str], Any]], budget_json: Optional[str]) -> str:
+def _run(member: str, params: Dict[str, Any], agent_fn: AgentFn, budget_json: Optional[str]) -> str:
     from ._runtime import CarRuntime
 
     if budget_json is not None:
@@ -83,41 +85,55 @@ def _run(member: str, params: dict, agent_fn: Optional[Callable[[str, str], Any]
     with CarRuntime() as rt:
         if agent_fn is not None:
             rt._native.register_handler(RUN_AGENT, _adapter(agent_fn))
-        return getattr(rt, member)(json.dumps(params))
+        return str(getattr(rt, member)(json.dumps(params)))
 
 
-def run_swarm(mode: str, agents_json: str, task: str, agent_fn=None, synthesizer_json: Optional[str] = None, budget_json: Optional[str] = None) -> str:
-    params = {"mode": mode, "agents": json.loads(agents_json), "task": task}
+def run_swarm(mode: str, agents_json: str, task: str, agent_fn: AgentFn = None, synthesizer_json: Optional[str] = None, budget_json: Optional[str] = None) -> str:
+    params: Dict[str, Any] = {"mode": mode, "agents": json.loads(agents_json), "task": task}
     if synthesizer_json is not None:
         params["synthesizer"] = json.loads(synthesizer_json)
     return _run("multi_swarm", params, agent_fn, budget_json)
 
 
-def run_pipeline(stages_json: str, task: str, agent_fn=None, budget_json: Optional[str] = None) -> str:
+def run_pipeline(stages_json: str, task: str, agent_fn: AgentFn = None, budget_json: Optional[str] = None) -> str:
     return _run("multi_pipeline", {"stages": json.loads(stages_json), "task": task}, agent_fn, budget_json)
 
 
-def run_supervisor(workers_json: str, supervisor_json: str, task: str, max_rounds: int, agent_fn=None, budget_json: Optional[str] = None) -> str:
-    params = {"workers": json.loads(workers_json), "supervisor": json.loads(supervisor_json), "task": task, "max_rounds": max_rounds}
+def run_supervisor(workers_json: str, supervisor_json: str, task: str, max_rounds: int, agent_fn: AgentFn = None, budget_json: Optional[str] = None) -> str:
+    params: Dict[str, Any] = {"workers": json.loads(workers_json), "supervisor": json.loads(supervisor_json), "task": task, "max_rounds": max_rounds}
     return _run("multi_supervisor", params, agent_fn, budget_json)
 
 
-def run_map_reduce(mapper_json: str, reducer_json: str, task: str, items_json: str, agent_fn=None, budget_json: Optional[str] = None) -> str:
-    params = {"mapper": json.loads(mapper_json), "reducer": json.loads(reducer_json), "task": task, "items": json.loads(items_json)}
+def run_map_reduce(mapper_json: str, reducer_json: str, task: str, items_json: str, agent_fn: AgentFn = None, budget_json: Optional[str] = None) -> str:
+    params: Dict[str, Any] = {"mapper": json.loads(mapper_json), "reducer": json.loads(reducer_json), "task": task, "items": json.loads(items_json)}
     return _run("multi_map_reduce", params, agent_fn, budget_json)
 
 
-def run_vote(agents_json: str, task: str, agent_fn=None, synthesizer_json: Optional[str] = None, budget_json: Optional[str] = None) -> str:
-    params = {"agents": json.loads(agents_json), "task": task}
+def run_vote(agents_json: str, task: str, agent_fn: AgentFn = None, synthesizer_json: Optional[str] = None, budget_json: Optional[str] = None) -> str:
+    params: Dict[str, Any] = {"agents": json.loads(agents_json), "task": task}
     if synthesizer_json is not None:
         params["synthesizer"] = json.loads(synthesizer_json)
     return _run("multi_vote", params, agent_fn, budget_json)
 
 
-def run_tournament(competitors_json: str, judge_json: str, task: str, agent_fn=None, budget_json: Optional[str] = None) -> str:
-    params = {"competitors": json.loads(competitors_json), "judge": json.loads(judge_json), "task": task}
+def run_tournament(competitors_json: str, judge_json: str, task: str, agent_fn: AgentFn = None, budget_json: Optional[str] = None) -> str:
+    params: Dict[str, Any] = {"competitors": json.loads(competitors_json), "judge": json.loads(judge_json), "task": task}
     return _run("multi_tournament", params, agent_fn, budget_json)
 
 
-def run_subtask(main_json: str, task: str, agent_fn=None, budget_json: Optional[str] = None) -> str:
+def run_subtask(main_json: str, task: str, agent_fn: AgentFn = None, budget_json: Optional[str] = None) -> str:
     return _run("multi_subtask", {"main": json.loads(main_json), "task": task}, agent_fn, budget_json)
+
+
+def run_task(task_json: str, agent_fn: AgentFn = None) -> str:
+    """`scheduler.run`: the task's due occurrence, its agent served by `agent_fn` (else the
+    registered runner, else the daemon's). Returns the execution record JSON."""
+    return _run("scheduler_run", {"task": json.loads(task_json)}, agent_fn, None)
+
+
+def run_task_loop(task_json: str, agent_fn: AgentFn = None, max_iterations: Optional[int] = None) -> str:
+    """`scheduler.run_loop`: up to `max_iterations` occurrences on the task's cadence."""
+    params: Dict[str, Any] = {"task": json.loads(task_json)}
+    if max_iterations is not None:
+        params["max_iterations"] = max_iterations
+    return _run("scheduler_run_loop", params, agent_fn, None)

@@ -1,5 +1,6 @@
 // The Kotlin test of the UniFFI library (issue 8): drives real car-server processes through
-// the generated Kotlin bindings on the JVM with JNA (AgentLoop's tests: AgentLoopTest.kt).
+// the generated Kotlin bindings on the JVM with JNA (AgentLoop's tests: AgentLoopTest.kt;
+// the agent runner's: AgentRunnerTest.kt).
 //
 // Run by bindings-uniffi/test.sh with CAR_HOME set to a fresh directory and CAR_SERVER_BIN
 // naming the daemon. Prints one line per test and exits non-zero when any test fails; the
@@ -300,6 +301,7 @@ fun main() {
     val daemon = Daemon(bin, home, scratch).start()
     val suite = Suite(daemon)
     val agents = AgentLoopTests(suite.client, daemon.wsUrl)
+    val runners = AgentRunnerTests()
     val tests: List<Pair<String, () -> Unit>> = listOf(
         "versions" to suite::versions,
         "daemonCall returns results" to suite::daemonCallReturnsResults,
@@ -316,6 +318,7 @@ fun main() {
         "AgentLoop runs a tool, observes it and finishes" to agents::runsAToolObservesItAndFinishes,
         "AgentLoop: a tool that throws is observed and the run ends" to agents::aToolThatThrowsIsObservedAndTheRunEnds,
         "AgentLoop: the daemon's cancel sets the tool's abort signal" to agents::theDaemonsCancelSetsTheToolsAbortSignal,
+        "a Kotlin AgentRunner runs a swarm's agents" to runners::aKotlinRunnerRunsASwarmsAgents,
         "close fails pending calls; the next call reconnects" to suite::closeFailsPendingCallsAndTheNextCallReconnects,
         "daemon killed mid-call, then restart" to suite::daemonKilledMidCallThenRestart,
     )

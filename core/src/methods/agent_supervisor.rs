@@ -15,7 +15,10 @@ use serde::{Deserialize, Serialize};
 use super::agents::ManagedAgent;
 use super::fields::{Json, Name, NoParams};
 use super::proposal::Object;
-use super::{agent, host, op, Declaration};
+use super::{
+    agent, host, json, module_fn, op, opt, opt_at, req, req_at, ArgKind::Float, ArgKind::Int,
+    ArgKind::Json as JsonArg, ArgKind::Str, Declaration,
+};
 
 /// `agents.stop` signal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize, JsonSchema)]
@@ -69,7 +72,7 @@ pub struct WaitParams {
     pub timeout_secs: Option<f64>,
     /// Accepted for CAR's shape; the daemon waits on status changes, not by polling.
     #[serde(default)]
-    pub poll_ms: Option<u64>,
+    pub poll_ms: Option<f64>,
 }
 
 /// Which captured stream `agents.tail_log` returns.
@@ -158,37 +161,52 @@ pub struct MissingFeature {
 crate::method!(
     /// `agents.start {id}` → `ManagedAgent` (no-op when running; resets `restart_count`).
     Start = agent("agents.start", "start a registered agent's process under supervision");
-    super::agents::IdParams => ManagedAgent
+    super::agents::IdParams => ManagedAgent;
+    module_fn("agents_start", &[req("id", Str)], json())
 );
 crate::method!(
     /// `agents.stop {id, signal?}` → `ManagedAgent`.
     Stop = agent("agents.stop", "stop a supervised agent (SIGTERM, then SIGKILL after the grace)");
-    StopParams => ManagedAgent
+    StopParams => ManagedAgent;
+    module_fn("agents_stop", &[req("id", Str), opt("signal", Str)], json())
 );
 crate::method!(
     /// `agents.restart {id}` → `ManagedAgent`.
     Restart = agent("agents.restart", "stop and start a supervised agent");
-    super::agents::IdParams => ManagedAgent
+    super::agents::IdParams => ManagedAgent;
+    module_fn("agents_restart", &[req("id", Str)], json())
 );
 crate::method!(
     /// `agents.wait {id, targets?, timeout_secs?}` → `ManagedAgent` once its status is a target.
     Wait = op("agents.wait", "wait until a supervised agent reaches one of the given statuses");
-    WaitParams => ManagedAgent
+    WaitParams => ManagedAgent;
+    module_fn(
+        "agents_wait",
+        &[req("id", Str), opt_at("targets_json", "targets", JsonArg), opt("timeout_secs", Float), opt("poll_ms", Float)],
+        json()
+    )
 );
 crate::method!(
     /// `agents.tail_log {id, n?, stream?, offset?}` → the last lines of its captured output.
     TailLog = op("agents.tail_log", "the last lines of a supervised agent's stdout and stderr");
-    TailLogParams => TailLogReply
+    TailLogParams => TailLogReply;
+    module_fn(
+        "agents_tail_log",
+        &[req("id", Str), opt("n", Int), opt("stream", Str), opt("offset", Int)],
+        json()
+    )
 );
 crate::method!(
     /// `agents.health` → `[{id, command, ok, reason?, status, restart_count}]`.
     Health = op("agents.health", "check every registered agent's command and supervision state");
-    NoParams => Vec<HealthRow>
+    NoParams => Vec<HealthRow>;
+    module_fn("agents_health", &[], json())
 );
 crate::method!(
     /// `agents.install AgentManifest` → `{report, agent}`.
     Install = host("agents.install", "install an agent from a manifest (command-shaped externals are registered)");
-    InstallParams => InstallReply
+    InstallParams => InstallReply;
+    module_fn("agents_install", &[req_at("manifest_json", "", JsonArg)], json())
 );
 
 pub const DECLARATIONS: &[Declaration] = &[

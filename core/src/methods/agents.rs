@@ -15,7 +15,10 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::fields::{Json, Name, NoParams};
-use super::{agent, host, member, op, opt, req, unit, ArgKind::Str, DeadlineClass, Declaration};
+use super::{
+    agent, host, json, member, module_fn, op, opt, req, req_at, unit, ArgKind::Json as JsonArg,
+    ArgKind::Str, DeadlineClass, Declaration,
+};
 
 /// CAR's restart policy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize, JsonSchema)]
@@ -189,17 +192,20 @@ pub struct ChatApproveReply {
 crate::method!(
     /// `agents.upsert AgentSpec` → `ManagedAgent` (mints the agent's token when new).
     Upsert = host("agents.upsert", "add or replace an agent in the registry (minting its token when new)");
-    AgentSpec => ManagedAgent
+    AgentSpec => ManagedAgent;
+    module_fn("agents_upsert", &[req_at("spec_json", "", JsonArg)], json())
 );
 crate::method!(
     /// `agents.list` → `[ManagedAgent]`.
     List = op("agents.list", "the registered agents with their attachment status");
-    NoParams => Vec<ManagedAgent>
+    NoParams => Vec<ManagedAgent>;
+    module_fn("agents_list", &[], json())
 );
 crate::method!(
     /// `agents.remove {id}` → `{removed}`.
     Remove = host("agents.remove", "remove an agent from the registry and revoke its token");
-    IdParams => RemoveReply
+    IdParams => RemoveReply;
+    module_fn("agents_remove", &[req("id", Str)], json())
 );
 crate::method!(
     /// `agents.register_basics` → `null`.

@@ -89,6 +89,12 @@ pub struct Member {
     pub name: &'static str,
     pub args: &'static [Arg],
     pub returns: Returns,
+    /// A package-level function (CAR's module-level `agents_start(id)`,
+    /// `schedule_task(spec_json)`, …) rather than a runtime member: the Python and Node
+    /// packages render it as a function that opens a short-lived runtime for the call
+    /// (UniFFI has no package-level functions; its runtime's JSON wrappers cover them).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub module: bool,
 }
 
 /// A typed member named `name`.
@@ -97,6 +103,17 @@ pub const fn member(name: &'static str, args: &'static [Arg], returns: Returns) 
         name,
         args,
         returns,
+        module: false,
+    }
+}
+
+/// A package-level function named `name` (see [`Member::module`]).
+pub const fn module_fn(name: &'static str, args: &'static [Arg], returns: Returns) -> Member {
+    Member {
+        name,
+        args,
+        returns,
+        module: true,
     }
 }
 

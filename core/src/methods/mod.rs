@@ -60,8 +60,8 @@ use serde_json::Value;
 use crate::errors::RpcError;
 
 pub use member::{
-    boolean, field, int, json, member, opt, opt_at, req, req_at, str_list, text, unit, whole, Arg,
-    ArgKind, Member, ReturnKind, Returns,
+    boolean, field, int, json, member, module_fn, opt, opt_at, req, req_at, str_list, text, unit,
+    whole, Arg, ArgKind, Member, ReturnKind, Returns,
 };
 pub use spec::{agent, host, op, owner, CallerRole, DeadlineClass, MethodSpec, Role};
 

@@ -16,7 +16,10 @@ use serde::{Deserialize, Serialize};
 
 use super::fields::{Json, Name, NoParams};
 use super::proposal::Object;
-use super::{host, op, Declaration};
+use super::{
+    host, json, module_fn, op, opt, req, req_at, ArgKind::Json as JsonArg, ArgKind::Str,
+    Declaration,
+};
 
 /// `scheduler.create` params.
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
@@ -97,10 +100,22 @@ pub struct UnscheduleParams {
     pub id: Name,
 }
 
+/// CAR's `(task_json, program, args_json)`.
+const OS_ARGS: &[super::Arg] = &[
+    req_at("task_json", "task", JsonArg),
+    req("program", Str),
+    req_at("args_json", "args", JsonArg),
+];
+
 crate::method!(
     /// `scheduler.create` → the task object (nothing runs).
     Create = op("scheduler.create", "build a prompt task definition (it does not run)");
-    CreateParams => Json
+    CreateParams => Json;
+    module_fn(
+        "create_task",
+        &[req("name", Str), req("prompt", Str), opt("trigger", Str), opt("schedule", Str), opt("system_prompt", Str)],
+        json()
+    )
 );
 crate::method!(
     /// `scheduler.run {task}` → one execution record.
@@ -115,42 +130,50 @@ crate::method!(
 crate::method!(
     /// `scheduler.os_render` → every backend's rendering (no I/O).
     OsRender = op("scheduler.os_render", "preview the OS schedule (systemd, crontab, launchd, schtasks) a task would install");
-    OsScheduleParams => Json
+    OsScheduleParams => Json;
+    module_fn("render_os_schedule", OS_ARGS, json())
 );
 crate::method!(
     /// `scheduler.os_install` → `{label, backend, detail}`.
     OsInstall = op("scheduler.os_install", "install a task's durable OS schedule");
-    OsScheduleParams => Json
+    OsScheduleParams => Json;
+    module_fn("install_os_schedule", OS_ARGS, json())
 );
 crate::method!(
     /// `scheduler.os_uninstall {label}` → `{label, removed}`.
     OsUninstall = op("scheduler.os_uninstall", "remove a task's OS schedule");
-    OsUninstallParams => Json
+    OsUninstallParams => Json;
+    module_fn("uninstall_os_schedule", &[req_at("label_or_id", "label", Str)], json())
 );
 crate::method!(
     /// `scheduler.os_list` → the installed labels.
     OsList = op("scheduler.os_list", "the OS schedules this daemon installed");
-    NoParams => Vec<String>
+    NoParams => Vec<String>;
+    module_fn("list_os_schedules", &[], json())
 );
 crate::method!(
     /// `scheduler.os_reconcile` → `{removed, kept, errors}`.
     OsReconcile = op("scheduler.os_reconcile", "remove OS schedules whose task is gone");
-    NoParams => Json
+    NoParams => Json;
+    module_fn("reconcile_os_schedules", &[], json())
 );
 crate::method!(
     /// `tasks.schedule` → `{id, durable, backend, task}`.
     Schedule = host("tasks.schedule", "run a command on a cadence (daemon timers or the OS scheduler)");
-    ScheduleParams => Json
+    ScheduleParams => Json;
+    module_fn("schedule_task", &[req_at("spec_json", "", JsonArg)], json())
 );
 crate::method!(
     /// `tasks.list` → the command tasks.
     List = op("tasks.list", "the scheduled command tasks");
-    NoParams => Json
+    NoParams => Json;
+    module_fn("list_scheduled_tasks", &[], json())
 );
 crate::method!(
     /// `tasks.unschedule {id}` → `{id, os_removed, deleted}`.
     Unschedule = host("tasks.unschedule", "stop and delete a scheduled command task");
-    UnscheduleParams => Json
+    UnscheduleParams => Json;
+    module_fn("unschedule_task", &[req_at("id_or_label", "id", Str)], json())
 );
 
 pub const DECLARATIONS: &[Declaration] = &[

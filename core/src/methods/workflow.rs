@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use super::fields::{Json, Name, NoParams};
 use super::proposal::Object;
-use super::{op, Declaration};
+use super::{json, module_fn, op, opt_at, req_at, ArgKind::Json as JsonArg, Declaration};
 
 /// `workflow.run` params.
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
@@ -37,10 +37,14 @@ pub struct ChainParams {
     pub runner: Option<super::multi::RunnerChoice>,
 }
 
-/// `workflow.resume` params.
+/// `workflow.resume` params: the run by `run_id`, or (CAR's embedded `resume_workflow`)
+/// by the `paused` checkpoint object a paused result carried.
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 pub struct ResumeParams {
-    pub run_id: Name,
+    #[serde(default)]
+    pub run_id: Option<Name>,
+    #[serde(default)]
+    pub paused: Option<Object>,
     #[serde(default)]
     pub input: Option<Object>,
     #[serde(default)]
@@ -77,17 +81,32 @@ crate::method!(
     /// `workflow.run {workflow, initial_state?}` → the workflow result
     /// (`{workflow_id, workflow_name, status, stages, compensations, final_state, paused?, …}`).
     Run = op("workflow.run", "run a declarative workflow (agents, tools and approval gates)");
-    RunParams => Json
+    RunParams => Json;
+    module_fn(
+        "run_workflow",
+        &[req_at("workflow_json", "workflow", JsonArg), opt_at("initial_state_json", "initial_state", JsonArg)],
+        json()
+    )
 );
 crate::method!(
     /// `workflow.chain {workflows, initial_state?}` → `{results, status, paused_at_index?, error?, failed_at_index?}`.
     Chain = op("workflow.chain", "run workflows in sequence, each seeded with the previous one's final state");
-    ChainParams => Json
+    ChainParams => Json;
+    module_fn(
+        "workflow_chain",
+        &[req_at("workflows_json", "workflows", JsonArg), opt_at("initial_state_json", "initial_state", JsonArg)],
+        json()
+    )
 );
 crate::method!(
     /// `workflow.resume {run_id, input?}` → the next workflow result.
     Resume = op("workflow.resume", "resume a workflow paused at an approval gate");
-    ResumeParams => Json
+    ResumeParams => Json;
+    module_fn(
+        "resume_workflow",
+        &[req_at("paused_json", "paused", JsonArg), req_at("input_json", "input", JsonArg)],
+        json()
+    )
 );
 crate::method!(
     /// `workflow.list_paused` → `[{run_id, paused_stage_id, prompt, created_at}]`.
@@ -97,7 +116,8 @@ crate::method!(
 crate::method!(
     /// `workflow.verify {workflow}` → `{valid, issues, has_cycles, reachable_stages, unreachable_stages, semantic}`.
     Verify = op("workflow.verify", "check a workflow's structure without running it");
-    VerifyParams => VerifyReply
+    VerifyParams => VerifyReply;
+    module_fn("verify_workflow", &[req_at("workflow_json", "workflow", JsonArg)], json())
 );
 
 pub const DECLARATIONS: &[Declaration] = &[

@@ -332,11 +332,25 @@ async fn chain(call: Call, p: m::ChainParams) -> Result<Value, RpcError> {
 }
 
 async fn resume(call: Call, p: m::ResumeParams) -> Result<Value, RpcError> {
+    let run_id = match (&p.run_id, &p.paused) {
+        (Some(id), _) => id.to_string(),
+        (None, Some(paused)) => paused
+            .get("run_id")
+            .and_then(Value::as_str)
+            .filter(|id| !id.is_empty())
+            .ok_or_else(|| RpcError::invalid_params("paused.run_id: is required"))?
+            .to_string(),
+        (None, None) => {
+            return Err(RpcError::invalid_params(
+                "run_id: is required (or the paused checkpoint)",
+            ))
+        }
+    };
     let exec = executor(&call, p.runner);
     let result = car_workflow::resume(
         &exec,
         &call.state.workflows,
-        &p.run_id,
+        &run_id,
         p.input.unwrap_or_default(),
     )
     .await
@@ -362,13 +376,5 @@ async fn list_paused(call: Call, _: NoParams) -> Result<Vec<PausedRow>, RpcError
 
 async fn verify(_call: Call, p: m::VerifyParams) -> Result<VerifyReply, RpcError> {
     let wf = car_workflow::parse(&Value::Object(p.workflow)).map_err(wf_error)?;
-    let r = car_workflow::verify(&wf);
-    Ok(VerifyReply {
-        valid: r.valid,
-        issues: r.issues,
-        has_cycles: r.has_cycles,
-        reachable_stages: r.reachable_stages,
-        unreachable_stages: r.unreachable_stages,
-        semantic: r.semantic,
-    })
+    Ok(car_workflow::verify(&wf))
 }

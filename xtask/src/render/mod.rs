@@ -125,6 +125,9 @@ pub struct Surface<'a> {
     pub runtime: Members<'a>,
     /// `HostClient`'s.
     pub host: Members<'a>,
+    /// The package-level functions ([`Member::module`]), in method order; not on either
+    /// class.
+    pub module: Vec<Typed<'a>>,
 }
 
 impl<'a> Surface<'a> {
@@ -137,11 +140,35 @@ impl<'a> Surface<'a> {
         let host = |d: &Declaration| d.spec.role == Role::Host;
         let also_runtime = |name: &str| RUNTIME_HOST_MEMBERS.contains(&name);
         let typed = |d: &'a Declaration| {
-            d.members.iter().map(move |member| Typed {
-                spec: &d.spec,
-                member,
-            })
+            d.members
+                .iter()
+                .filter(|m| !m.module)
+                .map(move |member| Typed {
+                    spec: &d.spec,
+                    member,
+                })
         };
+        let module: Vec<Typed> = sorted
+            .iter()
+            .flat_map(|d| {
+                d.members
+                    .iter()
+                    .filter(|m| m.module)
+                    .map(move |member| Typed {
+                        spec: &d.spec,
+                        member,
+                    })
+            })
+            .collect();
+        let mut module_names: Vec<&str> = module.iter().map(|t| t.member.name).collect();
+        module_names.sort_unstable();
+        let count = module_names.len();
+        module_names.dedup();
+        assert_eq!(
+            count,
+            module_names.len(),
+            "two package-level functions share a name"
+        );
         let wrapper = |d: &'a Declaration| Wrapper {
             name: snake_name(d.spec.name),
             spec: &d.spec,
@@ -164,6 +191,7 @@ impl<'a> Surface<'a> {
         Surface {
             runtime: Members::new(runtime_typed, runtime_wrappers, hand_written),
             host: Members::new(host_typed, host_wrappers, &[]),
+            module,
         }
     }
 }

@@ -114,8 +114,10 @@ module.exports = {
   TYPED_MEMBERS,
   HOST_GENERATED_METHODS,
   HOST_TYPED_MEMBERS,
+  MODULE_FUNCTIONS,
   installGenerated,
   installGeneratedHost,
+  moduleFunctions,
 }
 "#;
 
@@ -143,6 +145,34 @@ fn js_class(members: &Members, prefix: &str, owner: &str) -> String {
     s
 }
 
+/// The package-level functions: `moduleFunctions(open)` returns them, each calling its
+/// typed member on a short-lived runtime from `open()` (closed afterwards).
+fn js_module(module: &[Typed]) -> String {
+    let mut s = String::from(
+        "\n/** The package-level functions → daemon method. */\nconst MODULE_FUNCTIONS = {\n",
+    );
+    for t in module {
+        s.push_str(&format!(
+            "  {}: '{}',\n",
+            lower_camel(t.member.name),
+            t.spec.name
+        ));
+    }
+    s.push_str("}\n\n/**\n * CAR's package-level functions, each run on a short-lived runtime from `open()`\n * (discovered as usual) that is closed when the call ends.\n */\nfunction moduleFunctions(open) {\n  const call = async (method, member, args) => {\n    const rt = open()\n    try {\n      return await rt[CALL_MEMBER](method, member, args)\n    } finally {\n      rt.close()\n    }\n  }\n  return {\n");
+    for t in module {
+        let args = arg_names(t).join(", ");
+        s.push_str(&format!(
+            "    /** {} */\n    {}: async ({args}) => call('{}', '{}', [{args}]),\n",
+            doc(t.spec),
+            lower_camel(t.member.name),
+            t.spec.name,
+            t.member.name
+        ));
+    }
+    s.push_str("  }\n}\n");
+    s
+}
+
 /// `generated.js`.
 pub fn js(surface: &Surface) -> String {
     let mut s = format!(
@@ -150,6 +180,7 @@ pub fn js(surface: &Surface) -> String {
     );
     s.push_str(&js_class(&surface.runtime, "", "CarRuntime"));
     s.push_str(&js_class(&surface.host, "HOST_", "HostClient"));
+    s.push_str(&js_module(&surface.module));
     s.push_str(INSTALL);
     s
 }
@@ -231,5 +262,15 @@ pub fn dts(surface: &Surface) -> String {
         &surface.host,
     ));
     s.push_str(DTS_TYPES);
+    s.push_str("\n/** The package-level functions → daemon method. */\nexport declare const MODULE_FUNCTIONS: Record<string, string>\n");
+    for t in &surface.module {
+        s.push_str(&format!(
+            "/** {} */\nexport declare function {}({}): Promise<{}>\n",
+            doc(t.spec),
+            lower_camel(t.member.name),
+            ts_params(t),
+            ts_return(t.member.returns.kind)
+        ));
+    }
     s
 }

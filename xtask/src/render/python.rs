@@ -43,18 +43,90 @@ fn param(arg: &Arg) -> String {
 }
 
 fn signature(t: &Typed) -> String {
-    let mut params = vec!["self".to_string()];
+    signature_in(t, "    ", true)
+}
+
+/// A `def` line at `indent`, with `self` first for a method.
+fn signature_in(t: &Typed, indent: &str, method: bool) -> String {
+    let mut params: Vec<String> = if method {
+        vec!["self".to_string()]
+    } else {
+        vec![]
+    };
     params.extend(t.member.args.iter().map(param));
     let ret = return_type(t.member.returns.kind);
-    let one_line = format!("    def {}({}) -> {ret}:", t.member.name, params.join(", "));
+    let one_line = format!(
+        "{indent}def {}({}) -> {ret}:",
+        t.member.name,
+        params.join(", ")
+    );
     if one_line.len() <= 100 {
         return one_line;
     }
-    let mut s = format!("    def {}(\n", t.member.name);
+    let mut s = format!("{indent}def {}(\n", t.member.name);
     for p in params {
-        s.push_str(&format!("        {p},\n"));
+        s.push_str(&format!("{indent}    {p},\n"));
     }
-    s.push_str(&format!("    ) -> {ret}:"));
+    s.push_str(&format!("{indent}) -> {ret}:"));
+    s
+}
+
+const MODULE_CALL: &str = r#"
+
+def _module_call(method: str, member: str, args: List[Any]) -> Any:
+    """What every package-level function calls: a short-lived `CarRuntime` (discovered as
+    usual) runs the typed member; `host` methods go over its host-management connection."""
+    from ._runtime import CarRuntime
+
+    with CarRuntime() as rt:
+        return rt._call_member(method, member, args)
+"#;
+
+/// The package-level functions of `_generated.py` (re-exported by the package).
+fn module_functions(module: &[Typed]) -> String {
+    let mut s = String::from(MODULE_CALL);
+    for t in module {
+        let args: Vec<&str> = t.member.args.iter().map(|a| a.name).collect();
+        s.push_str(&format!(
+            "\n\n{}\n    \"\"\"{}\"\"\"\n    return cast({}, _module_call(\"{}\", \"{}\", [{}]))\n",
+            signature_in(t, "", false),
+            doc(t.spec),
+            return_type(t.member.returns.kind),
+            t.spec.name,
+            t.member.name,
+            args.join(", ")
+        ));
+    }
+    s.push_str("\n\n# The package-level functions (re-exported by `car_runtime`) → daemon method.\nMODULE_FUNCTIONS: Dict[str, str] = {\n");
+    for t in module {
+        s.push_str(&format!(
+            "    \"{}\": \"{}\",\n",
+            t.member.name, t.spec.name
+        ));
+    }
+    s.push_str("}\n");
+    s.push_str(&all_list(module));
+    s
+}
+
+/// `__all__`: the package-level functions, spelled out (so `from ._generated import *`
+/// re-exports exactly them and type checkers see it).
+fn all_list(module: &[Typed]) -> String {
+    let mut s = String::from("\n__all__ = [\n");
+    for t in module {
+        s.push_str(&format!("    \"{}\",\n", t.member.name));
+    }
+    s.push_str("]\n");
+    s
+}
+
+fn module_stubs(module: &[Typed]) -> String {
+    let mut s = String::from("\n");
+    for t in module {
+        s.push_str(&format!("{} ...\n", signature_in(t, "", false)));
+    }
+    s.push_str("\nMODULE_FUNCTIONS: Dict[str, str]\n");
+    s.push_str(&all_list(module));
     s
 }
 
@@ -215,6 +287,7 @@ pub fn module(surface: &Surface) -> String {
     ));
     s.push_str(&tables(&surface.runtime, "", false));
     s.push_str(&tables(&surface.host, "HOST_", false));
+    s.push_str(&module_functions(&surface.module));
     s
 }
 
@@ -234,5 +307,6 @@ pub fn stub(surface: &Surface) -> String {
     s.push('\n');
     s.push_str(&tables(&surface.runtime, "", true));
     s.push_str(&tables(&surface.host, "HOST_", true));
+    s.push_str(&module_stubs(&surface.module));
     s
 }

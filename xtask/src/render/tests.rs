@@ -4,7 +4,7 @@
 
 use car_proto::methods::memory::QueryParams;
 use car_proto::methods::ArgKind::{Int, Str, StrList};
-use car_proto::methods::{self, host, int, member, op, opt, req, Declaration};
+use car_proto::methods::{self, host, int, json, member, module_fn, op, opt, req, Declaration};
 
 use super::names::{camel_name, snake_name};
 use super::*;
@@ -280,4 +280,36 @@ fn syntax_check(rendered: &[(&str, String)]) {
             Err(e) => eprintln!("{tool} not available ({e}); {path} not syntax-checked"),
         }
     }
+}
+
+car_proto::method!(
+    /// A method with a package-level function, only this test declares.
+    Packaged = op("zz_test.packaged", "a packaged test method");
+    QueryParams => u64;
+    module_fn("packaged_fn", &[req("query", Str), opt("limit_hint", Int)], json())
+);
+
+/// A package-level function renders as a Python and a Node function (and its declaration),
+/// never as a member of either class or of UniFFI's runtime.
+#[test]
+fn a_package_level_function_renders_outside_the_classes() {
+    const EXTRA: [Declaration; 1] = [Declaration::of::<Packaged>()];
+    let mut with: Vec<&Declaration> = methods::active(false).collect();
+    with.extend(EXTRA.iter());
+    let after = files(&with);
+    let text = |path: &str| after.iter().find(|(p, _)| *p == path).unwrap().1.clone();
+    let python = text(PYTHON);
+    assert!(python.contains("\ndef packaged_fn(query: str, limit_hint: Optional[int] = None) -> str:\n"), "{python}");
+    assert!(python.contains("    return cast(str, _module_call(\"zz_test.packaged\", \"packaged_fn\", [query, limit_hint]))\n"));
+    assert!(python.contains("    \"packaged_fn\": \"zz_test.packaged\",\n"));
+    assert!(!python.contains("    def packaged_fn("), "not a method");
+    assert!(text(PYTHON_STUB).contains("\ndef packaged_fn(query: str, limit_hint: Optional[int] = None) -> str: ...\n"));
+    let js = text(NODE_JS);
+    assert!(js.contains("    packagedFn: async (query, limitHint) => call('zz_test.packaged', 'packaged_fn', [query, limitHint]),\n"), "{js}");
+    assert!(!js.contains("  async packagedFn("), "not a member");
+    assert!(text(NODE_DTS).contains("export declare function packagedFn(query: string, limitHint?: number | null): Promise<string>\n"));
+    assert!(!text(UNIFFI).contains("packaged_fn"));
+    // The method keeps its JSON-string wrapper on the runtime.
+    assert!(python.contains("    def zz_test_packaged(self, params_json: str = \"{}\") -> str:\n"));
+    syntax_check(&after);
 }
