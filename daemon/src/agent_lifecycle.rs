@@ -42,6 +42,8 @@ pub struct AgentLifecycle {
     wanted: Mutex<BTreeSet<String>>,
     /// This daemon's WebSocket URL, known once the listener is bound.
     daemon_url: OnceLock<String>,
+    /// Set on a daemon that is not its state root's primary: the primary supervises.
+    observer: OnceLock<String>,
 }
 
 pub fn status_of(status: Status) -> AgentStatus {
@@ -81,6 +83,25 @@ impl AgentLifecycle {
             wanted_path,
             wanted: Mutex::new(wanted),
             daemon_url: OnceLock::new(),
+            observer: OnceLock::new(),
+        }
+    }
+
+    /// CAR's observe-only mode: another daemon is primary for this state root, so this one
+    /// lists agents but starts, stops and restarts none (`manifest` names what the primary
+    /// supervises).
+    pub fn observe_only(&self, manifest: &Path) {
+        tracing::warn!(manifest = %manifest.display(), "another car-server is primary for this state root: agent supervision is observe-only here");
+        let _ = self.observer.set(manifest.display().to_string());
+    }
+
+    fn refuse_if_observer(&self) -> Result<(), RpcError> {
+        match self.observer.get() {
+            Some(manifest) => Err(RpcError::internal(format!(
+                "observe-only: another car-server supervises the agents of {manifest}; send this to the primary daemon"
+            ))
+            .with_data(serde_json::json!({"reason": "observe_only", "manifest_path": manifest}))),
+            None => Ok(()),
         }
     }
 
@@ -152,6 +173,7 @@ impl AgentLifecycle {
     }
 
     pub async fn start(&self, registry: &AgentRegistry, id: &str) -> Result<(), RpcError> {
+        self.refuse_if_observer()?;
         let spec = registry
             .spec(id)
             .ok_or_else(|| RpcError::invalid_params(format!("id: no registered agent '{id}'")))?;
@@ -165,6 +187,7 @@ impl AgentLifecycle {
     }
 
     pub async fn restart(&self, registry: &AgentRegistry, id: &str) -> Result<(), RpcError> {
+        self.refuse_if_observer()?;
         let spec = registry
             .spec(id)
             .ok_or_else(|| RpcError::invalid_params(format!("id: no registered agent '{id}'")))?;
@@ -183,6 +206,7 @@ impl AgentLifecycle {
         id: &str,
         kill: bool,
     ) -> Result<(), RpcError> {
+        self.refuse_if_observer()?;
         if registry.spec(id).is_none() {
             return Err(RpcError::invalid_params(format!(
                 "id: no registered agent '{id}'"
@@ -207,6 +231,9 @@ impl AgentLifecycle {
 
     /// `ManagedAgent` with the supervised process's state folded in.
     pub fn managed(&self, mut agent: ManagedAgent) -> ManagedAgent {
+        let logs = self.supervisor.config().logs_dir.join("agents").join(agent.spec.id.as_str());
+        agent.log_path = Some(logs.join("stdout.log").display().to_string());
+        agent.stderr_log_path = Some(logs.join("stderr.log").display().to_string());
         if let Some(rt) = self.supervisor.status(agent.spec.id.as_str()) {
             agent.status = status_of(rt.status).as_str().to_string();
             agent.pid = rt.pid;

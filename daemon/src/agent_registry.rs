@@ -234,6 +234,8 @@ impl AgentRegistry {
             restart_count: 0,
             started_at: None,
             reason: None,
+            log_path: None,
+            stderr_log_path: None,
             attached: session.is_some(),
             session_id: session.map(|s| s.label()),
             manifest_path: self.manifest.display().to_string(),

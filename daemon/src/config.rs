@@ -174,6 +174,10 @@ pub struct Config {
     pub agent_stop_grace: Duration,
     pub systemd_user_dir: Option<PathBuf>,
     pub no_systemctl: bool,
+    /// Whether this daemon is its state root's primary (set once the instance lock is
+    /// claimed; `true` until then). Only the primary supervises agents and fires the stored
+    /// daemon timers.
+    pub primary: bool,
 }
 
 /// The approval gate's settings (docs/protocol-choices.md, "Approvals").
@@ -280,6 +284,7 @@ impl Config {
             agent_stop_grace: args.agent_stop_grace,
             systemd_user_dir: args.systemd_user_dir,
             no_systemctl: args.no_systemctl,
+            primary: true,
             workspace_root: args.workspace_root,
             port: args.port,
             bind: args.bind,

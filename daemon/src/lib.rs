@@ -115,6 +115,8 @@ pub async fn run(config: Config, paths: Paths) -> Result<(), Fatal> {
     let unix = transport::bind_unix(&instance.socket)
         .map_err(|e| Fatal::runtime(format!("cannot bind {}: {e}", instance.socket.display())))?;
     let credentials = publish_credentials(&config, &paths, &instance)?;
+    let mut config = config;
+    config.primary = instance.primary;
     let state = open_state(
         config.clone(),
         &paths.state_root,
@@ -275,6 +277,7 @@ pub async fn open_state(
             state_root,
             config.systemd_user_dir.clone(),
             !config.no_systemctl,
+            config.primary,
         )
         .map_err(Fatal::runtime)?,
         state_root: state_root.to_path_buf(),

@@ -193,6 +193,10 @@ impl ServerState {
     /// Once the listeners are bound: start the agents that should run and the daemon's
     /// task timers.
     pub async fn boot(&self, daemon_url: String) {
+        if !self.config.primary {
+            self.lifecycle.observe_only(self.agents.manifest_path());
+            return;
+        }
         self.lifecycle.boot(&self.agents, daemon_url).await;
     }
 

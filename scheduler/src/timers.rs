@@ -66,16 +66,7 @@ impl DaemonTimers {
         logs_dir: impl Into<PathBuf>,
         kill_grace: Duration,
     ) -> Result<Self, SchedulerError> {
-        let timers = Self {
-            inner: Arc::new(Inner {
-                store,
-                logs_dir: logs_dir.into(),
-                grace: kill_grace,
-                root: CancellationToken::new(),
-                tracker: TaskTracker::new(),
-                timers: Mutex::default(),
-            }),
-        };
+        let timers = Self::idle(store, logs_dir, kill_grace);
         for stored in timers.inner.store.list()? {
             if let crate::StoredTask::Command(task) = stored {
                 if task.enabled && !task.durable {
@@ -86,6 +77,22 @@ impl DaemonTimers {
             }
         }
         Ok(timers)
+    }
+
+    /// Timers that arm nothing from the store (only what [`DaemonTimers::schedule`] is given
+    /// later): for a daemon that is not the primary of its state root, so the stored tasks
+    /// fire from one daemon only.
+    pub fn idle(store: TaskStore, logs_dir: impl Into<PathBuf>, kill_grace: Duration) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                store,
+                logs_dir: logs_dir.into(),
+                grace: kill_grace,
+                root: CancellationToken::new(),
+                tracker: TaskTracker::new(),
+                timers: Mutex::default(),
+            }),
+        }
     }
 
     /// Arms (or re-arms, replacing) the timer of `task`, which should already be stored.

@@ -78,6 +78,11 @@ pub struct ManagedAgent {
     /// Why the agent is `errored` or in `backoff` (beyond CAR).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// The captured stdout and stderr files of a supervised agent (CAR's fields).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log_path: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stderr_log_path: Option<String>,
     /// Whether a connection is bound to this agent (`session.auth {agent_id}`).
     pub attached: bool,
     /// The bound connection's session id while attached.

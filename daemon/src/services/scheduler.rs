@@ -33,22 +33,25 @@ pub struct Scheduling {
 }
 
 impl Scheduling {
-    /// Opens the task store and starts the daemon timers of the stored non-durable tasks.
-    /// Must run inside the tokio runtime.
+    /// Opens the task store and, on the state root's primary daemon, starts the daemon
+    /// timers of the stored non-durable tasks (a second daemon on the same `CAR_HOME` arms
+    /// only the tasks scheduled through it, so stored tasks fire once). Must run inside the
+    /// tokio runtime.
     pub fn open(
         car_home: &std::path::Path,
         unit_dir: Option<PathBuf>,
         activate: bool,
+        primary: bool,
     ) -> Result<Self, String> {
         let store = TaskStore::new(car_home.join("tasks"));
         let unit_dir = unit_dir.unwrap_or_else(default_unit_dir);
         let os = OsScheduler::new(store.clone(), unit_dir, car_home, activate);
-        let timers = DaemonTimers::start(
-            store.clone(),
-            car_home.join("logs"),
-            car_scheduler::DEFAULT_KILL_GRACE,
-        )
-        .map_err(|e| e.to_string())?;
+        let (logs, grace) = (car_home.join("logs"), car_scheduler::DEFAULT_KILL_GRACE);
+        let timers = if primary {
+            DaemonTimers::start(store.clone(), logs, grace).map_err(|e| e.to_string())?
+        } else {
+            DaemonTimers::idle(store.clone(), logs, grace)
+        };
         let commands = CommandTasks::new(store.clone(), timers.clone(), os.clone());
         Ok(Scheduling {
             store,

@@ -299,11 +299,16 @@ fn a_package_level_function_renders_outside_the_classes() {
     let after = files(&with);
     let text = |path: &str| after.iter().find(|(p, _)| *p == path).unwrap().1.clone();
     let python = text(PYTHON);
-    assert!(python.contains("\ndef packaged_fn(query: str, limit_hint: Optional[int] = None) -> str:\n"), "{python}");
+    assert!(
+        python
+            .contains("\ndef packaged_fn(query: str, limit_hint: Optional[int] = None) -> str:\n"),
+        "{python}"
+    );
     assert!(python.contains("    return cast(str, _module_call(\"zz_test.packaged\", \"packaged_fn\", [query, limit_hint]))\n"));
     assert!(python.contains("    \"packaged_fn\": \"zz_test.packaged\",\n"));
     assert!(!python.contains("    def packaged_fn("), "not a method");
-    assert!(text(PYTHON_STUB).contains("\ndef packaged_fn(query: str, limit_hint: Optional[int] = None) -> str: ...\n"));
+    assert!(text(PYTHON_STUB)
+        .contains("\ndef packaged_fn(query: str, limit_hint: Optional[int] = None) -> str: ...\n"));
     let js = text(NODE_JS);
     assert!(js.contains("    packagedFn: async (query, limitHint) => call('zz_test.packaged', 'packaged_fn', [query, limitHint]),\n"), "{js}");
     assert!(!js.contains("  async packagedFn("), "not a member");
