@@ -395,12 +395,21 @@ async fn bad_supervisor_input_is_refused_precisely() {
 async fn a_second_daemon_on_the_same_home_only_observes_the_agents() {
     let home = tempfile::tempdir().unwrap();
     let car_home = home.path().join("car-home");
-    let d1 = Daemon::builder().home(&car_home).args(["--no-approvals"]).start();
+    let d1 = Daemon::builder()
+        .home(&car_home)
+        .args(["--no-approvals"])
+        .start();
     assert!(d1.primary);
     let c1 = client(&car_home);
     upsert(&c1, "shared", "observe", json!({})).await;
-    let d2 = Daemon::builder().home(&car_home).args(["--no-auth", "--no-approvals"]).start();
-    assert!(!d2.primary, "the second daemon is not the state root's primary");
+    let d2 = Daemon::builder()
+        .home(&car_home)
+        .args(["--no-auth", "--no-approvals"])
+        .start();
+    assert!(
+        !d2.primary,
+        "the second daemon is not the state root's primary"
+    );
     let mut env = EnvSnapshot::with_car_home(&car_home);
     env.daemon_url = Some(d2.ws_url.clone());
     let c2 = Client::new(ClientConfig::with_env(env));

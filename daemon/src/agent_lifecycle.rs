@@ -231,7 +231,12 @@ impl AgentLifecycle {
 
     /// `ManagedAgent` with the supervised process's state folded in.
     pub fn managed(&self, mut agent: ManagedAgent) -> ManagedAgent {
-        let logs = self.supervisor.config().logs_dir.join("agents").join(agent.spec.id.as_str());
+        let logs = self
+            .supervisor
+            .config()
+            .logs_dir
+            .join("agents")
+            .join(agent.spec.id.as_str());
         agent.log_path = Some(logs.join("stdout.log").display().to_string());
         agent.stderr_log_path = Some(logs.join("stderr.log").display().to_string());
         if let Some(rt) = self.supervisor.status(agent.spec.id.as_str()) {
