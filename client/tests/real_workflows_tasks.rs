@@ -322,14 +322,54 @@ async fn os_install_waits_for_approval_and_writes_units_only_in_the_given_direct
         c.call("scheduler.os_list", json!(null)).await.unwrap(),
         json!([label])
     );
-    let removed = c
-        .call("scheduler.os_uninstall", json!({"label": id}))
-        .await
-        .unwrap();
+    // Removing schedules waits for approval too.
+    let removed = approved(
+        &host,
+        &mut events,
+        &c,
+        "scheduler.os_uninstall",
+        json!({"label": id}),
+    )
+    .await;
     assert_eq!(removed["removed"], true);
     assert_eq!(std::fs::read_dir(units.path()).unwrap().count(), 0);
-    let report = c.call("scheduler.os_reconcile", json!(null)).await.unwrap();
+    let report = approved(
+        &host,
+        &mut events,
+        &c,
+        "scheduler.os_reconcile",
+        json!(null),
+    )
+    .await;
     assert_eq!(report["removed"], json!([]), "{report}");
+}
+
+/// Calls `method` on `c`, approves the approval it parks on through `host`, and returns
+/// the call's result.
+async fn approved(
+    host: &Client,
+    events: &mut tokio::sync::mpsc::UnboundedReceiver<Value>,
+    c: &Client,
+    method: &'static str,
+    params: Value,
+) -> Value {
+    let caller = c.clone();
+    let parked = tokio::spawn(async move { caller.call(method, params).await });
+    let approval = loop {
+        let e = support::within("approval.requested", events.recv())
+            .await
+            .unwrap();
+        if e["kind"] == "approval.requested" {
+            break e["payload"]["id"].as_str().unwrap().to_string();
+        }
+    };
+    host.call_as_host(
+        "host.resolve_approval",
+        json!({"approval_id": approval, "approved": true}),
+    )
+    .await
+    .unwrap();
+    support::within(method, parked).await.unwrap().unwrap()
 }
 
 #[tokio::test]

@@ -196,6 +196,8 @@ pub const DEFAULT_GATED: &[&str] = &[
     "agents.upsert",
     "agents.install",
     "scheduler.os_install",
+    "scheduler.os_uninstall",
+    "scheduler.os_reconcile",
     "write_file",
     "edit_file",
 ];

@@ -4,6 +4,8 @@
 //! `install` writes `<unit_dir>/car-task-<id>.service` and `.timer` (0644, atomic) from
 //! [`mod@crate::render`]'s systemd output, after persisting the task to the task store (an
 //! install whose task cannot be saved writes nothing). Installing again replaces both.
+//! `reconcile` only reaps units whose service exports this scheduler's `CAR_HOME`, so a
+//! daemon never removes another state root's schedules.
 //! A unit file we did not write (no `# managed-by: car-runtime` first line) is never
 //! replaced, removed or listed: an install over one is refused.
 //!
@@ -295,6 +297,11 @@ impl OsScheduler {
                 report.errors.push(format!("{label}: not a task label"));
                 continue;
             }
+            if !self.installed_by_this_home(id) {
+                // Another state root's (or an older daemon's) unit: not ours to judge.
+                report.kept += 1;
+                continue;
+            }
             let path = self.store.dir().join(format!("{id}.json"));
             let keep = match fs::read(&path) {
                 Err(e) if e.kind() == ErrorKind::NotFound => false,
@@ -328,6 +335,14 @@ impl OsScheduler {
             }
         }
         Ok(report)
+    }
+
+    /// Whether task `id`'s service unit exports this scheduler's `CAR_HOME`: reconcile only
+    /// reaps units its own state root installed (a path that had to be escaped in the unit
+    /// never matches, so such a unit is kept, never removed by mistake).
+    fn installed_by_this_home(&self, id: &str) -> bool {
+        let needle = format!("CAR_HOME={}", self.car_home.display());
+        fs::read_to_string(&self.unit_paths(id)[0]).is_ok_and(|text| text.contains(&needle))
     }
 
     fn unit_paths(&self, id: &str) -> [PathBuf; 2] {

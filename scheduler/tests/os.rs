@@ -172,6 +172,16 @@ async fn reconcile_reaps_orphans_and_leaves_foreign_files() {
     let blocked = OsScheduler::new(TaskStore::new(&foreign), &units, "/h", false);
     assert!(blocked.reconcile().await.is_err());
     assert_eq!(os.list().unwrap().len(), 1);
+    // Another state root's daemon, on the same unit directory, never reaps this one's.
+    let other_home = OsScheduler::new(
+        TaskStore::new(dir.path().join("nowhere")),
+        &units,
+        "/another/home",
+        false,
+    );
+    let report = other_home.reconcile().await.unwrap();
+    assert_eq!((report.removed.len(), report.kept), (0, 1));
+    assert_eq!(os.list().unwrap().len(), 1);
     let empty = OsScheduler::new(
         TaskStore::new(dir.path().join("nowhere")),
         &units,
