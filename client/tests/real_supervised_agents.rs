@@ -112,6 +112,24 @@ async fn listed(c: &Client, id: &str) -> Value {
         .expect("listed")
 }
 
+/// The agent's `agents.tail_log` once its stdout has the line it prints after its first
+/// call was answered (attached and serving).
+async fn logged_attach(c: &Client, id: &str) -> Value {
+    until("the attach line in the log", || async {
+        let t = c
+            .call("agents.tail_log", json!({"id": id, "n": 10}))
+            .await
+            .unwrap();
+        t["stdout"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|l| l.as_str().unwrap().contains("attached"))
+            .then_some(t)
+    })
+    .await
+}
+
 async fn upsert(c: &Client, id: &str, marker: &str, extra: Value) -> Value {
     let mut spec = json!({
         "id": id, "name": id, "command": agent_bin(), "restart": "on_failure",
@@ -190,19 +208,7 @@ async fn a_supervised_agent_runs_attaches_restarts_and_logs() {
         "{done}"
     );
 
-    let log = until("the attach line in the log", || async {
-        let t = c
-            .call("agents.tail_log", json!({"id": "echo", "n": 10}))
-            .await
-            .unwrap();
-        t["stdout"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|l| l.as_str().unwrap().contains("attached"))
-            .then_some(t)
-    })
-    .await;
+    let log = logged_attach(&c, "echo").await;
     assert!(
         log["stdout_path"].as_str().unwrap().ends_with("stdout.log"),
         "{log}"
@@ -305,19 +311,7 @@ async fn after_a_daemon_restart_a_wanted_agent_runs_once() {
         .unwrap();
     let pid = first["pid"].as_u64().unwrap();
     // Attached, and its first call answered (it prints then).
-    until("the agent attaching", || async {
-        let t = c
-            .call("agents.tail_log", json!({"id": "steady", "n": 10}))
-            .await
-            .unwrap();
-        t["stdout"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|l| l.as_str().unwrap().contains("attached"))
-            .then_some(t)
-    })
-    .await;
+    logged_attach(&c, "steady").await;
     // The daemon dies without stopping its children.
     d1.kill();
     drop(c);

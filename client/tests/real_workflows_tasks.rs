@@ -282,34 +282,14 @@ async fn os_install_waits_for_approval_and_writes_units_only_in_the_given_direct
         .await
         .unwrap();
     let id = task["id"].as_str().unwrap().to_string();
-    let caller = c.clone();
-    let t = task.clone();
-    let parked = tokio::spawn(async move {
-        caller
-            .call(
-                "scheduler.os_install",
-                json!({"task": t, "program": "/usr/bin/true"}),
-            )
-            .await
-    });
-    let approval = loop {
-        let e = support::within("approval.requested", events.recv())
-            .await
-            .unwrap();
-        if e["kind"] == "approval.requested" {
-            break e["payload"]["id"].as_str().unwrap().to_string();
-        }
-    };
-    host.call_as_host(
-        "host.resolve_approval",
-        json!({"approval_id": approval, "approved": true}),
+    let installed = approved(
+        &host,
+        &mut events,
+        &c,
+        "scheduler.os_install",
+        json!({"task": task, "program": "/usr/bin/true"}),
     )
-    .await
-    .unwrap();
-    let installed = support::within("the parked install", parked)
-        .await
-        .unwrap()
-        .unwrap();
+    .await;
     assert_eq!(installed["backend"], "systemd", "{installed}");
     let label = format!("ai.parslee.car.task.{id}");
     assert_eq!(installed["label"], label.as_str());

@@ -173,29 +173,26 @@ impl AgentLifecycle {
     }
 
     pub async fn start(&self, registry: &AgentRegistry, id: &str) -> Result<(), RpcError> {
-        self.refuse_if_observer()?;
-        let spec = registry
-            .spec(id)
-            .ok_or_else(|| RpcError::invalid_params(format!("id: no registered agent '{id}'")))?;
-        let launch = self.launch_spec(registry, &spec)?;
-        self.supervisor
-            .start(launch)
-            .await
-            .map_err(supervisor_error)?;
-        self.set_wanted(id, true);
-        Ok(())
+        self.run(registry, id, false).await
     }
 
     pub async fn restart(&self, registry: &AgentRegistry, id: &str) -> Result<(), RpcError> {
+        self.run(registry, id, true).await
+    }
+
+    /// Starts (or, with `restart`, stops then starts) agent `id` and marks it wanted.
+    async fn run(&self, registry: &AgentRegistry, id: &str, restart: bool) -> Result<(), RpcError> {
         self.refuse_if_observer()?;
         let spec = registry
             .spec(id)
             .ok_or_else(|| RpcError::invalid_params(format!("id: no registered agent '{id}'")))?;
         let launch = self.launch_spec(registry, &spec)?;
-        self.supervisor
-            .restart(launch)
-            .await
-            .map_err(supervisor_error)?;
+        let outcome = if restart {
+            self.supervisor.restart(launch).await
+        } else {
+            self.supervisor.start(launch).await
+        };
+        outcome.map_err(supervisor_error)?;
         self.set_wanted(id, true);
         Ok(())
     }
