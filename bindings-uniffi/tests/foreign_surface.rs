@@ -304,7 +304,9 @@ fn generated_members_agree_with_the_contract() {
     };
     let mut typed = 0;
     for decl in methods::active(false) {
-        for member in decl.members {
+        // Package-level functions are Python's and Node's; UniFFI has none (its runtime's
+        // JSON wrappers cover those methods).
+        for member in decl.members.iter().filter(|m| !m.module) {
             let homes = owners(decl.spec.role, member.name);
             assert_eq!(anywhere(member.name), homes, "where {} is", member.name);
             for home in &homes {
