@@ -510,3 +510,54 @@ async fn bad_input_for_the_new_methods_is_refused_precisely() {
     assert_eq!(gone["deleted"], false);
     c.call("tasks.list", json!(null)).await.unwrap();
 }
+
+#[tokio::test]
+async fn daemon_timers_are_armed_again_after_a_daemon_restart() {
+    let home = tempfile::tempdir().unwrap();
+    let car_home = home.path().join("car-home");
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("ticks");
+    let script = dir.path().join("tick.sh");
+    std::fs::write(
+        &script,
+        format!("#!/bin/sh\necho tick >> {}\n", out.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let ticks = || {
+        std::fs::read_to_string(&out)
+            .map(|s| s.lines().count())
+            .unwrap_or(0)
+    };
+    let wait_for = |n: usize| async move {
+        let deadline = Instant::now() + support::SAFETY;
+        while ticks() < n {
+            assert!(Instant::now() < deadline, "the task did not reach {n} runs");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    };
+
+    let mut d1 = Daemon::builder().home(&car_home).start();
+    let c = client(&car_home);
+    let r = c
+        .call_host_management(
+            "tasks.schedule",
+            json!({"name": "survivor", "program": script, "cadence": {"interval_secs": 1}, "durable": false}),
+        )
+        .await
+        .unwrap();
+    let id = r["id"].as_str().unwrap().to_string();
+    wait_for(1).await;
+    d1.terminate();
+    drop(c);
+    let before = ticks();
+
+    let d2 = Daemon::builder().home(&car_home).start();
+    wait_for(before + 1).await;
+    let c = client(&d2.home);
+    let gone = c
+        .call_host_management("tasks.unschedule", json!({"id": id}))
+        .await
+        .unwrap();
+    assert_eq!(gone["deleted"], true);
+}

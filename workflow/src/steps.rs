@@ -77,7 +77,7 @@ pub(crate) fn run_step<'a>(
 ) -> BoxFuture<'a, StepRun> {
     Box::pin(async move {
         match step {
-            StageStep::Pattern(p) => pattern(ctx, p).await,
+            StageStep::Pattern(p) => pattern(ctx, p, state).await,
             StageStep::Proposal(p) => proposal(ctx, p.proposal.as_value(), state).await,
             StageStep::SubWorkflow(s) => sub_workflow(ctx, s, state).await,
             StageStep::Approval(_) => {
@@ -94,11 +94,32 @@ pub(crate) fn run_step<'a>(
     })
 }
 
-async fn pattern(ctx: &Ctx<'_>, p: &PatternStep) -> StepRun {
-    let task = match ctx.goal {
+async fn pattern(ctx: &Ctx<'_>, p: &PatternStep, state: &Object) -> StepRun {
+    let mut task = match ctx.goal {
         Some(goal) => format!("Overall goal: {goal}\nCurrent step: {}", p.task),
         None => p.task.clone(),
     };
+    // `adversarial_review` reviews the work held at `config.review_key`; with no work there
+    // it fails closed (CAR's rule): a FAIL verdict, no reviewer run.
+    if p.pattern == crate::model::PatternKind::AdversarialReview {
+        if let Some(key) = p.config.get("review_key").and_then(Value::as_str) {
+            match state.get(key).filter(|v| !v.is_null()) {
+                Some(work) => task = format!("{task}\n\n## Work to review\n{}", render(work)),
+                None => {
+                    let mut run = StepRun::ok(
+                        json!({"type": "pattern", "outputs": [], "final_answer": "FAIL"}),
+                        "FAIL".to_string(),
+                    );
+                    run.scoped.insert("review_passed".into(), json!(false));
+                    run.scoped.insert(
+                        "review_error".into(),
+                        json!(format!("no work to review at state key '{key}'")),
+                    );
+                    return run;
+                }
+            }
+        }
+    }
     match ctx
         .exec
         .run_pattern(p.pattern, &task, &p.agents, &p.config)

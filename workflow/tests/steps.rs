@@ -241,3 +241,32 @@ async fn dedup_evicts_entries_older_than_the_ttl() {
         .unwrap();
     assert_eq!(bad.status, RunStatus::Failed);
 }
+
+#[tokio::test]
+async fn adversarial_review_reads_its_work_from_state_and_fails_closed_without_it() {
+    let (_tmp, store) = store();
+    let fake = Fake::new();
+    let review = |key: &str| {
+        json!({"type": "pattern", "pattern": "adversarial_review", "task": "check it",
+               "agents": [{"name": "reviewer"}], "config": {"review_key": key, "criteria": ["correct"]}})
+    };
+    let r = run(
+        &fake,
+        &store,
+        single(review("draft")),
+        Some(obj(json!({"draft": "the work"}))),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, RunStatus::Completed);
+    assert_eq!(fake.tasks(), ["check it\n\n## Work to review\nthe work"]);
+
+    let fake = Fake::new();
+    let r = run(&fake, &store, single(review("absent")), None)
+        .await
+        .unwrap();
+    assert!(fake.calls().is_empty(), "no reviewer runs without work");
+    assert_eq!(r.final_state["stage.s.review_passed"], false);
+    assert_eq!(r.final_state["stage.s.answer"], "FAIL");
+    assert_eq!(r.stages[0].status, StageStatus::Succeeded);
+}

@@ -9,8 +9,9 @@
 //! `config.supervisor_index`; `config.max_rounds`), `map_reduce` (`agents[0]` maps
 //! `config.items`, `agents[1]` reduces), `tournament` (the last agent judges, or
 //! `config.judge_index`), `delegator` and `fleet` → a parallel swarm, and
-//! `adversarial_review` → `agents[0]` reviews the task against `config.criteria` and must
-//! answer PASS or FAIL (`stage.<id>.review_passed`).
+//! `adversarial_review` → `agents[0]` reviews the task (to which the engine appends the work
+//! held at `config.review_key`, failing closed when there is none) against
+//! `config.criteria` and must answer PASS or FAIL (`stage.<id>.review_passed`).
 
 use car_multi::AgentRunner;
 use car_proto::errors::RpcError;
