@@ -37,6 +37,26 @@ fn workflow() -> Value {
     })
 }
 
+/// A script that appends a line to `ticks` in its (returned, temporary) directory.
+fn ticker() -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("tick.sh");
+    let out = dir.path().join("ticks");
+    std::fs::write(
+        &script,
+        format!("#!/bin/sh\necho tick >> {}\n", out.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    (dir, script)
+}
+
+fn count_ticks(out: &std::path::Path) -> usize {
+    std::fs::read_to_string(out)
+        .map(|s| s.lines().count())
+        .unwrap_or(0)
+}
+
 fn rpc_error(r: Result<Value, Error>) -> (i64, String) {
     match r {
         Err(Error::Rpc { code, message, .. }) => (code, message),
@@ -133,20 +153,9 @@ async fn workflow_verify_and_bad_manifests() {
 async fn an_interval_task_runs_repeatedly_until_unscheduled() {
     let d = Daemon::builder().start();
     let c = client(&d.home);
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, script) = ticker();
     let out = dir.path().join("ticks");
-    let script = dir.path().join("tick.sh");
-    std::fs::write(
-        &script,
-        format!("#!/bin/sh\necho tick >> {}\n", out.display()),
-    )
-    .unwrap();
-    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let ticks = || {
-        std::fs::read_to_string(&out)
-            .map(|s| s.lines().count())
-            .unwrap_or(0)
-    };
+    let ticks = || count_ticks(&out);
 
     let r = c
         .call_host_management(
@@ -515,20 +524,9 @@ async fn bad_input_for_the_new_methods_is_refused_precisely() {
 async fn daemon_timers_are_armed_again_after_a_daemon_restart() {
     let home = tempfile::tempdir().unwrap();
     let car_home = home.path().join("car-home");
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, script) = ticker();
     let out = dir.path().join("ticks");
-    let script = dir.path().join("tick.sh");
-    std::fs::write(
-        &script,
-        format!("#!/bin/sh\necho tick >> {}\n", out.display()),
-    )
-    .unwrap();
-    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let ticks = || {
-        std::fs::read_to_string(&out)
-            .map(|s| s.lines().count())
-            .unwrap_or(0)
-    };
+    let ticks = || count_ticks(&out);
     let wait_for = |n: usize| async move {
         let deadline = Instant::now() + support::SAFETY;
         while ticks() < n {
