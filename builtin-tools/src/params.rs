@@ -9,6 +9,7 @@
 //!   integer field accepts a JSON number that is a whole non-negative value (`5` or `5.0`).
 //! - Every error is [`ToolError::InvalidParams`] whose `field` is the parameter's name.
 
+use car_proto::methods::fields::json_type_name;
 use serde_json::{Map, Value};
 
 use crate::error::ToolError;
@@ -39,7 +40,7 @@ impl<'a> Params<'a> {
             Some(Value::String(s)) => Ok(Some(s.as_str())),
             Some(other) => Err(ToolError::invalid(
                 name,
-                format!("must be a string, got {}", type_name(other)),
+                format!("must be a string, got {}", json_type_name(other)),
             )),
         }
     }
@@ -55,7 +56,7 @@ impl<'a> Params<'a> {
             Some(Value::Bool(b)) => Ok(Some(*b)),
             Some(other) => Err(ToolError::invalid(
                 name,
-                format!("must be a boolean, got {}", type_name(other)),
+                format!("must be a boolean, got {}", json_type_name(other)),
             )),
         }
     }
@@ -70,7 +71,7 @@ impl<'a> Params<'a> {
         let Value::Number(n) = v else {
             return Err(ToolError::invalid(
                 name,
-                format!("must be a non-negative integer, got {}", type_name(v)),
+                format!("must be a non-negative integer, got {}", json_type_name(v)),
             ));
         };
         if let Some(u) = n.as_u64() {
@@ -83,17 +84,6 @@ impl<'a> Params<'a> {
             }
             _ => Err(bad()),
         }
-    }
-}
-
-fn type_name(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
     }
 }
 

@@ -16,17 +16,7 @@ fn host(d: &Daemon) -> Client {
 }
 
 async fn agent(d: &Daemon, host: &Client, id: &str) -> (Client, mpsc::UnboundedReceiver<Value>) {
-    let managed = host
-        .call_host_management(
-            "agents.upsert",
-            json!({"id": id, "name": id, "command": "/bin/sh"}),
-        )
-        .await
-        .unwrap();
-    let token = std::fs::read_to_string(managed["token_path"].as_str().unwrap()).unwrap();
-    let c = Client::new(
-        ClientConfig::with_env(EnvSnapshot::with_car_home(&d.home)).agent(id, token.trim()),
-    );
+    let c = support::agent_client(&d.home, host, id).await;
     let (tx, rx) = mpsc::unbounded_channel();
     c.register_notification_handler("agents.message.event", move |p| {
         let _ = tx.send(p);

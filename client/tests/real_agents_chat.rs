@@ -21,15 +21,7 @@ fn client(d: &Daemon) -> Client {
 }
 
 async fn agent_client(d: &Daemon, host: &Client, id: &str) -> Client {
-    let managed = host
-        .call_host_management(
-            "agents.upsert",
-            json!({"id": id, "name": id, "command": "/bin/sh"}),
-        )
-        .await
-        .unwrap();
-    let token = std::fs::read_to_string(managed["token_path"].as_str().unwrap()).unwrap();
-    Client::new(ClientConfig::with_env(EnvSnapshot::with_car_home(&d.home)).agent(id, token.trim()))
+    support::agent_client(&d.home, host, id).await
 }
 
 /// A host client whose `agents.chat.event`s arrive on the returned channel.

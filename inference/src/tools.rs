@@ -148,16 +148,7 @@ pub fn parse_arguments(tool: &str, arguments: &Value) -> Result<Value> {
 }
 
 /// "a string", "an array", … for messages.
-pub(crate) fn kind_of(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
-}
+pub(crate) use car_proto::methods::fields::json_type_name as kind_of;
 
 /// Whether `role` is a tool result's (`tool_result` or `tool`).
 pub fn is_tool_result(role: &str) -> bool {

@@ -11,6 +11,7 @@
 //!
 //! Anything else is `Err("invalid AgentOutput: …")` naming the offending field path.
 
+use car_proto::methods::fields::json_type_name;
 use car_proto::methods::multi::AgentOutput;
 use serde_json::{Map, Value};
 
@@ -28,7 +29,7 @@ pub fn parse_output(spec_name: &str, value: Value) -> Result<AgentOutput, String
         other => {
             return Err(format!(
                 "invalid AgentOutput: expected an object or a string, got {}",
-                kind(&other)
+                json_type_name(&other)
             ))
         }
     };
@@ -68,17 +69,6 @@ fn answer_only(spec_name: &str, answer: String) -> AgentOutput {
         error: None,
         tokens: None,
         outcome: None,
-    }
-}
-
-fn kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
     }
 }
 

@@ -298,3 +298,24 @@ pub fn write_token_file(car_home: &Path, text: &str) {
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("auth-token"), text).unwrap();
 }
+
+/// Registers agent `id` (`agents.upsert` over `host`'s host connection, command `/bin/sh`,
+/// never started) and returns a client bound to it with its own token, on `car_home`'s
+/// daemon.
+pub async fn agent_client(
+    car_home: &Path,
+    host: &car_daemon_client::Client,
+    id: &str,
+) -> car_daemon_client::Client {
+    let managed = host
+        .call_host_management(
+            "agents.upsert",
+            json!({"id": id, "name": id, "command": "/bin/sh"}),
+        )
+        .await
+        .unwrap();
+    let token = std::fs::read_to_string(managed["token_path"].as_str().unwrap()).unwrap();
+    car_daemon_client::Client::new(
+        ClientConfig::with_env(EnvSnapshot::with_car_home(car_home)).agent(id, token.trim()),
+    )
+}
