@@ -8,7 +8,8 @@
 //! letters, digits, `-_.`, at most 128 bytes), `command` an absolute path to an executable
 //! file or `interpreter` a program found on the daemon's `PATH` (resolved once, stored in
 //! `command`), `cwd` absolute, every `method_allowlist` entry a declared method. The
-//! agent is not started (process supervision is not served yet).
+//! agent is not started: `agents.start` (or `auto_start: true` at the next boot) runs it
+//! under supervision ([`crate::agent_lifecycle`], `services::agent_lifecycle`).
 //!
 //! # `agents.chat`
 //! The agent must be registered and attached (`session.auth {token, agent_id}`). The
