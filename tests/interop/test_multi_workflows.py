@@ -83,3 +83,21 @@ def test_scheduler_create_and_render_through_cars_client(rt: car_runtime.CarRunt
     assert rendered["label"] == f"ai.parslee.car.task.{task['id']}"
     with pytest.raises(Exception, match="schedule"):
         rt.scheduler_create(json.dumps({"name": "bad", "prompt": "p", "trigger": "cron", "schedule": "99 * * * *"}))
+
+
+@pytest.mark.daemon_args("--no-approvals")
+def test_command_tasks_through_cars_host_client(rt: car_runtime.CarRuntime, tmp_path) -> None:
+    script = tmp_path / "tick.sh"
+    script.write_text("#!/bin/sh\ntrue\n")
+    script.chmod(0o755)
+    host = car_runtime.HostClient(rt)
+    scheduled = json.loads(host.tasks_schedule(json.dumps(
+        {"name": "ticker", "program": str(script), "cadence": {"interval_secs": 3600}, "durable": False})))
+    assert scheduled["backend"] == "daemon" and scheduled["durable"] is False, scheduled
+    rows = json.loads(rt.tasks_list("{}"))
+    assert [r["id"] for r in rows] == [scheduled["id"]]
+    assert rows[0]["trigger"] == "interval" and rows[0]["schedule"] == "3600"
+    gone = json.loads(host.tasks_unschedule(json.dumps({"id": scheduled["id"]})))
+    assert gone == {"id": scheduled["id"], "os_removed": False, "deleted": True}
+    with pytest.raises(Exception, match="cadence.cron"):
+        host.tasks_schedule(json.dumps({"name": "x", "program": str(script), "cadence": {"cron": "61 * * * *"}}))
