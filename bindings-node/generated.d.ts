@@ -58,14 +58,24 @@ export interface GeneratedMethods {
   buildContext(query: string, modelContextWindow?: number | null): Promise<string>
   /** `memory.consolidate` (agent role): merge duplicate facts and report what merged. */
   consolidate(): Promise<string>
+  /** `memory.evaluate` (operator role): score the proactive selector against always-inject, passive-retrieval and no-memory baselines. */
+  memoryEvaluate(paramsJson: string): Promise<string>
   /** `memory.fact_count` (operator role): the number of facts in this connection's memory graph. */
   factCount(): Promise<number>
+  /** `memory.intervene` (operator role): select at most one proactive reminder for the next action, or decide to stay silent. */
+  memoryIntervene(paramsJson: string): Promise<string>
   /** `memory.load` (operator role): replace the memory graph with a snapshot under CAR_HOME/memory. */
   loadMemory(path: string): Promise<number>
   /** `memory.persist` (operator role): write the memory graph to a snapshot under CAR_HOME/memory. */
   persistMemory(path: string): Promise<number>
   /** `memory.query` (operator role): facts ranked by relevance to a query. */
   queryFacts(query: string, k?: number | null): Promise<string>
+  /** `memory.save_knowledge` (agent role): save durable execution-state knowledge (requirements, verified facts, policies). */
+  memorySaveKnowledge(paramsJson: string): Promise<string>
+  /** `memory.save_procedural` (agent role): save durable procedural evidence (failed attempts, fixes, gotchas). */
+  memorySaveProcedural(paramsJson: string): Promise<string>
+  /** `memory.update_status` (agent role): set the proactive memory agent's private progress/risk status (not a graph fact). */
+  memoryUpdateStatus(paramsJson: string): Promise<string>
   /** `models.list` (operator role): registered models with their immutable identities. */
   listModels(): Promise<string>
   /** `models.register` (operator role): register a local gguf or embedding model, or a remote endpoint. */
@@ -74,6 +84,8 @@ export interface GeneratedMethods {
   removeModel(modelId: string): Promise<string>
   /** `permission.get_tier` (operator role): this connection's standing permission tier. */
   permissionGetTier(): Promise<string>
+  /** `policy.check` (operator role): judge a tool call against the policy files and this connection's policies before it runs. */
+  policyCheck(paramsJson: string): Promise<string>
   /** `policy.list` (operator role): the policies in force, in registration order. */
   listPolicies(): Promise<string>
   /** `policy.register` (operator role): add a deny_tool, deny_tool_param or require_state policy. */
@@ -100,6 +112,8 @@ export interface GeneratedMethods {
   secretStatus(key: string, service?: string | null): Promise<string>
   /** `server.schema` (operator role): the method contract as a schema document with its sha-256 digest. */
   serverSchema(): Promise<string>
+  /** `server.status` (operator role): live connections and the admission queue for local generation. */
+  serverStatus(): Promise<string>
   /** `skill.find` (operator role): skills matching a persona, url and task, best first. */
   findSkill(persona: string, url: string, task: string, maxResults?: number | null): Promise<string>
   /** `skill.ingest` (operator role): add or replace a skill in procedural memory. */
@@ -138,6 +152,12 @@ export interface GeneratedMethods {
   unregisterTool(name: string): Promise<number>
   /** `verify` (operator role): check a proposal without running it. */
   verifyProposal(proposalJson: string): Promise<string>
+  /** `verify.equivalent` (operator role): whether two proposals leave the same state behind on sampled start states. */
+  equivalentProposals(paramsJson: string): Promise<string>
+  /** `verify.optimize` (operator role): drop state dependencies naming keys no action writes, to widen execution levels. */
+  optimizeProposal(paramsJson: string): Promise<string>
+  /** `verify.simulate` (operator role): predict the state a proposal leaves behind from its declared effects, running nothing. */
+  simulateProposal(paramsJson: string): Promise<string>
   /** `agent.chat.event` (agent role): stream one event of a chat turn this agent is serving (forwarded to the host). */
   agentChatEvent(paramsJson?: string): Promise<string>
   /** `agent_permissions.evaluate` (operator role): the mode that applies to an agent at a tier. */
@@ -302,6 +322,12 @@ export interface GeneratedMethods {
   toolsUnregister(paramsJson?: string): Promise<string>
   /** `verify` (operator role): check a proposal without running it. */
   verify(paramsJson?: string): Promise<string>
+  /** `verify.equivalent` (operator role): whether two proposals leave the same state behind on sampled start states. */
+  verifyEquivalent(paramsJson?: string): Promise<string>
+  /** `verify.optimize` (operator role): drop state dependencies naming keys no action writes, to widen execution levels. */
+  verifyOptimize(paramsJson?: string): Promise<string>
+  /** `verify.simulate` (operator role): predict the state a proposal leaves behind from its declared effects, running nothing. */
+  verifySimulate(paramsJson?: string): Promise<string>
   /** `workflow.chain` (operator role): run workflows in sequence, each seeded with the previous one's final state. */
   workflowChain(paramsJson?: string): Promise<string>
   /** `workflow.list_paused` (operator role): the paused workflow runs that can be resumed. */

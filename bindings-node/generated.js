@@ -87,6 +87,9 @@ const GENERATED_METHODS = {
   toolsRegister: 'tools.register',
   toolsUnregister: 'tools.unregister',
   verify: 'verify',
+  verifyEquivalent: 'verify.equivalent',
+  verifyOptimize: 'verify.optimize',
+  verifySimulate: 'verify.simulate',
   workflowChain: 'workflow.chain',
   workflowListPaused: 'workflow.list_paused',
   workflowResume: 'workflow.resume',
@@ -124,14 +127,20 @@ const TYPED_MEMBERS = {
   addFact: {"args":[{"kind":"str","name":"subject","optional":false},{"kind":"str","name":"body","optional":false},{"kind":"str","name":"kind","optional":false},{"kind":"float","name":"confidence","optional":true},{"kind":"str","name":"factId","optional":true},{"kind":"str_list","name":"tags","optional":true},{"kind":"str","name":"source","optional":true}],"member":"add_fact","method":"memory.add_fact","returns":{"kind":"int"}},
   buildContext: {"args":[{"kind":"str","name":"query","optional":false},{"kind":"int","name":"modelContextWindow","optional":true}],"member":"build_context","method":"memory.build_context","returns":{"kind":"text"}},
   consolidate: {"args":[],"member":"consolidate","method":"memory.consolidate","returns":{"kind":"json"}},
+  memoryEvaluate: {"args":[{"kind":"json","name":"paramsJson","optional":false}],"member":"memory_evaluate","method":"memory.evaluate","returns":{"kind":"json"}},
   factCount: {"args":[],"member":"fact_count","method":"memory.fact_count","returns":{"kind":"int"}},
+  memoryIntervene: {"args":[{"kind":"json","name":"paramsJson","optional":false}],"member":"memory_intervene","method":"memory.intervene","returns":{"kind":"json"}},
   loadMemory: {"args":[{"kind":"str","name":"path","optional":false}],"member":"load_memory","method":"memory.load","returns":{"kind":"int"}},
   persistMemory: {"args":[{"kind":"str","name":"path","optional":false}],"member":"persist_memory","method":"memory.persist","returns":{"kind":"int"}},
   queryFacts: {"args":[{"kind":"str","name":"query","optional":false},{"kind":"int","name":"k","optional":true}],"member":"query_facts","method":"memory.query","returns":{"kind":"json"}},
+  memorySaveKnowledge: {"args":[{"kind":"json","name":"paramsJson","optional":false}],"member":"memory_save_knowledge","method":"memory.save_knowledge","returns":{"kind":"json"}},
+  memorySaveProcedural: {"args":[{"kind":"json","name":"paramsJson","optional":false}],"member":"memory_save_procedural","method":"memory.save_procedural","returns":{"kind":"json"}},
+  memoryUpdateStatus: {"args":[{"kind":"json","name":"paramsJson","optional":false}],"member":"memory_update_status","method":"memory.update_status","returns":{"kind":"json"}},
   listModels: {"args":[],"member":"list_models","method":"models.list","returns":{"kind":"json"}},
   registerModel: {"args":[{"kind":"json","name":"schemaJson","optional":false}],"member":"register_model","method":"models.register","returns":{"kind":"json"}},
   removeModel: {"args":[{"kind":"str","name":"modelId","optional":false}],"member":"remove_model","method":"models.remove","returns":{"kind":"json"}},
   permissionGetTier: {"args":[],"member":"permission_get_tier","method":"permission.get_tier","returns":{"field":"granted_tier","kind":"text"}},
+  policyCheck: {"args":[{"kind":"json","name":"paramsJson","optional":false}],"member":"policy_check","method":"policy.check","returns":{"kind":"json"}},
   listPolicies: {"args":[],"member":"list_policies","method":"policy.list","returns":{"field":"policies","kind":"json"}},
   registerPolicy: {"args":[{"kind":"str","name":"name","optional":false},{"kind":"str","name":"rule","optional":false},{"kind":"str","name":"target","optional":true},{"kind":"str","name":"key","optional":true},{"kind":"str","name":"pattern","optional":true},{"kind":"json","name":"valueJson","optional":true},{"kind":"str","name":"sessionId","optional":true}],"member":"register_policy","method":"policy.register","returns":{"kind":"unit"}},
   unregisterPolicy: {"args":[{"kind":"str","name":"name","optional":false}],"member":"unregister_policy","method":"policy.unregister","returns":{"field":"removed","kind":"int"}},
@@ -145,6 +154,7 @@ const TYPED_MEMBERS = {
   secretPut: {"args":[{"kind":"str","name":"key","optional":false},{"kind":"str","name":"value","optional":false},{"kind":"str","name":"service","optional":true}],"member":"secret_put","method":"secret.put","returns":{"kind":"json"}},
   secretStatus: {"args":[{"kind":"str","name":"key","optional":false},{"kind":"str","name":"service","optional":true}],"member":"secret_status","method":"secret.status","returns":{"kind":"json"}},
   serverSchema: {"args":[],"member":"server_schema","method":"server.schema","returns":{"kind":"json"}},
+  serverStatus: {"args":[],"member":"server_status","method":"server.status","returns":{"kind":"json"}},
   findSkill: {"args":[{"kind":"str","name":"persona","optional":false},{"kind":"str","name":"url","optional":false},{"kind":"str","name":"task","optional":false},{"kind":"int","name":"maxResults","optional":true}],"member":"find_skill","method":"skill.find","returns":{"kind":"json"}},
   ingestSkill: {"args":[{"kind":"str","name":"name","optional":false},{"kind":"str","name":"code","optional":false},{"kind":"str","name":"platform","optional":false},{"kind":"str","name":"persona","optional":false},{"kind":"str","name":"urlPattern","optional":false},{"kind":"str_list","name":"taskKeywords","optional":false},{"kind":"str","name":"description","optional":false},{"kind":"str","name":"supersedes","optional":true}],"member":"ingest_skill","method":"skill.ingest","returns":{"kind":"int"}},
   reportOutcome: {"args":[{"kind":"str","name":"skillName","optional":false},{"kind":"str","name":"outcome","optional":false}],"member":"report_outcome","method":"skill.report","returns":{"kind":"json"}},
@@ -164,6 +174,9 @@ const TYPED_MEMBERS = {
   registerToolSchema: {"args":[{"kind":"json","name":"schemaJson","optional":false}],"member":"register_tool_schema","method":"tools.register","returns":{"kind":"unit"}},
   unregisterTool: {"args":[{"kind":"str","name":"name","optional":false}],"member":"unregister_tool","method":"tools.unregister","returns":{"field":"removed","kind":"int"}},
   verifyProposal: {"args":[{"kind":"json","name":"proposalJson","optional":false}],"member":"verify_proposal","method":"verify","returns":{"kind":"json"}},
+  equivalentProposals: {"args":[{"kind":"json","name":"paramsJson","optional":false}],"member":"equivalent_proposals","method":"verify.equivalent","returns":{"kind":"json"}},
+  optimizeProposal: {"args":[{"kind":"json","name":"paramsJson","optional":false}],"member":"optimize_proposal","method":"verify.optimize","returns":{"kind":"json"}},
+  simulateProposal: {"args":[{"kind":"json","name":"paramsJson","optional":false}],"member":"simulate_proposal","method":"verify.simulate","returns":{"kind":"json"}},
 }
 
 /** The members installed on CarRuntime: typed members, then JSON-string wrappers. */
@@ -280,9 +293,17 @@ const MEMBERS = {
   async consolidate() {
     return this[CALL_MEMBER]('memory.consolidate', 'consolidate', [])
   },
+  /** `memory.evaluate` (operator role): score the proactive selector against always-inject, passive-retrieval and no-memory baselines. */
+  async memoryEvaluate(paramsJson) {
+    return this[CALL_MEMBER]('memory.evaluate', 'memory_evaluate', [paramsJson])
+  },
   /** `memory.fact_count` (operator role): the number of facts in this connection's memory graph. */
   async factCount() {
     return this[CALL_MEMBER]('memory.fact_count', 'fact_count', [])
+  },
+  /** `memory.intervene` (operator role): select at most one proactive reminder for the next action, or decide to stay silent. */
+  async memoryIntervene(paramsJson) {
+    return this[CALL_MEMBER]('memory.intervene', 'memory_intervene', [paramsJson])
   },
   /** `memory.load` (operator role): replace the memory graph with a snapshot under CAR_HOME/memory. */
   async loadMemory(path) {
@@ -295,6 +316,18 @@ const MEMBERS = {
   /** `memory.query` (operator role): facts ranked by relevance to a query. */
   async queryFacts(query, k) {
     return this[CALL_MEMBER]('memory.query', 'query_facts', [query, k])
+  },
+  /** `memory.save_knowledge` (agent role): save durable execution-state knowledge (requirements, verified facts, policies). */
+  async memorySaveKnowledge(paramsJson) {
+    return this[CALL_MEMBER]('memory.save_knowledge', 'memory_save_knowledge', [paramsJson])
+  },
+  /** `memory.save_procedural` (agent role): save durable procedural evidence (failed attempts, fixes, gotchas). */
+  async memorySaveProcedural(paramsJson) {
+    return this[CALL_MEMBER]('memory.save_procedural', 'memory_save_procedural', [paramsJson])
+  },
+  /** `memory.update_status` (agent role): set the proactive memory agent's private progress/risk status (not a graph fact). */
+  async memoryUpdateStatus(paramsJson) {
+    return this[CALL_MEMBER]('memory.update_status', 'memory_update_status', [paramsJson])
   },
   /** `models.list` (operator role): registered models with their immutable identities. */
   async listModels() {
@@ -311,6 +344,10 @@ const MEMBERS = {
   /** `permission.get_tier` (operator role): this connection's standing permission tier. */
   async permissionGetTier() {
     return this[CALL_MEMBER]('permission.get_tier', 'permission_get_tier', [])
+  },
+  /** `policy.check` (operator role): judge a tool call against the policy files and this connection's policies before it runs. */
+  async policyCheck(paramsJson) {
+    return this[CALL_MEMBER]('policy.check', 'policy_check', [paramsJson])
   },
   /** `policy.list` (operator role): the policies in force, in registration order. */
   async listPolicies() {
@@ -363,6 +400,10 @@ const MEMBERS = {
   /** `server.schema` (operator role): the method contract as a schema document with its sha-256 digest. */
   async serverSchema() {
     return this[CALL_MEMBER]('server.schema', 'server_schema', [])
+  },
+  /** `server.status` (operator role): live connections and the admission queue for local generation. */
+  async serverStatus() {
+    return this[CALL_MEMBER]('server.status', 'server_status', [])
   },
   /** `skill.find` (operator role): skills matching a persona, url and task, best first. */
   async findSkill(persona, url, task, maxResults) {
@@ -439,6 +480,18 @@ const MEMBERS = {
   /** `verify` (operator role): check a proposal without running it. */
   async verifyProposal(proposalJson) {
     return this[CALL_MEMBER]('verify', 'verify_proposal', [proposalJson])
+  },
+  /** `verify.equivalent` (operator role): whether two proposals leave the same state behind on sampled start states. */
+  async equivalentProposals(paramsJson) {
+    return this[CALL_MEMBER]('verify.equivalent', 'equivalent_proposals', [paramsJson])
+  },
+  /** `verify.optimize` (operator role): drop state dependencies naming keys no action writes, to widen execution levels. */
+  async optimizeProposal(paramsJson) {
+    return this[CALL_MEMBER]('verify.optimize', 'optimize_proposal', [paramsJson])
+  },
+  /** `verify.simulate` (operator role): predict the state a proposal leaves behind from its declared effects, running nothing. */
+  async simulateProposal(paramsJson) {
+    return this[CALL_MEMBER]('verify.simulate', 'simulate_proposal', [paramsJson])
   },
   /** `agent.chat.event` (agent role): stream one event of a chat turn this agent is serving (forwarded to the host). */
   async agentChatEvent(paramsJson = '{}') {
@@ -767,6 +820,18 @@ const MEMBERS = {
   /** `verify` (operator role): check a proposal without running it. */
   async verify(paramsJson = '{}') {
     return this.daemonCall('verify', paramsJson)
+  },
+  /** `verify.equivalent` (operator role): whether two proposals leave the same state behind on sampled start states. */
+  async verifyEquivalent(paramsJson = '{}') {
+    return this.daemonCall('verify.equivalent', paramsJson)
+  },
+  /** `verify.optimize` (operator role): drop state dependencies naming keys no action writes, to widen execution levels. */
+  async verifyOptimize(paramsJson = '{}') {
+    return this.daemonCall('verify.optimize', paramsJson)
+  },
+  /** `verify.simulate` (operator role): predict the state a proposal leaves behind from its declared effects, running nothing. */
+  async verifySimulate(paramsJson = '{}') {
+    return this.daemonCall('verify.simulate', paramsJson)
   },
   /** `workflow.chain` (operator role): run workflows in sequence, each seeded with the previous one's final state. */
   async workflowChain(paramsJson = '{}') {

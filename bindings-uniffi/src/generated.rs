@@ -161,9 +161,19 @@ impl CarDaemonClient {
         self.member_string("memory.consolidate", "consolidate", vec![])
     }
 
+    /// `memory.evaluate` (operator role): score the proactive selector against always-inject, passive-retrieval and no-memory baselines.
+    pub fn memory_evaluate(&self, params_json: String) -> Result<String, CarError> {
+        self.member_string("memory.evaluate", "memory_evaluate", vec![Some(params_json.into())])
+    }
+
     /// `memory.fact_count` (operator role): the number of facts in this connection's memory graph.
     pub fn fact_count(&self) -> Result<i64, CarError> {
         self.member_int("memory.fact_count", "fact_count", vec![])
+    }
+
+    /// `memory.intervene` (operator role): select at most one proactive reminder for the next action, or decide to stay silent.
+    pub fn memory_intervene(&self, params_json: String) -> Result<String, CarError> {
+        self.member_string("memory.intervene", "memory_intervene", vec![Some(params_json.into())])
     }
 
     /// `memory.load` (operator role): replace the memory graph with a snapshot under CAR_HOME/memory.
@@ -180,6 +190,21 @@ impl CarDaemonClient {
     #[uniffi::method(default(k = None))]
     pub fn query_facts(&self, query: String, k: Option<i64>) -> Result<String, CarError> {
         self.member_string("memory.query", "query_facts", vec![Some(query.into()), Some(k.into())])
+    }
+
+    /// `memory.save_knowledge` (agent role): save durable execution-state knowledge (requirements, verified facts, policies).
+    pub fn memory_save_knowledge(&self, params_json: String) -> Result<String, CarError> {
+        self.member_string("memory.save_knowledge", "memory_save_knowledge", vec![Some(params_json.into())])
+    }
+
+    /// `memory.save_procedural` (agent role): save durable procedural evidence (failed attempts, fixes, gotchas).
+    pub fn memory_save_procedural(&self, params_json: String) -> Result<String, CarError> {
+        self.member_string("memory.save_procedural", "memory_save_procedural", vec![Some(params_json.into())])
+    }
+
+    /// `memory.update_status` (agent role): set the proactive memory agent's private progress/risk status (not a graph fact).
+    pub fn memory_update_status(&self, params_json: String) -> Result<String, CarError> {
+        self.member_string("memory.update_status", "memory_update_status", vec![Some(params_json.into())])
     }
 
     /// `models.list` (operator role): registered models with their immutable identities.
@@ -200,6 +225,11 @@ impl CarDaemonClient {
     /// `permission.get_tier` (operator role): this connection's standing permission tier.
     pub fn permission_get_tier(&self) -> Result<String, CarError> {
         self.member_string("permission.get_tier", "permission_get_tier", vec![])
+    }
+
+    /// `policy.check` (operator role): judge a tool call against the policy files and this connection's policies before it runs.
+    pub fn policy_check(&self, params_json: String) -> Result<String, CarError> {
+        self.member_string("policy.check", "policy_check", vec![Some(params_json.into())])
     }
 
     /// `policy.list` (operator role): the policies in force, in registration order.
@@ -270,6 +300,11 @@ impl CarDaemonClient {
     /// `server.schema` (operator role): the method contract as a schema document with its sha-256 digest.
     pub fn server_schema(&self) -> Result<String, CarError> {
         self.member_string("server.schema", "server_schema", vec![])
+    }
+
+    /// `server.status` (operator role): live connections and the admission queue for local generation.
+    pub fn server_status(&self) -> Result<String, CarError> {
+        self.member_string("server.status", "server_status", vec![])
     }
 
     /// `skill.find` (operator role): skills matching a persona, url and task, best first.
@@ -373,6 +408,21 @@ impl CarDaemonClient {
     /// `verify` (operator role): check a proposal without running it.
     pub fn verify_proposal(&self, proposal_json: String) -> Result<String, CarError> {
         self.member_string("verify", "verify_proposal", vec![Some(proposal_json.into())])
+    }
+
+    /// `verify.equivalent` (operator role): whether two proposals leave the same state behind on sampled start states.
+    pub fn equivalent_proposals(&self, params_json: String) -> Result<String, CarError> {
+        self.member_string("verify.equivalent", "equivalent_proposals", vec![Some(params_json.into())])
+    }
+
+    /// `verify.optimize` (operator role): drop state dependencies naming keys no action writes, to widen execution levels.
+    pub fn optimize_proposal(&self, params_json: String) -> Result<String, CarError> {
+        self.member_string("verify.optimize", "optimize_proposal", vec![Some(params_json.into())])
+    }
+
+    /// `verify.simulate` (operator role): predict the state a proposal leaves behind from its declared effects, running nothing.
+    pub fn simulate_proposal(&self, params_json: String) -> Result<String, CarError> {
+        self.member_string("verify.simulate", "simulate_proposal", vec![Some(params_json.into())])
     }
 
     /// `agent.chat.event` (agent role): stream one event of a chat turn this agent is serving (forwarded to the host).
@@ -788,6 +838,21 @@ impl CarDaemonClient {
     /// `verify` (operator role): check a proposal without running it.
     pub fn verify(&self, params_json: String) -> Result<String, CarError> {
         self.daemon_call("verify".to_string(), params_json)
+    }
+
+    /// `verify.equivalent` (operator role): whether two proposals leave the same state behind on sampled start states.
+    pub fn verify_equivalent(&self, params_json: String) -> Result<String, CarError> {
+        self.daemon_call("verify.equivalent".to_string(), params_json)
+    }
+
+    /// `verify.optimize` (operator role): drop state dependencies naming keys no action writes, to widen execution levels.
+    pub fn verify_optimize(&self, params_json: String) -> Result<String, CarError> {
+        self.daemon_call("verify.optimize".to_string(), params_json)
+    }
+
+    /// `verify.simulate` (operator role): predict the state a proposal leaves behind from its declared effects, running nothing.
+    pub fn verify_simulate(&self, params_json: String) -> Result<String, CarError> {
+        self.daemon_call("verify.simulate".to_string(), params_json)
     }
 
     /// `workflow.chain` (operator role): run workflows in sequence, each seeded with the previous one's final state.

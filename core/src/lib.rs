@@ -26,6 +26,7 @@ pub mod errors;
 pub mod frame;
 pub mod handshake;
 pub mod jsonrpc;
+pub mod loopback;
 pub mod methods;
 pub mod namespace;
 pub mod paths;

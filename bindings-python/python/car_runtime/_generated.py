@@ -171,9 +171,17 @@ class GeneratedMethods:
         """`memory.consolidate` (agent role): merge duplicate facts and report what merged."""
         return cast(str, self._call_member("memory.consolidate", "consolidate", []))
 
+    def memory_evaluate(self, params_json: str) -> str:
+        """`memory.evaluate` (operator role): score the proactive selector against always-inject, passive-retrieval and no-memory baselines."""
+        return cast(str, self._call_member("memory.evaluate", "memory_evaluate", [params_json]))
+
     def fact_count(self) -> int:
         """`memory.fact_count` (operator role): the number of facts in this connection's memory graph."""
         return cast(int, self._call_member("memory.fact_count", "fact_count", []))
+
+    def memory_intervene(self, params_json: str) -> str:
+        """`memory.intervene` (operator role): select at most one proactive reminder for the next action, or decide to stay silent."""
+        return cast(str, self._call_member("memory.intervene", "memory_intervene", [params_json]))
 
     def load_memory(self, path: str) -> int:
         """`memory.load` (operator role): replace the memory graph with a snapshot under CAR_HOME/memory."""
@@ -186,6 +194,18 @@ class GeneratedMethods:
     def query_facts(self, query: str, k: Optional[int] = None) -> str:
         """`memory.query` (operator role): facts ranked by relevance to a query."""
         return cast(str, self._call_member("memory.query", "query_facts", [query, k]))
+
+    def memory_save_knowledge(self, params_json: str) -> str:
+        """`memory.save_knowledge` (agent role): save durable execution-state knowledge (requirements, verified facts, policies)."""
+        return cast(str, self._call_member("memory.save_knowledge", "memory_save_knowledge", [params_json]))
+
+    def memory_save_procedural(self, params_json: str) -> str:
+        """`memory.save_procedural` (agent role): save durable procedural evidence (failed attempts, fixes, gotchas)."""
+        return cast(str, self._call_member("memory.save_procedural", "memory_save_procedural", [params_json]))
+
+    def memory_update_status(self, params_json: str) -> str:
+        """`memory.update_status` (agent role): set the proactive memory agent's private progress/risk status (not a graph fact)."""
+        return cast(str, self._call_member("memory.update_status", "memory_update_status", [params_json]))
 
     def list_models(self) -> str:
         """`models.list` (operator role): registered models with their immutable identities."""
@@ -202,6 +222,10 @@ class GeneratedMethods:
     def permission_get_tier(self) -> str:
         """`permission.get_tier` (operator role): this connection's standing permission tier."""
         return cast(str, self._call_member("permission.get_tier", "permission_get_tier", []))
+
+    def policy_check(self, params_json: str) -> str:
+        """`policy.check` (operator role): judge a tool call against the policy files and this connection's policies before it runs."""
+        return cast(str, self._call_member("policy.check", "policy_check", [params_json]))
 
     def list_policies(self) -> str:
         """`policy.list` (operator role): the policies in force, in registration order."""
@@ -263,6 +287,10 @@ class GeneratedMethods:
     def server_schema(self) -> str:
         """`server.schema` (operator role): the method contract as a schema document with its sha-256 digest."""
         return cast(str, self._call_member("server.schema", "server_schema", []))
+
+    def server_status(self) -> str:
+        """`server.status` (operator role): live connections and the admission queue for local generation."""
+        return cast(str, self._call_member("server.status", "server_status", []))
 
     def find_skill(
         self,
@@ -355,6 +383,18 @@ class GeneratedMethods:
     def verify_proposal(self, proposal_json: str) -> str:
         """`verify` (operator role): check a proposal without running it."""
         return cast(str, self._call_member("verify", "verify_proposal", [proposal_json]))
+
+    def equivalent_proposals(self, params_json: str) -> str:
+        """`verify.equivalent` (operator role): whether two proposals leave the same state behind on sampled start states."""
+        return cast(str, self._call_member("verify.equivalent", "equivalent_proposals", [params_json]))
+
+    def optimize_proposal(self, params_json: str) -> str:
+        """`verify.optimize` (operator role): drop state dependencies naming keys no action writes, to widen execution levels."""
+        return cast(str, self._call_member("verify.optimize", "optimize_proposal", [params_json]))
+
+    def simulate_proposal(self, params_json: str) -> str:
+        """`verify.simulate` (operator role): predict the state a proposal leaves behind from its declared effects, running nothing."""
+        return cast(str, self._call_member("verify.simulate", "simulate_proposal", [params_json]))
 
     def agent_chat_event(self, params_json: str = "{}") -> str:
         """`agent.chat.event` (agent role): stream one event of a chat turn this agent is serving (forwarded to the host)."""
@@ -684,6 +724,18 @@ class GeneratedMethods:
         """`verify` (operator role): check a proposal without running it."""
         return self.daemon_call("verify", params_json)
 
+    def verify_equivalent(self, params_json: str = "{}") -> str:
+        """`verify.equivalent` (operator role): whether two proposals leave the same state behind on sampled start states."""
+        return self.daemon_call("verify.equivalent", params_json)
+
+    def verify_optimize(self, params_json: str = "{}") -> str:
+        """`verify.optimize` (operator role): drop state dependencies naming keys no action writes, to widen execution levels."""
+        return self.daemon_call("verify.optimize", params_json)
+
+    def verify_simulate(self, params_json: str = "{}") -> str:
+        """`verify.simulate` (operator role): predict the state a proposal leaves behind from its declared effects, running nothing."""
+        return self.daemon_call("verify.simulate", params_json)
+
     def workflow_chain(self, params_json: str = "{}") -> str:
         """`workflow.chain` (operator role): run workflows in sequence, each seeded with the previous one's final state."""
         return self.daemon_call("workflow.chain", params_json)
@@ -889,6 +941,9 @@ GENERATED_METHODS: Dict[str, str] = {
     "tools_register": "tools.register",
     "tools_unregister": "tools.unregister",
     "verify": "verify",
+    "verify_equivalent": "verify.equivalent",
+    "verify_optimize": "verify.optimize",
+    "verify_simulate": "verify.simulate",
     "workflow_chain": "workflow.chain",
     "workflow_list_paused": "workflow.list_paused",
     "workflow_resume": "workflow.resume",
@@ -926,14 +981,20 @@ TYPED_MEMBERS: Dict[str, str] = {
     "add_fact": "memory.add_fact",
     "build_context": "memory.build_context",
     "consolidate": "memory.consolidate",
+    "memory_evaluate": "memory.evaluate",
     "fact_count": "memory.fact_count",
+    "memory_intervene": "memory.intervene",
     "load_memory": "memory.load",
     "persist_memory": "memory.persist",
     "query_facts": "memory.query",
+    "memory_save_knowledge": "memory.save_knowledge",
+    "memory_save_procedural": "memory.save_procedural",
+    "memory_update_status": "memory.update_status",
     "list_models": "models.list",
     "register_model": "models.register",
     "remove_model": "models.remove",
     "permission_get_tier": "permission.get_tier",
+    "policy_check": "policy.check",
     "list_policies": "policy.list",
     "register_policy": "policy.register",
     "unregister_policy": "policy.unregister",
@@ -947,6 +1008,7 @@ TYPED_MEMBERS: Dict[str, str] = {
     "secret_put": "secret.put",
     "secret_status": "secret.status",
     "server_schema": "server.schema",
+    "server_status": "server.status",
     "find_skill": "skill.find",
     "ingest_skill": "skill.ingest",
     "report_outcome": "skill.report",
@@ -966,6 +1028,9 @@ TYPED_MEMBERS: Dict[str, str] = {
     "register_tool_schema": "tools.register",
     "unregister_tool": "tools.unregister",
     "verify_proposal": "verify",
+    "equivalent_proposals": "verify.equivalent",
+    "optimize_proposal": "verify.optimize",
+    "simulate_proposal": "verify.simulate",
 }
 
 

@@ -23,6 +23,7 @@ pub const JOURNAL_KINDS: &[&str] = &[
     "action_rejected",
     "action_skipped",
     "action_succeeded",
+    "memory.intervention",
     "permission.recorded",
     "policy.allowed",
     "policy.denied",

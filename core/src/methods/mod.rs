@@ -33,11 +33,13 @@ pub mod fields;
 pub mod host;
 pub mod inference;
 pub mod memory;
+pub mod memory_proactive;
 pub mod models;
 pub mod multi;
 pub mod permission;
 pub mod policy;
 pub mod proposal;
+pub mod proposal_checks;
 pub mod runs;
 pub mod scheduler;
 pub mod secret;
@@ -134,10 +136,12 @@ pub const NAMESPACES: &[&[Declaration]] = &[
     session::DECLARATIONS,
     state::DECLARATIONS,
     memory::DECLARATIONS,
+    memory_proactive::DECLARATIONS,
     skills::DECLARATIONS,
     tools::DECLARATIONS,
     policy::DECLARATIONS,
     proposal::DECLARATIONS,
+    proposal_checks::DECLARATIONS,
     events::DECLARATIONS,
     runs::DECLARATIONS,
     inference::DECLARATIONS,

@@ -36,6 +36,46 @@ pub struct SchemaReply {
     pub car_version: String,
 }
 
+/// One live connection in `server.status`.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+pub struct SessionRow {
+    /// The daemon's connection id.
+    pub id: u64,
+    /// `tcp` or `unix`.
+    pub transport: String,
+    /// `operator`, `agent`, `host` or `observer` (the dashboard's read-only token);
+    /// `unauthenticated` before `session.auth`.
+    pub role: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agent_id: Option<String>,
+    /// What the client reported in `server.handshake`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client_version: Option<String>,
+    /// Milliseconds since the Unix epoch.
+    pub connected_at_ms: u64,
+}
+
+/// The admission queue for local generation.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+pub struct AdmissionStatus {
+    /// Generations holding a permit.
+    pub running: usize,
+    /// Generation calls waiting for a permit.
+    pub queued: usize,
+    /// Permits (`--max-generations`).
+    pub capacity: usize,
+}
+
+/// `server.status` result (ours: CAR publishes no such method).
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+pub struct StatusReply {
+    pub car_version: String,
+    pub uptime_ms: u64,
+    /// Sorted by id.
+    pub sessions: Vec<SessionRow>,
+    pub admission: AdmissionStatus,
+}
+
 /// `server.handshake` params: `{protocol_version, client_version?, required_capabilities?,
 /// optional_capabilities?}`, checked by `car_proto::handshake` (a non-numeric version is
 /// `-32006`, so the params are taken as JSON and checked there).
@@ -60,8 +100,16 @@ crate::method!(
     member("capabilities", &[], json())
 );
 
+crate::method!(
+    /// `server.status` → live connections and the admission queue (the dashboard's view).
+    Status = op("server.status", "live connections and the admission queue for local generation");
+    NoParams => StatusReply;
+    member("server_status", &[], json())
+);
+
 pub const DECLARATIONS: &[Declaration] = &[
     Declaration::of::<Handshake>(),
+    Declaration::of::<Status>(),
     Declaration::of::<Schema>(),
     Declaration::of::<CapabilitiesList>(),
 ];
