@@ -77,9 +77,9 @@ impl EnvSnapshot {
         }
     }
 
-    /// An environment with nothing set except `CAR_HOME`: what tests use so the
-    /// developer's own variables never leak in.
-    pub fn with_car_home(car_home: impl AsRef<Path>) -> Self {
+    /// An environment with nothing set: discovery then uses only what the caller passes
+    /// explicitly (URL, token).
+    pub fn empty() -> Self {
         Self {
             daemon_url: None,
             auth_token: None,
@@ -90,12 +90,20 @@ impl EnvSnapshot {
             paths: PathEnv {
                 platform: Platform::current(),
                 home: None,
-                car_home: Some(car_home.as_ref().as_os_str().to_owned()),
+                car_home: None,
                 xdg_runtime_dir: None,
                 local_app_data: None,
                 car_server_socket: None,
             },
         }
+    }
+
+    /// An environment with nothing set except `CAR_HOME`: what tests use so the
+    /// developer's own variables never leak in.
+    pub fn with_car_home(car_home: impl AsRef<Path>) -> Self {
+        let mut env = Self::empty();
+        env.paths.car_home = Some(car_home.as_ref().as_os_str().to_owned());
+        env
     }
 }
 

@@ -16,7 +16,9 @@
 //! Duplicate pairs are grouped transitively. Each group becomes one fact that keeps the id
 //! and `created_ms` of its earliest member, the subject and body of its most recently
 //! updated member (the newest wording), the union of all tags (earliest member's first),
-//! the highest confidence, the latest `updated_ms`, and the first source present.
+//! the highest confidence, the latest `updated_ms`, the first source present and the sum of
+//! the members' injection counts. Proactive entries (knowledge, procedural) are never
+//! merged: they are saved additively and addressed by id.
 //! Candidate pairs are found with a prefix filter (rarest terms first), which is exact for
 //! Jaccard thresholds and avoids comparing every pair.
 
@@ -91,9 +93,14 @@ impl Graph {
         // Oldest first, so index order is the survivor order and reports are stable.
         let facts: Vec<Fact> = self.facts().into_iter().cloned().collect();
         let n = facts.len();
+        // Proactive entries are addressed by id and saved additively: they never merge, so
+        // each gets a key no other fact can share.
         let keys: Vec<String> = facts
             .iter()
             .map(|f| {
+                if f.kind.is_proactive() {
+                    return format!("\u{0}{}", f.fact_id);
+                }
                 format!(
                     "{}\n{}\n{}",
                     f.kind,
@@ -145,6 +152,7 @@ impl Graph {
             }
             for j in candidates {
                 if facts[j].kind == facts[i].kind
+                    && !facts[i].kind.is_proactive()
                     && jaccard(&sets[i], &sets[j]) >= NEAR_DUPLICATE_JACCARD
                 {
                     union(&mut parent, i, j);
@@ -188,6 +196,7 @@ impl Graph {
                 merged.confidence = merged.confidence.max(f.confidence);
                 merged.created_ms = merged.created_ms.min(f.created_ms);
                 merged.updated_ms = merged.updated_ms.max(f.updated_ms);
+                merged.injections += f.injections;
                 if merged.source.is_none() {
                     merged.source = f.source.clone();
                 }

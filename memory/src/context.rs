@@ -19,7 +19,8 @@
 //!   constraint is present, always.
 //!
 //! # Layers, in order
-//! 1. `## Constraints`: every `constraint` fact, oldest first.
+//! 1. `## Constraints`: every `constraint` fact (and proactive entry saved with
+//!    `is_constraint`), oldest first.
 //! 2. `## Relevant memory`: facts of the other kinds except `unknown`, best first by
 //!    [`crate::ranking`], at most [`MAX_RELEVANT`]; one that does not fit is skipped and
 //!    smaller ones after it may still fit.
@@ -154,7 +155,7 @@ impl Graph {
         let mut constraints: Vec<&Fact> = self
             .facts()
             .into_iter()
-            .filter(|f| f.kind == FactKind::Constraint)
+            .filter(|f| f.is_constraint())
             .collect();
         constraints.sort_by(|a, b| {
             a.created_ms
@@ -178,7 +179,7 @@ impl Graph {
         let semantic = semantic.filter(|_| !query.trim().is_empty());
         let relevant: Vec<&Fact> = self
             .rank(query, semantic.as_ref(), |f| {
-                !matches!(f.kind, FactKind::Constraint | FactKind::Unknown)
+                !f.is_constraint() && f.kind != FactKind::Unknown
             })
             .into_iter()
             .take(MAX_RELEVANT)

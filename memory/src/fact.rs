@@ -5,6 +5,7 @@
 //! the graph does that with values this module has already validated.
 
 use crate::error::ValidationError;
+use crate::proactive::ProactiveMeta;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
@@ -45,17 +46,41 @@ pub enum FactKind {
     Fact,
     /// A known unknown: an open question, listed last by `build_context`.
     Unknown,
+    /// Proactive execution-state knowledge (`memory.save_knowledge`): requirements,
+    /// verified environment facts, policies.
+    Knowledge,
+    /// Proactive procedural evidence (`memory.save_procedural`): failed attempts, fixes,
+    /// gotchas.
+    Procedural,
 }
 
 impl FactKind {
     /// Every kind, in wire order.
-    pub const ALL: [FactKind; 5] = [
+    pub const ALL: [FactKind; 7] = [
+        FactKind::Pattern,
+        FactKind::Constraint,
+        FactKind::Preference,
+        FactKind::Fact,
+        FactKind::Unknown,
+        FactKind::Knowledge,
+        FactKind::Procedural,
+    ];
+
+    /// The kinds `memory.add_fact` accepts (and [`FromStr`] parses). The proactive kinds
+    /// are written only by `memory.save_knowledge` / `memory.save_procedural`, which stamp
+    /// their metadata.
+    pub const ADDABLE: [FactKind; 5] = [
         FactKind::Pattern,
         FactKind::Constraint,
         FactKind::Preference,
         FactKind::Fact,
         FactKind::Unknown,
     ];
+
+    /// Whether this is a proactive-memory kind (knowledge or procedural).
+    pub fn is_proactive(self) -> bool {
+        matches!(self, FactKind::Knowledge | FactKind::Procedural)
+    }
 
     /// The wire name (`pattern`, `constraint`, …).
     pub fn as_str(self) -> &'static str {
@@ -65,6 +90,8 @@ impl FactKind {
             FactKind::Preference => "preference",
             FactKind::Fact => "fact",
             FactKind::Unknown => "unknown",
+            FactKind::Knowledge => "knowledge",
+            FactKind::Procedural => "procedural",
         }
     }
 }
@@ -79,7 +106,7 @@ impl FromStr for FactKind {
     type Err = ValidationError;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        FactKind::ALL
+        FactKind::ADDABLE
             .into_iter()
             .find(|k| k.as_str() == s)
             .ok_or_else(|| {
@@ -116,6 +143,30 @@ pub struct Fact {
     pub created_ms: u64,
     /// When it was last replaced or merged (Unix milliseconds).
     pub updated_ms: u64,
+    /// How many times `memory.intervene` injected it as a reminder.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub injections: u64,
+    /// Proactive-memory metadata; present on knowledge and procedural entries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proactive: Option<ProactiveMeta>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+impl Fact {
+    /// Whether `build_context` and the proactive selector treat it as a hard rule: a
+    /// `constraint`, or a proactive entry saved with `is_constraint`.
+    pub fn is_constraint(&self) -> bool {
+        self.kind == FactKind::Constraint
+            || self.proactive.as_ref().is_some_and(|m| m.is_constraint)
+    }
+
+    /// The tenant a proactive entry was saved for (`None`: every tenant sees it).
+    pub fn tenant_id(&self) -> Option<&str> {
+        self.proactive.as_ref()?.tenant_id.as_deref()
+    }
 }
 
 /// One `memory.query` result. `confidence` here is the relevance score in [0, 1], not
@@ -173,6 +224,7 @@ pub struct NewFact {
     pub(crate) fact_id: Option<String>,
     pub(crate) tags: Vec<String>,
     pub(crate) source: Option<String>,
+    pub(crate) proactive: Option<ProactiveMeta>,
 }
 
 impl NewFact {
@@ -263,6 +315,7 @@ impl FactInput {
             fact_id,
             tags,
             source,
+            proactive: None,
         })
     }
 }
@@ -389,8 +442,13 @@ mod tests {
     #[test]
     fn kinds_parse_and_serialise_lower_case() {
         for kind in FactKind::ALL {
-            assert_eq!(kind.as_str().parse::<FactKind>().unwrap(), kind);
             assert_eq!(serde_json::to_string(&kind).unwrap(), format!("\"{kind}\""));
+            let back: FactKind = serde_json::from_str(&format!("\"{kind}\"")).unwrap();
+            assert_eq!(back, kind);
+            assert_eq!(
+                kind.as_str().parse::<FactKind>().is_ok(),
+                !kind.is_proactive()
+            );
         }
         let e = "Constraint".parse::<FactKind>().unwrap_err();
         assert_eq!(e.field(), "kind");

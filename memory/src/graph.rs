@@ -8,7 +8,8 @@
 
 use crate::embed::{fact_text, ContentHash, Embeddings, SemanticQuery};
 use crate::error::ValidationError;
-use crate::fact::{validate_query, Fact, FactHit, FactKind, NewFact, MAX_K};
+use crate::fact::{validate_query, Fact, FactHit, NewFact, MAX_K};
+use crate::proactive::DeletedKind;
 use crate::ranking::{DocTerms, LexicalIndex, QueryTerms};
 use crate::skills::Skill;
 use serde::{Deserialize, Serialize};
@@ -51,8 +52,9 @@ pub struct DeleteReport {
     pub id: String,
     /// Whether a fact with that id existed and was removed.
     pub deleted: bool,
-    /// The removed fact's kind; `None` when nothing was removed.
-    pub kind: Option<FactKind>,
+    /// The removed entry's kind (`status` for a proactive status slot); `None` when
+    /// nothing was removed.
+    pub kind: Option<DeletedKind>,
     /// How many facts remain.
     pub fact_count: usize,
 }
@@ -125,10 +127,11 @@ impl Graph {
             Some(id) => id,
             None => self.fresh_fact_id(&new.subject, &new.body, now_ms),
         };
-        // Replacing keeps the original creation time: it is the same fact, corrected.
-        let created_ms = match self.remove_entry(&fact_id) {
-            Some(old) => old.fact.created_ms,
-            None => now_ms,
+        // Replacing keeps the original creation time and injection count: it is the same
+        // fact, corrected.
+        let (created_ms, injections) = match self.remove_entry(&fact_id) {
+            Some(old) => (old.fact.created_ms, old.fact.injections),
+            None => (now_ms, 0),
         };
         self.insert_entry(Entry::new(Fact {
             fact_id,
@@ -140,6 +143,8 @@ impl Graph {
             source: new.source,
             created_ms,
             updated_ms: now_ms,
+            injections,
+            proactive: new.proactive,
         }));
         self.facts.len()
     }
@@ -151,7 +156,7 @@ impl Graph {
         DeleteReport {
             id: fact_id.to_owned(),
             deleted: removed.is_some(),
-            kind: removed.map(|e| e.fact.kind),
+            kind: removed.map(|e| DeletedKind::Fact(e.fact.kind)),
             fact_count: self.facts.len(),
         }
     }
@@ -286,6 +291,11 @@ impl Graph {
     /// A new id: `f-` and 16 hex digits of a hash over the content, the time and a
     /// process-wide counter, retried on the (astronomically unlikely) collision.
     fn fresh_fact_id(&self, subject: &str, body: &str, now_ms: u64) -> String {
+        self.fresh_id("f", subject, body, now_ms)
+    }
+
+    /// [`Graph::fresh_fact_id`] with another prefix (`knowledge`, `procedural`).
+    pub(crate) fn fresh_id(&self, prefix: &str, subject: &str, body: &str, now_ms: u64) -> String {
         static COUNTER: AtomicU64 = AtomicU64::new(0);
         loop {
             let n = COUNTER.fetch_add(1, AtomicOrdering::Relaxed);
@@ -296,7 +306,7 @@ impl Graph {
             h.update(now_ms.to_le_bytes());
             h.update(n.to_le_bytes());
             h.update(std::process::id().to_le_bytes());
-            let id = format!("f-{}", &hex::encode(h.finalize())[..16]);
+            let id = format!("{prefix}-{}", &hex::encode(h.finalize())[..16]);
             if !self.facts.contains_key(&id) {
                 return id;
             }
@@ -378,7 +388,7 @@ mod tests {
             DeleteReport {
                 id: "gone".into(),
                 deleted: true,
-                kind: Some(FactKind::Constraint),
+                kind: Some(DeletedKind::Fact(FactKind::Constraint)),
                 fact_count: 1
             }
         );
@@ -444,6 +454,8 @@ mod tests {
             source: None,
             created_ms: 1,
             updated_ms: 1,
+            injections: 0,
+            proactive: None,
         };
         assert!(Graph::from_records(vec![f.clone(), f], vec![])
             .unwrap_err()

@@ -8,6 +8,8 @@
 //! - [`consolidate`]: merging duplicate facts;
 //! - [`context`]: the layered, budgeted `build_context` block;
 //! - [`skills`] and [`skill_find`]: procedural memory (ingest, outcomes, listing; matching);
+//! - [`proactive`], [`intervene`] and [`evaluate`]: proactive memory (status slots,
+//!   knowledge and procedural entries; the intervention selector; its offline evaluation);
 //! - [`snapshot`]: the versioned file format and atomic writes;
 //! - [`fileio`]: `O_NOFOLLOW` / `O_EXCL` opens and size-capped reads;
 //! - [`confine`]: the path rule for `memory.persist` / `memory.load`;
@@ -21,9 +23,12 @@ pub mod consolidate;
 pub mod context;
 pub mod embed;
 pub mod error;
+pub mod evaluate;
 pub mod fact;
 pub mod fileio;
 pub mod graph;
+pub mod intervene;
+pub mod proactive;
 pub mod ranking;
 pub mod skill_find;
 pub mod skills;
@@ -35,10 +40,15 @@ pub use consolidate::{ConsolidationReport, MergeReason, MergedGroup, NEAR_DUPLIC
 pub use context::{validate_window, ContextBlock, LayerCounts, DEFAULT_CONTEXT_WINDOW};
 pub use embed::{Embedder, Embeddings, SemanticQuery};
 pub use error::{ConfineError, MemoryError, ValidationError};
+pub use evaluate::{EvalCase, Evaluation, ModeScore};
 pub use fact::{
     validate_k, validate_query, Fact, FactHit, FactInput, FactKind, NewFact, DEFAULT_K, MAX_K,
 };
 pub use graph::{DeleteReport, Graph};
+pub use intervene::{
+    Bank, Candidate, Decision, Intervention, Request, RequestInput, SilentReason, Trigger,
+};
+pub use proactive::{DeletedKind, ProactiveMeta, SaveInput, SaveReport, Status, ValidSave};
 pub use skill_find::{SkillMatch, SkillQuery};
 pub use skills::{is_degraded, Outcome, OutcomeReport, Skill, SkillInput, SkillStats};
 pub use store::{MemoryStore, Scope};

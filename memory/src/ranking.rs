@@ -140,6 +140,34 @@ impl LexicalIndex {
     }
 }
 
+impl LexicalIndex {
+    /// A query prepared for judging relevance on its own scale (the proactive selector's
+    /// threshold), not for ranking: terms no fact contains are left out of the bound, then
+    /// the score is scaled by the share of query terms the index knows.
+    /// Plain [`LexicalIndex::prepare`] lets an unknown term weigh most in a small index
+    /// (its idf is the largest there is), which sinks every score below any fixed threshold
+    /// until the bank holds many facts; here a bank of one fact and a query that matches it
+    /// well still clear it, and a query mostly made of unknown words still counts for less.
+    pub(crate) fn prepare_known(&self, query: &QueryTerms) -> (PreparedQuery, f64) {
+        let total: u32 = query.0.iter().map(|(_, n)| n).sum();
+        let known = QueryTerms(
+            query
+                .0
+                .iter()
+                .filter(|(t, _)| self.df.contains_key(t))
+                .cloned()
+                .collect(),
+        );
+        let known_count: u32 = known.0.iter().map(|(_, n)| n).sum();
+        let coverage = if total == 0 {
+            0.0
+        } else {
+            f64::from(known_count) / f64::from(total)
+        };
+        (self.prepare(&known), coverage)
+    }
+}
+
 /// A query ready to score documents against one index state.
 #[derive(Debug, Clone)]
 pub(crate) struct PreparedQuery {

@@ -36,6 +36,7 @@ use crate::embed::{Embedder, Embeddings, SemanticQuery};
 use crate::error::{MemoryError, ValidationError};
 use crate::fact::{validate_query, FactHit, NewFact};
 use crate::graph::Graph;
+use crate::proactive::{DeletedKind, StatusSlots};
 use crate::snapshot;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -114,6 +115,8 @@ struct Inner {
     embeddings: RwLock<Option<Arc<Embeddings>>>,
     /// The cap on any snapshot file read or written, in bytes.
     max_file_bytes: AtomicU64,
+    /// Proactive status slots: in memory only, never written (see [`crate::proactive`]).
+    statuses: StatusSlots,
 }
 
 /// The memory store of one daemon. Cheap to clone; clones share everything.
@@ -144,6 +147,7 @@ impl MemoryStore {
                 scopes: Mutex::new(HashMap::new()),
                 embeddings: RwLock::new(None),
                 max_file_bytes: AtomicU64::new(snapshot::MAX_SNAPSHOT_BYTES),
+                statuses: StatusSlots::default(),
             }),
         })
     }
@@ -240,6 +244,32 @@ impl MemoryStore {
         Ok(value)
     }
 
+    /// Like [`MemoryStore::mutate`], but `f` also says whether it changed the graph; only a
+    /// change is written (and waited for).
+    pub(crate) async fn mutate_if_changed<T>(
+        &self,
+        scope: &Scope,
+        f: impl FnOnce(&mut Graph) -> Result<(T, bool), MemoryError>,
+    ) -> Result<T, MemoryError> {
+        let state = self.state(scope).await?;
+        let (value, version) = {
+            let mut cell = state.lock();
+            let (value, changed) = f(&mut cell.graph)?;
+            if !changed {
+                return Ok(value);
+            }
+            cell.version += 1;
+            (value, cell.version)
+        };
+        self.flush_to(&state, version).await?;
+        Ok(value)
+    }
+
+    /// The proactive status slots of every scope.
+    pub(crate) fn status_slots(&self) -> &StatusSlots {
+        &self.inner.statuses
+    }
+
     /// Runs `f` on the scope's graph under its lock, without writing anything.
     pub async fn read<T>(
         &self,
@@ -309,13 +339,22 @@ impl MemoryStore {
     /// `memory.delete`: what was removed and how many facts remain. An unknown id is not an
     /// error (`deleted: false`) and writes nothing, but still waits until the state it
     /// observed is on disk, so a "not there" answer never precedes a concurrent delete's
-    /// durability.
+    /// durability. A `proactive-status:<tenant or global>` id naming a set status slot
+    /// clears that slot (kind `status`); one naming no slot falls through to the facts.
     pub async fn delete(
         &self,
         scope: &Scope,
         fact_id: &str,
     ) -> Result<crate::DeleteReport, MemoryError> {
         let state = self.state(scope).await?;
+        if self.inner.statuses.clear(scope, fact_id) {
+            return Ok(crate::DeleteReport {
+                id: fact_id.to_owned(),
+                deleted: true,
+                kind: Some(DeletedKind::Status),
+                fact_count: state.lock().graph.fact_count(),
+            });
+        }
         let (report, version) = {
             let mut cell = state.lock();
             let report = cell.graph.delete(fact_id);

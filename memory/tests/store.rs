@@ -140,7 +140,7 @@ async fn every_mutation_is_on_disk_when_it_returns() {
         car_memory::DeleteReport {
             id: "x".into(),
             deleted: true,
-            kind: Some(FactKind::Pattern),
+            kind: Some(car_memory::DeletedKind::Fact(FactKind::Pattern)),
             fact_count: 1
         }
     );
