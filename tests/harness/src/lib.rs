@@ -13,6 +13,7 @@
 
 pub mod bench;
 pub mod http_script;
+pub mod http_wire;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -114,6 +115,10 @@ impl DaemonBuilder {
             .env("CAR_LOG", "info,car_server=debug")
             .args(["--port", "0", "--ready-file"])
             .arg(&ready)
+            // The sibling endpoints on free ports / off, so parallel daemons never race for
+            // port + 1 or the fixed MCP port; a test that wants them passes its own flags
+            // (later flags win).
+            .args(["--dashboard-port", "0", "--mcp-bind", "disabled"])
             .args(&self.args)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -153,6 +158,10 @@ pub struct Daemon {
     pub ws_url: String,
     pub socket: PathBuf,
     pub primary: bool,
+    /// `http://127.0.0.1:<port>/` of the dashboard, when it is served.
+    pub dashboard_url: Option<String>,
+    /// `http://<addr>/mcp`, when the MCP endpoint is served.
+    pub mcp_url: Option<String>,
     stderr_path: PathBuf,
 }
 
@@ -192,6 +201,8 @@ impl Daemon {
             ws_url: info["ws_url"].as_str().expect("ready.ws_url").to_string(),
             socket: PathBuf::from(info["socket"].as_str().expect("ready.socket")),
             primary: info["primary"].as_bool().unwrap_or(true),
+            dashboard_url: info["dashboard_url"].as_str().map(str::to_string),
+            mcp_url: info["mcp_url"].as_str().map(str::to_string),
             stderr_path,
         }
     }
