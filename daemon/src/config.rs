@@ -142,10 +142,37 @@ pub struct Args {
     #[arg(long, env = "CAR_DEBUG_METHODS", value_parser = clap::builder::FalseyValueParser::new())]
     pub debug_methods: bool,
 
-    /// Write `{pid, port, ws_url, socket, primary}` here once listening.
+    /// Write `{pid, port, ws_url, socket, primary, dashboard_url, mcp_url}` here once
+    /// listening.
     #[arg(long)]
     pub ready_file: Option<PathBuf>,
+
+    /// Port of the loopback dashboard (default: the WebSocket port + 1; 0 picks a free
+    /// port). The dashboard always binds loopback.
+    #[arg(long, env = "CAR_DASHBOARD_PORT")]
+    pub dashboard_port: Option<u16>,
+
+    /// Do not serve the dashboard (browser pages then cannot open the WebSocket at all).
+    #[arg(long, env = "CAR_NO_DASHBOARD", value_parser = clap::builder::FalseyValueParser::new())]
+    pub no_dashboard: bool,
+
+    /// A browser origin (besides the dashboard's own) allowed to open the WebSocket, e.g.
+    /// `http://localhost:5173` for a UI of your own; repeatable.
+    #[arg(long = "allow-origin", value_name = "ORIGIN")]
+    pub allow_origins: Vec<String>,
+
+    /// Address of the MCP endpoint (`http://ADDR/mcp`), or `disabled`.
+    #[arg(long, env = "CAR_MCP_BIND", default_value = DEFAULT_MCP_BIND)]
+    pub mcp_bind: String,
+
+    /// Offer the MCP tools that run or schedule work (`workflow_run`, `workflow_resume`,
+    /// `scheduler_schedule`, `scheduler_unschedule`).
+    #[arg(long, env = "CAR_MCP_ENABLE_MUTATIONS", value_parser = clap::builder::FalseyValueParser::new())]
+    pub mcp_enable_mutations: bool,
 }
+
+/// The MCP endpoint's default address (CAR's: a fixed port, not the WebSocket port + 2).
+pub const DEFAULT_MCP_BIND: &str = "127.0.0.1:9102";
 
 /// Validated settings the rest of the daemon reads.
 #[derive(Debug, Clone)]
@@ -167,6 +194,15 @@ pub struct Config {
     pub idle_timeout: Duration,
     pub debug_methods: bool,
     pub ready_file: Option<PathBuf>,
+    /// `None`: no dashboard. `Some(None)`: the WebSocket port + 1. `Some(Some(p))`: `p`.
+    pub dashboard: Option<Option<u16>>,
+    /// Browser origins allowed on the WebSocket besides the dashboard's (normalised).
+    pub allow_origins: Vec<String>,
+    /// The MCP endpoint's address (`None`: disabled) and whether it was given explicitly
+    /// (an explicit address that cannot be bound stops the daemon; the default only warns).
+    pub mcp_bind: Option<std::net::SocketAddr>,
+    pub mcp_bind_explicit: bool,
+    pub mcp_enable_mutations: bool,
     pub approvals: ApprovalGate,
     pub workspace_root: Option<PathBuf>,
     /// `supervision.*`: how long a parked intent waits for a decision.
@@ -280,6 +316,31 @@ impl Config {
             methods,
             timeout: args.approval_timeout,
         };
+        let mcp_bind = if args.mcp_bind.trim().eq_ignore_ascii_case("disabled") {
+            None
+        } else {
+            Some(
+                args.mcp_bind
+                    .trim()
+                    .parse::<std::net::SocketAddr>()
+                    .map_err(|e| {
+                        format!(
+                            "--mcp-bind: expected HOST:PORT or `disabled`, got {:?}: {e}",
+                            args.mcp_bind
+                        )
+                    })?,
+            )
+        };
+        let mut allow_origins = Vec::new();
+        for origin in &args.allow_origins {
+            let normalised = origin.trim().trim_end_matches('/').to_ascii_lowercase();
+            if !(normalised.starts_with("http://") || normalised.starts_with("https://")) {
+                return Err(format!(
+                    "--allow-origin: expected an http(s) origin such as http://localhost:5173, got {origin:?}"
+                ));
+            }
+            allow_origins.push(normalised);
+        }
         Ok(Config {
             approvals,
             supervision_timeout: args.supervision_timeout,
@@ -305,6 +366,11 @@ impl Config {
             idle_timeout: args.idle_timeout,
             debug_methods: args.debug_methods,
             ready_file: args.ready_file,
+            dashboard: (!args.no_dashboard).then_some(args.dashboard_port),
+            allow_origins,
+            mcp_bind,
+            mcp_bind_explicit: args.mcp_bind != DEFAULT_MCP_BIND,
+            mcp_enable_mutations: args.mcp_enable_mutations,
         })
     }
 }

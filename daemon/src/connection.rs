@@ -82,6 +82,7 @@ where
         queue,
         closed.clone(),
     ));
+    state.sessions.add(&session);
     tracing::debug!(session = session.id, transport, "connection opened");
     let (sink, mut stream) = ws.split();
     let writer = tokio::spawn(write_loop(sink, out_rx, abort.clone()));
@@ -89,6 +90,7 @@ where
     let ending = read_loop(&mut stream, &session, &state, &abort, &mut handlers).await;
 
     // Teardown: nothing of this connection may outlive it.
+    state.sessions.remove(session.id);
     closed.cancel();
     handlers.abort_all();
     session.fail_reverse_calls();

@@ -12,7 +12,9 @@
 //! 3. agent scope: a session bound to an agent whose registration has a
 //!    `method_allowlist` may call only those methods (and `session.auth`,
 //!    `server.handshake`) → else `-32601 agent_method_not_allowed` (a notification is
-//!    dropped), before any handler runs;
+//!    dropped), before any handler runs; a session holding the dashboard's read-only token
+//!    has the read methods as its allowlist and is refused anything else with
+//!    `-32603 permission denied`, `data.reason = "read_only"`;
 //! 4. handshake: declarations marked `handshake_required` → `-32005` until negotiated;
 //! 5. role: `host`-labelled methods need a host session → `-32603 permission denied`
 //!    with `data.reason = "host_required"`;
@@ -110,6 +112,14 @@ impl Dispatch {
         if let Some(allowed) = &identity.method_allowlist {
             let implicit = method == "session.auth" || method == "server.handshake";
             if !implicit && !allowed.iter().any(|m| m == method) {
+                if identity.observer {
+                    return Verdict::Refuse(
+                        RpcError::internal(format!(
+                            "permission denied: {method} is not a read, and this session holds the dashboard's read-only token"
+                        ))
+                        .with_data(json!({"reason": "read_only", "method": method})),
+                    );
+                }
                 return Verdict::Refuse(
                     RpcError::new(
                         car_proto::errors::METHOD_NOT_FOUND,

@@ -58,6 +58,7 @@ impl InMemoryDaemon {
             Some(Credentials {
                 token: token.clone().into(),
                 host_token: host_token.clone().into(),
+                dashboard_token: mint_token().into(),
             }),
             CancellationToken::new(),
         )

@@ -98,6 +98,11 @@ impl InferenceService {
         n
     }
 
+    /// How many generation calls are running or waiting for admission.
+    pub fn in_flight(&self) -> usize {
+        self.inflight.lock().expect("inflight lock").len()
+    }
+
     /// The in-flight call `id` of `session`, if it is still running.
     pub fn find(&self, session: u64, id: &Value) -> Option<Arc<InFlight>> {
         self.inflight

@@ -43,6 +43,8 @@ pub mod run_registry;
 pub mod runtime;
 pub mod services;
 pub mod session;
+pub mod session_registry;
+pub mod sidecars;
 pub mod state;
 pub mod store;
 pub mod supervision;
@@ -133,11 +135,14 @@ pub async fn run(config: Config, paths: Paths) -> Result<(), Fatal> {
         state.clone(),
     ));
     let ws_url = format!("ws://{local}");
+    let sidecars = sidecars::start(&state, local.port()).await?;
     state.boot(ws_url.clone()).await;
     tracing::info!(
         %ws_url,
         socket = %instance.socket.display(),
         primary = instance.primary,
+        dashboard = sidecars.dashboard_url.as_deref().unwrap_or("off"),
+        mcp = sidecars.mcp_url.as_deref().unwrap_or("off"),
         auth = config.auth_enabled,
         state_root = %paths.state_root.display(),
         version = car_proto::CAR_VERSION,
@@ -150,6 +155,8 @@ pub async fn run(config: Config, paths: Paths) -> Result<(), Fatal> {
             "ws_url": ws_url,
             "socket": instance.socket,
             "primary": instance.primary,
+            "dashboard_url": sidecars.dashboard_url,
+            "mcp_url": sidecars.mcp_url,
         });
         write_ready_file(ready, &info.to_string()).map_err(|e| {
             Fatal::runtime(format!(
@@ -323,6 +330,7 @@ fn publish_credentials(
         return Ok(Some(Credentials {
             token: token.into(),
             host_token: host_token.into(),
+            dashboard_token: auth::mint_token().into(),
         }));
     }
     let token = match &config.supplied_token {
@@ -337,6 +345,7 @@ fn publish_credentials(
     Ok(Some(Credentials {
         token: token.into(),
         host_token: host_token.into(),
+        dashboard_token: auth::mint_token().into(),
     }))
 }
 

@@ -34,6 +34,9 @@ pub struct Identity {
     /// The bound agent's `method_allowlist`: when present, dispatch refuses every other
     /// method (`session.auth` and `server.handshake` always pass).
     pub method_allowlist: Option<std::sync::Arc<[String]>>,
+    /// Authenticated with the dashboard's read-only token: host visibility, and
+    /// `method_allowlist` holds the read methods (`crate::auth::OBSERVER_METHODS`).
+    pub observer: bool,
     /// The inference-consumer grant this socket authenticated with.
     pub grant: Option<std::sync::Arc<crate::consumer_grants::Grant>>,
 }
@@ -46,6 +49,8 @@ pub struct Session {
     pub transport: &'static str,
     identity: Mutex<Identity>,
     negotiated: Mutex<Option<Vec<String>>>,
+    /// The `client_version` the client reported in `server.handshake`.
+    client_version: Mutex<Option<String>>,
     /// The `host.subscribe` forwarder's stop token (a new subscription replaces it).
     host_subscription: Mutex<Option<CancellationToken>>,
     outbound: Outbound,
@@ -94,6 +99,7 @@ impl Session {
             agent_id: None,
             memory_namespace: None,
             method_allowlist: None,
+            observer: false,
             grant: None,
         };
         Session {
@@ -101,6 +107,7 @@ impl Session {
             transport,
             identity: Mutex::new(identity),
             negotiated: Mutex::new(None),
+            client_version: Mutex::new(None),
             host_subscription: Mutex::new(None),
             outbound,
             reverse: ReverseCalls::default(),
@@ -175,6 +182,17 @@ impl Session {
 
     pub fn set_negotiated(&self, caps: Vec<String>) {
         *self.negotiated.lock().expect("negotiated lock") = Some(caps);
+    }
+
+    pub fn client_version(&self) -> Option<String> {
+        self.client_version
+            .lock()
+            .expect("client version lock")
+            .clone()
+    }
+
+    pub fn set_client_version(&self, version: String) {
+        *self.client_version.lock().expect("client version lock") = Some(version);
     }
 
     /// The execution-session id stamped on reverse calls when the caller names none.

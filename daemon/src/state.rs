@@ -104,6 +104,12 @@ pub struct ServerState {
     pub inference: Arc<crate::inference::InferenceService>,
     /// Cancelled on SIGINT/SIGTERM: listeners stop, sessions close.
     pub shutdown: CancellationToken,
+    /// The open connections (`server.status`).
+    pub sessions: crate::session_registry::Sessions,
+    /// The dashboard's port once it is bound: browser pages from it may open the WebSocket.
+    pub dashboard_port: std::sync::OnceLock<u16>,
+    /// When the daemon state was opened (`server.status` uptime).
+    pub started: std::time::Instant,
     next_session: AtomicU64,
 }
 
@@ -164,6 +170,9 @@ impl ServerState {
             memory,
             inference,
             shutdown,
+            sessions: Default::default(),
+            dashboard_port: Default::default(),
+            started: std::time::Instant::now(),
             next_session: AtomicU64::new(1),
         }
     }

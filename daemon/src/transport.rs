@@ -122,7 +122,11 @@ async fn upgrade_and_serve<S>(
             .headers()
             .get("origin")
             .map(|v| v.to_str().unwrap_or("\u{fffd}"));
-        match upgrade::refusal(origin, header("host"), loopback) {
+        let pages = upgrade::PageOrigins {
+            dashboard_port: state.dashboard_port.get().copied(),
+            allowed: &state.config.allow_origins,
+        };
+        match upgrade::refusal(origin, header("host"), loopback, &pages) {
             None => Ok(response),
             Some(reason) => {
                 tracing::warn!(%peer, %reason, "websocket upgrade refused");

@@ -2,49 +2,41 @@
 //!
 //! A browser will open a WebSocket to `localhost` for any page, and a DNS-rebinding page
 //! can make its own host name resolve to `127.0.0.1`. So, while the daemon is bound to
-//! loopback: an `Origin` header that is present and not a loopback origin is refused with
-//! HTTP 403 (no `Origin` — a native client — is allowed), and a `Host` header that is not
-//! a loopback name or address is refused with HTTP 403. Ports are not checked.
+//! loopback: an `Origin` header (only browsers send one; native clients do not) is accepted
+//! only when it is the daemon's own dashboard page — `http://127.0.0.1:<dashboard port>` or
+//! `http://localhost:<dashboard port>` (`car_proto::loopback::is_own_origin`) — or one of
+//! the `--allow-origin` origins; any other `Origin`, including other
+//! loopback ports and `null`, is refused with HTTP 403. A `Host` header that is not a
+//! loopback name or address is refused with HTTP 403 (DNS rebinding).
+//!
+//! CAR accepts any loopback origin here and relies on the token (a page cannot read it);
+//! refusing at the upgrade means a hostile local page never reaches JSON-RPC at all.
 
-use std::net::IpAddr;
+use std::net::{Ipv4Addr, SocketAddr};
 
-/// True for `localhost`, any `127.0.0.0/8` address and `::1`, with or without a port.
-pub fn is_loopback_authority(authority: &str) -> bool {
-    let authority = authority.trim();
-    let host = if let Some(rest) = authority.strip_prefix('[') {
-        // "[::1]" or "[::1]:9100"
-        match rest.split_once(']') {
-            Some((host, tail)) if tail.is_empty() || valid_port(tail) => host,
-            _ => return false,
-        }
-    } else {
-        match authority.rsplit_once(':') {
-            Some((host, port)) if valid_port(&format!(":{port}")) => host,
-            Some(_) => return false,
-            None => authority,
-        }
-    };
-    if host.eq_ignore_ascii_case("localhost") {
-        return true;
-    }
-    host.parse::<IpAddr>()
-        .map(|ip| ip.is_loopback())
-        .unwrap_or(false)
+use car_proto::loopback::{is_loopback_authority, is_own_origin};
+
+/// The browser pages allowed to open the WebSocket.
+#[derive(Debug, Clone, Default)]
+pub struct PageOrigins<'a> {
+    /// The dashboard's port: a loopback origin on it is the daemon's own page.
+    pub dashboard_port: Option<u16>,
+    /// `--allow-origin` values, lower-case, without a trailing `/`.
+    pub allowed: &'a [String],
 }
 
-fn valid_port(tail: &str) -> bool {
-    tail.strip_prefix(':')
-        .is_some_and(|p| !p.is_empty() && p.len() <= 5 && p.bytes().all(|b| b.is_ascii_digit()))
-}
-
-/// True for `http(s)://` + a loopback authority, nothing after it but an optional `/`.
-pub fn is_loopback_origin(origin: &str) -> bool {
-    let rest = origin
-        .strip_prefix("http://")
-        .or_else(|| origin.strip_prefix("https://"));
-    match rest {
-        Some(rest) => is_loopback_authority(rest.strip_suffix('/').unwrap_or(rest)),
-        None => false,
+impl PageOrigins<'_> {
+    /// The dashboard serves plain HTTP on `127.0.0.1` only, so its page's origin is exactly
+    /// `http://127.0.0.1:<port>` or `http://localhost:<port>`; another loopback address or
+    /// `https` on that port number would be some other local server's page.
+    fn admits(&self, origin: &str) -> bool {
+        let normalised = origin.trim_end_matches('/').to_ascii_lowercase();
+        if self.allowed.contains(&normalised) {
+            return true;
+        }
+        self.dashboard_port.is_some_and(|port| {
+            is_own_origin(&normalised, SocketAddr::from((Ipv4Addr::LOCALHOST, port)))
+        })
     }
 }
 
@@ -53,14 +45,15 @@ pub fn refusal(
     origin: Option<&str>,
     host: Option<&str>,
     bound_to_loopback: bool,
+    pages: &PageOrigins<'_>,
 ) -> Option<String> {
     if !bound_to_loopback {
         return None;
     }
     if let Some(origin) = origin {
-        if !is_loopback_origin(origin) {
+        if !pages.admits(origin) {
             return Some(format!(
-                "cross-origin upgrade refused: Origin {origin:?} is not loopback"
+                "cross-origin upgrade refused: Origin {origin:?} is not this daemon's dashboard"
             ));
         }
     }
@@ -79,60 +72,38 @@ mod tests {
     use super::*;
 
     #[test]
-    fn loopback_authorities() {
-        for ok in [
-            "localhost",
-            "LOCALHOST:9100",
-            "127.0.0.1",
-            "127.8.9.10:1",
-            "[::1]",
-            "[::1]:9100",
-        ] {
-            assert!(is_loopback_authority(ok), "{ok}");
-        }
-        for bad in [
-            "evil.example",
-            "evil.example:9100",
-            "localhost.evil.example",
-            "10.0.0.1",
-            "[::2]:1",
-            "127.0.0.1:x",
-            "127.0.0.1:",
-            "",
-            "[::1]x",
-        ] {
-            assert!(!is_loopback_authority(bad), "{bad}");
-        }
-    }
-
-    #[test]
-    fn origins() {
-        for ok in [
-            "http://localhost",
-            "https://127.0.0.1:3000",
-            "http://[::1]:8080/",
-            "http://localhost:9101",
-        ] {
-            assert!(is_loopback_origin(ok), "{ok}");
-        }
-        for bad in [
-            "https://evil.example",
-            "null",
-            "file://",
-            "http://localhost.evil.example",
-            "ws://localhost",
-            "http://localhost/path",
-        ] {
-            assert!(!is_loopback_origin(bad), "{bad}");
-        }
-    }
-
-    #[test]
     fn refusal_rules() {
-        assert!(refusal(None, None, true).is_none());
-        assert!(refusal(None, Some("127.0.0.1:9100"), true).is_none());
-        assert!(refusal(Some("https://evil.example"), Some("localhost"), true).is_some());
-        assert!(refusal(None, Some("evil.example"), true).is_some());
-        assert!(refusal(Some("https://evil.example"), None, false).is_none());
+        let none = PageOrigins::default();
+        assert!(refusal(None, None, true, &none).is_none());
+        assert!(refusal(None, Some("127.0.0.1:9100"), true, &none).is_none());
+        assert!(refusal(Some("https://evil.example"), Some("localhost"), true, &none).is_some());
+        assert!(refusal(None, Some("evil.example"), true, &none).is_some());
+        assert!(refusal(Some("https://evil.example"), None, false, &none).is_none());
+        // Loopback pages: only the dashboard's port, or an allowed origin.
+        let allowed = vec!["http://localhost:5173".to_string()];
+        let pages = PageOrigins {
+            dashboard_port: Some(9101),
+            allowed: &allowed,
+        };
+        for ok in [
+            "http://127.0.0.1:9101",
+            "http://localhost:9101/",
+            "http://LOCALHOST:5173",
+        ] {
+            assert!(refusal(Some(ok), None, true, &pages).is_none(), "{ok}");
+        }
+        for bad in [
+            "http://127.0.0.1:9102",
+            "http://127.0.0.1",
+            "http://[::1]:9101",
+            "http://127.0.0.2:9101",
+            "https://127.0.0.1:9101",
+            "http://evil.example:9101",
+            "null",
+            "http://localhost:5174",
+        ] {
+            assert!(refusal(Some(bad), None, true, &pages).is_some(), "{bad}");
+        }
+        assert!(refusal(Some("http://127.0.0.1:9101"), None, true, &none).is_some());
     }
 }

@@ -45,17 +45,46 @@ async fn cross_origin_and_foreign_host_upgrades_get_403() {
 }
 
 #[tokio::test]
-async fn loopback_origins_and_no_origin_are_accepted() {
-    let d = Daemon::start();
+async fn only_the_dashboard_page_and_allowed_origins_may_upgrade() {
+    let d = Daemon::builder()
+        .args(["--allow-origin", "http://localhost:5173/"])
+        .start();
+    let dashboard = d.dashboard_url.clone().expect("the dashboard is served");
+    let dash_port: u16 = dashboard
+        .trim_end_matches('/')
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
     for origin in [
-        "http://localhost:3000",
-        "https://127.0.0.1",
-        "http://[::1]:8080",
-        "http://127.0.0.2:1",
+        format!("http://127.0.0.1:{dash_port}"),
+        format!("http://localhost:{dash_port}"),
+        "http://localhost:5173".to_string(),
     ] {
         assert_eq!(
-            upgrade_status(&d.ws_url, &[("origin", origin)]).await,
+            upgrade_status(&d.ws_url, &[("origin", &origin)]).await,
             101,
+            "{origin}"
+        );
+    }
+    // Other loopback pages (a local dev server, a hostile localhost page) are refused
+    // before any JSON-RPC, as is the dashboard's port under a foreign name.
+    for origin in [
+        "http://localhost:3000".to_string(),
+        "https://127.0.0.1".to_string(),
+        "http://127.0.0.2:1".to_string(),
+        format!("http://127.0.0.1:{}", d.port),
+        format!("http://evil.example:{dash_port}"),
+        // The dashboard's port number on another loopback address or scheme is some other
+        // local server's page.
+        format!("http://[::1]:{dash_port}"),
+        format!("http://127.0.0.2:{dash_port}"),
+        format!("https://127.0.0.1:{dash_port}"),
+    ] {
+        assert_eq!(
+            upgrade_status(&d.ws_url, &[("origin", &origin)]).await,
+            403,
             "{origin}"
         );
     }
@@ -71,4 +100,30 @@ async fn loopback_origins_and_no_origin_are_accepted() {
     );
     // A refused upgrade never reaches JSON-RPC, and the daemon keeps serving.
     Ws::authed(&d).await;
+}
+
+#[tokio::test]
+async fn without_a_dashboard_no_browser_page_may_upgrade() {
+    let d = Daemon::builder().args(["--no-dashboard"]).start();
+    assert!(d.dashboard_url.is_none());
+    assert_eq!(
+        upgrade_status(&d.ws_url, &[("origin", "http://127.0.0.1:9101")]).await,
+        403
+    );
+    assert_eq!(upgrade_status(&d.ws_url, &[]).await, 101);
+}
+
+#[test]
+fn a_bad_allow_origin_or_mcp_bind_is_a_usage_error() {
+    for args in [
+        &["--allow-origin", "localhost:5173"][..],
+        &["--mcp-bind", "nonsense"][..],
+    ] {
+        let (status, stderr) = Daemon::builder()
+            .args(args.iter().copied())
+            .spawn()
+            .unwrap_err();
+        assert_eq!(status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(args[0]), "{args:?}: {stderr}");
+    }
 }

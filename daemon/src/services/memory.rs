@@ -29,7 +29,7 @@ pub fn scope_of(call: &Call) -> Scope {
     }
 }
 
-fn engine_error(e: MemoryError) -> RpcError {
+pub(super) fn engine_error(e: MemoryError) -> RpcError {
     if e.is_invalid_params() {
         RpcError::invalid_params(e)
     } else {

@@ -19,11 +19,13 @@ mod events;
 mod host;
 mod inference;
 mod memory;
+pub mod memory_proactive;
 mod models;
 mod multi;
 pub mod params;
 pub mod permission;
 mod policy;
+mod policy_check;
 pub mod proposal;
 pub mod run_lifecycle;
 mod run_records;
@@ -52,8 +54,10 @@ pub fn routes() -> Routes {
         session_scopes::register,
         state::register,
         memory::register,
+        memory_proactive::register,
         tools::register,
         policy::register,
+        policy_check::register,
         proposal::register,
         events::register,
         runs::register,

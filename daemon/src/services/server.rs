@@ -16,7 +16,26 @@ pub fn register(routes: &mut Routes) {
     routes
         .immediate::<m::Handshake, _>(handshake)
         .add::<m::Schema, _, _>(schema)
-        .add::<m::CapabilitiesList, _, _>(capabilities_list);
+        .add::<m::CapabilitiesList, _, _>(capabilities_list)
+        .add::<m::Status, _, _>(status);
+}
+
+/// `server.status`: the open connections and the admission queue.
+async fn status(call: Call, _: NoParams) -> Result<m::StatusReply, RpcError> {
+    let state = &call.state;
+    let capacity = state.config.max_generations;
+    let running = capacity.saturating_sub(state.inference.admission.available_permits());
+    let waiting_or_running = state.inference.in_flight();
+    Ok(m::StatusReply {
+        car_version: car_proto::CAR_VERSION.to_string(),
+        uptime_ms: state.started.elapsed().as_millis() as u64,
+        sessions: state.sessions.rows(),
+        admission: m::AdmissionStatus {
+            running,
+            queued: waiting_or_running.saturating_sub(running),
+            capacity,
+        },
+    })
 }
 
 /// `server.handshake`: exact-version negotiation. A failure leaves the session's earlier
@@ -28,6 +47,7 @@ fn handshake(
 ) -> Result<HandshakeReply, RpcError> {
     let reply = car_proto::handshake::negotiate(&params)?;
     session.set_negotiated(reply.negotiated_capabilities.clone());
+    session.set_client_version(reply.client_version.clone());
     tracing::debug!(session = session.id, client_version = %reply.client_version, caps = ?reply.negotiated_capabilities, "negotiated");
     Ok(reply)
 }

@@ -138,6 +138,7 @@ pub fn auth(
     if let Credential::Consumer { consumer_id, token } = &request.credential {
         return super::session_scopes::consumer_auth(session, state, consumer_id, token);
     }
+    let mut observer = false;
     let (role, agent_id, allowlist) = match (&state.credentials, request.credential) {
         (_, Credential::Consumer { .. }) => unreachable!("handled above"),
         (
@@ -180,11 +181,20 @@ pub fn auth(
                 agent_id: None,
             },
         ) => {
-            if !tokens_match(creds.token.expose(), &token) {
+            if tokens_match(creds.token.expose(), &token) {
+                (CallerRole::Operator, None, None)
+            } else if tokens_match(creds.dashboard_token.expose(), &token) {
+                // The dashboard's read-only token: a host's view, read methods only.
+                observer = true;
+                let reads: Vec<String> = crate::auth::OBSERVER_METHODS
+                    .iter()
+                    .map(|m| m.to_string())
+                    .collect();
+                (CallerRole::Host, None, Some(reads))
+            } else {
                 tracing::warn!(session = session.id, "session.auth: token mismatch");
                 return Err(mismatch());
             }
-            (CallerRole::Operator, None, None)
         }
     };
     if let Some(previous) = &current.agent_id {
@@ -198,6 +208,7 @@ pub fn auth(
         agent_id: agent_id.clone(),
         memory_namespace: request.memory_namespace.clone(),
         method_allowlist: allowlist.clone().map(Into::into),
+        observer,
         grant: None,
     });
     if let Some(agent) = &agent_id {
@@ -208,7 +219,11 @@ pub fn auth(
     Ok(AuthReply {
         ok: true,
         auth_enabled: state.auth_enabled(),
-        role: (state.auth_enabled() && role == CallerRole::Host).then(|| "host".to_string()),
+        role: if observer {
+            Some("observer".to_string())
+        } else {
+            (state.auth_enabled() && role == CallerRole::Host).then(|| "host".to_string())
+        },
         agent_id,
         method_allowlist: allowlist,
         memory_namespace: request.memory_namespace,

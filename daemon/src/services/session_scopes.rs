@@ -172,6 +172,7 @@ pub fn consumer_auth(
         agent_id: Some(grant.parent_agent_id.clone()),
         memory_namespace: None,
         method_allowlist: Some(grant.methods.clone().into()),
+        observer: false,
         grant: Some(grant.clone()),
     });
     let watched = session.clone();

@@ -11,6 +11,7 @@
 pub mod admission;
 mod builtin;
 mod callback;
+pub mod checks;
 pub mod exec;
 pub mod model;
 pub mod plan;
@@ -33,6 +34,7 @@ pub fn register(routes: &mut Routes) {
     routes
         .add::<m::Verify, _, _>(verify)
         .add::<m::Submit, _, _>(submit);
+    checks::register(routes);
 }
 
 fn analyse(

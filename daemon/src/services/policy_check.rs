@@ -1,0 +1,276 @@
+//! `policy.check {tool, params?, cwd?}`: judges one tool call before it runs (CAR's MCP
+//! `policy_check`, the tool a host's `PreToolUse` hook calls).
+//!
+//! Rules come from two places:
+//! - **policy files**: every `*.toml` in `<CAR_HOME>/policies/` and in `<cwd>/.car/policies/`
+//!   (neither is walked upward), where `cwd` is the caller's (`car-mcp` sends its own) or,
+//!   when absent, the daemon's working directory (CAR's "under the server's working
+//!   directory"). A file holds CAR's declarative rules
+//!   `deny_tool = ["WebFetch"]` (exact tool names) and `deny_keyword = ["rm -rf /"]`
+//!   (substrings of the tool name or of any string in `params`, case-insensitive); other keys
+//!   are ignored. A file that cannot be read or parsed, or a rule that is not a list of
+//!   strings, makes the answer `deny` with `basis: "policy_load_failed"` (failing open on a
+//!   typo would enforce nothing while reporting a clean result);
+//! - **this connection's policies** (`policy.register`), judged against its state as a
+//!   proposal's tool call would be.
+//!
+//! `basis` is `policy_load_failed`, `denied_by_rule`, `passed_rules` (rules ran and the
+//! call cleared them) or `no_rules_configured` (nothing was loaded: the allow reviewed
+//! nothing). CAR also applies a stateless egress inspector; this daemon has none, so every
+//! finding comes from a rule (documented in docs/protocol-choices.md, "MCP").
+
+use std::path::{Path, PathBuf};
+
+use car_proto::errors::RpcError;
+use car_proto::methods::proposal_checks::{
+    self as m, PolicyCheckParams, PolicyCheckReply, PolicyFinding, PolicySource,
+};
+use serde_json::{Map, Value};
+
+use crate::handler::{Call, Routes};
+
+/// Largest policy file read.
+const MAX_FILE_BYTES: u64 = 1 << 20;
+/// Most policy files read per directory.
+const MAX_FILES: usize = 64;
+
+pub fn register(routes: &mut Routes) {
+    routes.add::<m::Check, _, _>(check);
+}
+
+/// The rules of one directory.
+#[derive(Debug, Default)]
+struct Rules {
+    deny_tool: Vec<String>,
+    deny_keyword: Vec<String>,
+}
+
+fn string_list(table: &toml::Table, key: &str, file: &Path) -> Result<Vec<String>, String> {
+    match table.get(key) {
+        None => Ok(Vec::new()),
+        Some(toml::Value::Array(items)) => items
+            .iter()
+            .map(|v| {
+                v.as_str()
+                    .map(str::to_string)
+                    .ok_or_else(|| format!("{}: {key} must be a list of strings", file.display()))
+            })
+            .collect(),
+        Some(_) => Err(format!(
+            "{}: {key} must be a list of strings",
+            file.display()
+        )),
+    }
+}
+
+/// Reads a directory's rules; `Ok(None)` when it does not exist.
+fn load_dir(dir: &Path) -> Result<Option<Rules>, String> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("{}: {e}", dir.display())),
+    };
+    let mut files: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .collect();
+    files.sort();
+    if files.len() > MAX_FILES {
+        return Err(format!(
+            "{}: more than {MAX_FILES} policy files",
+            dir.display()
+        ));
+    }
+    let mut rules = Rules::default();
+    for file in files {
+        let size = std::fs::metadata(&file)
+            .map_err(|e| format!("{}: {e}", file.display()))?
+            .len();
+        if size > MAX_FILE_BYTES {
+            return Err(format!(
+                "{}: larger than {MAX_FILE_BYTES} bytes",
+                file.display()
+            ));
+        }
+        let text =
+            std::fs::read_to_string(&file).map_err(|e| format!("{}: {e}", file.display()))?;
+        let table: toml::Table = text
+            .parse()
+            .map_err(|e: toml::de::Error| format!("{}: {}", file.display(), e.message()))?;
+        rules
+            .deny_tool
+            .extend(string_list(&table, "deny_tool", &file)?);
+        rules
+            .deny_keyword
+            .extend(string_list(&table, "deny_keyword", &file)?);
+    }
+    Ok(Some(rules))
+}
+
+/// Every string in `value`, for keyword matching.
+fn strings<'a>(value: &'a Value, out: &mut Vec<&'a str>) {
+    match value {
+        Value::String(s) => out.push(s),
+        Value::Array(items) => items.iter().for_each(|v| strings(v, out)),
+        Value::Object(map) => map.values().for_each(|v| strings(v, out)),
+        _ => {}
+    }
+}
+
+fn file_findings(rules: &Rules, tool: &str, params: &Map<String, Value>) -> Vec<PolicyFinding> {
+    let mut findings = Vec::new();
+    for denied in &rules.deny_tool {
+        if denied == tool {
+            findings.push(PolicyFinding {
+                source: "policy_rules".into(),
+                rule: format!("deny_tool:{denied}"),
+                severity: "deny".into(),
+                reason: format!("tool {tool:?} is denied by policy"),
+            });
+        }
+    }
+    let params = Value::Object(params.clone());
+    let mut texts = vec![tool];
+    strings(&params, &mut texts);
+    for keyword in &rules.deny_keyword {
+        let needle = keyword.to_lowercase();
+        if !needle.is_empty() && texts.iter().any(|t| t.to_lowercase().contains(&needle)) {
+            findings.push(PolicyFinding {
+                source: "policy_rules".into(),
+                rule: format!("deny_keyword:{keyword}"),
+                severity: "deny".into(),
+                reason: format!("the call contains the denied keyword {keyword:?}"),
+            });
+        }
+    }
+    findings
+}
+
+async fn check(call: Call, p: PolicyCheckParams) -> Result<PolicyCheckReply, RpcError> {
+    if p.tool.trim().is_empty() {
+        return Err(RpcError::invalid_params("tool: must not be empty"));
+    }
+    let mut dirs = vec![call.state.config_state_root().join("policies")];
+    let cwd = match &p.cwd {
+        Some(cwd) if !Path::new(cwd).is_absolute() => {
+            return Err(RpcError::invalid_params(format!(
+                "cwd: must be an absolute path, got {cwd:?}"
+            )));
+        }
+        Some(cwd) => Some(PathBuf::from(cwd)),
+        None => std::env::current_dir().ok(),
+    };
+    if let Some(cwd) = cwd {
+        dirs.push(cwd.join(".car").join("policies"));
+    }
+    let params = p.params.unwrap_or_default();
+    let mut findings = Vec::new();
+    let mut sources = Vec::new();
+    let mut rules_loaded = 0;
+    let mut load_failed = false;
+    for dir in dirs {
+        let loaded = tokio::task::spawn_blocking({
+            let dir = dir.clone();
+            move || load_dir(&dir)
+        })
+        .await
+        .map_err(|e| RpcError::internal(format!("reading policy files: {e}")))?;
+        let path = dir.display().to_string();
+        match loaded {
+            Ok(None) => sources.push(PolicySource {
+                path,
+                exists: false,
+                rules: 0,
+                error: None,
+            }),
+            Ok(Some(rules)) => {
+                let count = rules.deny_tool.len() + rules.deny_keyword.len();
+                rules_loaded += count;
+                findings.extend(file_findings(&rules, &p.tool, &params));
+                sources.push(PolicySource {
+                    path,
+                    exists: true,
+                    rules: count,
+                    error: None,
+                });
+            }
+            Err(error) => {
+                load_failed = true;
+                sources.push(PolicySource {
+                    path,
+                    exists: true,
+                    rules: 0,
+                    error: Some(error),
+                });
+            }
+        }
+    }
+    let session_id = call.session.label();
+    let (registered, violation) = call.session.runtime(|rt| {
+        let state = rt.partition(None).cloned().unwrap_or_default();
+        (
+            rt.policies.len(),
+            crate::runtime::violation_in(&rt.policies, &session_id, &p.tool, &params, &state),
+        )
+    });
+    rules_loaded += registered;
+    if let Some((name, why)) = violation {
+        findings.push(PolicyFinding {
+            source: "session_policy".into(),
+            rule: name,
+            severity: "deny".into(),
+            reason: why,
+        });
+    }
+    let (decision, basis) = if load_failed {
+        ("deny", "policy_load_failed")
+    } else if !findings.is_empty() {
+        ("deny", "denied_by_rule")
+    } else if rules_loaded == 0 {
+        ("allow", "no_rules_configured")
+    } else {
+        ("allow", "passed_rules")
+    };
+    Ok(PolicyCheckReply {
+        decision: decision.into(),
+        basis: basis.into(),
+        tool: p.tool,
+        findings,
+        rules_loaded,
+        policy_sources: sources,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn files_load_and_match() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(load_dir(&dir.path().join("absent")).unwrap().is_none());
+        std::fs::write(
+            dir.path().join("rules.toml"),
+            "deny_tool = [\"WebFetch\"]\ndeny_keyword = [\"rm -rf /\"]\nother = 1\n",
+        )
+        .unwrap();
+        let rules = load_dir(dir.path()).unwrap().unwrap();
+        let none = Map::new();
+        assert_eq!(file_findings(&rules, "WebFetch", &none).len(), 1);
+        assert!(file_findings(&rules, "Read", &none).is_empty());
+        let params = serde_json::json!({"command": "sudo RM -RF / now"});
+        let found = file_findings(&rules, "Bash", params.as_object().unwrap());
+        assert_eq!(found[0].rule, "deny_keyword:rm -rf /");
+    }
+
+    #[test]
+    fn bad_files_fail_closed() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a.toml"), "deny_tool = [").unwrap();
+        assert!(load_dir(dir.path()).unwrap_err().contains("a.toml"));
+        std::fs::write(dir.path().join("a.toml"), "deny_tool = \"WebFetch\"").unwrap();
+        assert!(load_dir(dir.path())
+            .unwrap_err()
+            .contains("deny_tool must be a list of strings"));
+    }
+}
