@@ -14,6 +14,8 @@ export interface GeneratedMethods {
   detokenize(model: string, tokens: number[]): Promise<string>
   /** `embed` (operator role): embedding vectors for texts from a local or remote embedding model. */
   embed(texts: string[], model?: string | null): Promise<string>
+  /** `events.cost_by_agent` (operator role): tokens and cost per agent, folded from the inference.metered events. */
+  eventCostByAgent(): Promise<string>
   /** `events.count` (operator role): the number of events in the durable event log. */
   eventCount(): Promise<number>
   /** `events.query` (operator role): events newest first, filtered by kinds, ids, data and time. */
@@ -196,6 +198,8 @@ export interface GeneratedMethods {
   agentsWait(paramsJson?: string): Promise<string>
   /** `capabilities.list` (operator role): list the methods this session's role can see, with their roles. */
   capabilitiesList(paramsJson?: string): Promise<string>
+  /** `events.cost_by_agent` (operator role): tokens and cost per agent, folded from the inference.metered events. */
+  eventsCostByAgent(paramsJson?: string): Promise<string>
   /** `events.count` (operator role): the number of events in the durable event log. */
   eventsCount(paramsJson?: string): Promise<string>
   /** `events.query` (operator role): events newest first, filtered by kinds, ids, data and time. */

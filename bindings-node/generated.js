@@ -24,6 +24,7 @@ const GENERATED_METHODS = {
   agentsTailLog: 'agents.tail_log',
   agentsWait: 'agents.wait',
   capabilitiesList: 'capabilities.list',
+  eventsCostByAgent: 'events.cost_by_agent',
   eventsCount: 'events.count',
   eventsQuery: 'events.query',
   eventsStats: 'events.stats',
@@ -105,6 +106,7 @@ const TYPED_MEMBERS = {
   classify: {"args":[{"kind":"str","name":"text","optional":false},{"kind":"str_list","name":"labels","optional":false},{"kind":"str","name":"model","optional":true}],"member":"classify","method":"classify","returns":{"kind":"json"}},
   detokenize: {"args":[{"kind":"str","name":"model","optional":false},{"kind":"int_list","name":"tokens","optional":false}],"member":"detokenize","method":"detokenize","returns":{"field":"text","kind":"text"}},
   embed: {"args":[{"kind":"str_list","name":"texts","optional":false},{"kind":"str","name":"model","optional":true}],"member":"embed","method":"embed","returns":{"kind":"json"}},
+  eventCostByAgent: {"args":[],"member":"event_cost_by_agent","method":"events.cost_by_agent","returns":{"kind":"json"}},
   eventCount: {"args":[],"member":"event_count","method":"events.count","returns":{"kind":"int"}},
   eventQuery: {"args":[{"kind":"json","name":"queryJson","optional":false}],"member":"event_query","method":"events.query","returns":{"kind":"json"}},
   hostAgents: {"args":[],"member":"host_agents","method":"host.agents","returns":{"kind":"json"}},
@@ -204,6 +206,10 @@ const MEMBERS = {
   /** `embed` (operator role): embedding vectors for texts from a local or remote embedding model. */
   async embed(texts, model) {
     return this[CALL_MEMBER]('embed', 'embed', [texts, model])
+  },
+  /** `events.cost_by_agent` (operator role): tokens and cost per agent, folded from the inference.metered events. */
+  async eventCostByAgent() {
+    return this[CALL_MEMBER]('events.cost_by_agent', 'event_cost_by_agent', [])
   },
   /** `events.count` (operator role): the number of events in the durable event log. */
   async eventCount() {
@@ -568,6 +574,10 @@ const MEMBERS = {
   /** `capabilities.list` (operator role): list the methods this session's role can see, with their roles. */
   async capabilitiesList(paramsJson = '{}') {
     return this.daemonCall('capabilities.list', paramsJson)
+  },
+  /** `events.cost_by_agent` (operator role): tokens and cost per agent, folded from the inference.metered events. */
+  async eventsCostByAgent(paramsJson = '{}') {
+    return this.daemonCall('events.cost_by_agent', paramsJson)
   },
   /** `events.count` (operator role): the number of events in the durable event log. */
   async eventsCount(paramsJson = '{}') {

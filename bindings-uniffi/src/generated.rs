@@ -44,6 +44,11 @@ impl CarDaemonClient {
         self.member_string("embed", "embed", vec![Some(texts.into()), Some(model.into())])
     }
 
+    /// `events.cost_by_agent` (operator role): tokens and cost per agent, folded from the inference.metered events.
+    pub fn event_cost_by_agent(&self) -> Result<String, CarError> {
+        self.member_string("events.cost_by_agent", "event_cost_by_agent", vec![])
+    }
+
     /// `events.count` (operator role): the number of events in the durable event log.
     pub fn event_count(&self) -> Result<i64, CarError> {
         self.member_int("events.count", "event_count", vec![])
@@ -518,6 +523,11 @@ impl CarDaemonClient {
     /// `capabilities.list` (operator role): list the methods this session's role can see, with their roles.
     pub fn capabilities_list(&self, params_json: String) -> Result<String, CarError> {
         self.daemon_call("capabilities.list".to_string(), params_json)
+    }
+
+    /// `events.cost_by_agent` (operator role): tokens and cost per agent, folded from the inference.metered events.
+    pub fn events_cost_by_agent(&self, params_json: String) -> Result<String, CarError> {
+        self.daemon_call("events.cost_by_agent".to_string(), params_json)
     }
 
     /// `events.count` (operator role): the number of events in the durable event log.

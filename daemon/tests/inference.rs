@@ -169,6 +169,21 @@ async fn infer_returns_coherent_text_with_usage_and_identity_and_seeds_repeat() 
     assert_eq!(r["model_identity"], smol["identity"]);
     assert_eq!(smol["identity"]["sha256"].as_str().unwrap().len(), 64);
     assert_eq!(smol["loaded"], true);
+    // The generation was metered for this unbound session's agent, `user` (CAR's
+    // InferenceMetered folded by events.cost_by_agent).
+    let costs = ws.call("events.cost_by_agent", Value::Null).await["result"].clone();
+    let usage = &r["usage"];
+    assert_eq!(
+        costs,
+        json!([{
+            "agent": "user",
+            "calls": 1,
+            "tokens_in": usage["prompt_tokens"].as_u64().unwrap() + usage["cache_read_input_tokens"].as_u64().unwrap(),
+            "tokens_out": usage["completion_tokens"],
+            "cost_usd": 0.0,
+        }]),
+        "{r}"
+    );
     let sampled = json!({"model": "smol", "prompt": "Write one sentence about the sea.", "max_tokens": 24, "temperature": 0.9, "seed": 42});
     let a = ws.call("infer", sampled.clone()).await["result"]["text"].clone();
     let b = ws.call("infer", sampled).await["result"]["text"].clone();

@@ -226,6 +226,13 @@ pub const TOOLS: &[ToolDef] = &[
         description: "Event totals by kind and the time span of the daemon's event log. Needs `Authorization: Bearer <daemon token>`.",
     },
     ToolDef {
+        name: "events_cost_by_agent",
+        method: "events.cost_by_agent",
+        group: Group::DaemonRead,
+        hints: READ,
+        description: "Tokens and cost per agent, folded from the daemon's metered generations (an array: text only). Needs `Authorization: Bearer <daemon token>`.",
+    },
+    ToolDef {
         name: "workflow_verify",
         method: "workflow.verify",
         group: Group::DaemonRead,

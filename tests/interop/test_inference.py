@@ -177,6 +177,19 @@ def test_infer_tracked_shape(mrt: car_runtime.CarRuntime) -> None:
     assert result["stop_reason"] is None or isinstance(result["stop_reason"], str)
 
 
+def test_event_cost_by_agent_folds_metered_generations(mrt: car_runtime.CarRuntime) -> None:
+    before = {row["agent"]: row for row in json.loads(mrt.event_cost_by_agent())}
+    result = json.loads(mrt.infer_tracked("Name a fruit.", GEN_ID, 4))
+    rows = json.loads(mrt.event_cost_by_agent())
+    assert rows == json.loads(mrt.events_cost_by_agent("null"))
+    user = next(row for row in rows if row["agent"] == "user")
+    assert set(user) == {"agent", "calls", "tokens_in", "tokens_out", "cost_usd"}
+    prior = before.get("user", {"calls": 0, "tokens_out": 0})
+    assert user["calls"] == prior["calls"] + 1
+    assert user["tokens_out"] == prior["tokens_out"] + result["usage"]["output_tokens"]
+    assert user["cost_usd"] == 0.0  # a local model
+
+
 def test_infer_tracked_truncation_is_reported(mrt: car_runtime.CarRuntime) -> None:
     result = json.loads(mrt.infer_tracked("Write a long story about a dragon.", GEN_ID, 3))
     assert result["usage"]["output_tokens"] <= 3

@@ -19,7 +19,8 @@ CORE_TOOLS = {
     "policy_check",
 }
 DAEMON_READ_TOOLS = {
-    "events_query", "events_stats", "workflow_verify", "workflow_list_paused", "scheduler_list",
+    "events_query", "events_stats", "events_cost_by_agent", "workflow_verify",
+    "workflow_list_paused", "scheduler_list",
 }
 PROPOSAL = {"actions": [
     {"id": "a", "type": "state_write", "key": "k", "value": 1},
@@ -101,6 +102,9 @@ def test_streamable_http(daemon):
                 events = await session.call_tool("events_query", {"limit": 2})
                 assert not events.isError, text_of(events)
                 assert isinstance(events.structuredContent["events"], list)
+                costs = await session.call_tool("events_cost_by_agent", {})
+                assert not costs.isError, text_of(costs)
+                assert isinstance(json.loads(text_of(costs)), list)
 
     anyio.run(run)
 

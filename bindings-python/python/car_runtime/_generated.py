@@ -44,6 +44,10 @@ class GeneratedMethods:
         """`embed` (operator role): embedding vectors for texts from a local or remote embedding model."""
         return cast(str, self._call_member("embed", "embed", [texts, model]))
 
+    def event_cost_by_agent(self) -> str:
+        """`events.cost_by_agent` (operator role): tokens and cost per agent, folded from the inference.metered events."""
+        return cast(str, self._call_member("events.cost_by_agent", "event_cost_by_agent", []))
+
     def event_count(self) -> int:
         """`events.count` (operator role): the number of events in the durable event log."""
         return cast(int, self._call_member("events.count", "event_count", []))
@@ -472,6 +476,10 @@ class GeneratedMethods:
         """`capabilities.list` (operator role): list the methods this session's role can see, with their roles."""
         return self.daemon_call("capabilities.list", params_json)
 
+    def events_cost_by_agent(self, params_json: str = "{}") -> str:
+        """`events.cost_by_agent` (operator role): tokens and cost per agent, folded from the inference.metered events."""
+        return self.daemon_call("events.cost_by_agent", params_json)
+
     def events_count(self, params_json: str = "{}") -> str:
         """`events.count` (operator role): the number of events in the durable event log."""
         return self.daemon_call("events.count", params_json)
@@ -878,6 +886,7 @@ GENERATED_METHODS: Dict[str, str] = {
     "agents_tail_log": "agents.tail_log",
     "agents_wait": "agents.wait",
     "capabilities_list": "capabilities.list",
+    "events_cost_by_agent": "events.cost_by_agent",
     "events_count": "events.count",
     "events_query": "events.query",
     "events_stats": "events.stats",
@@ -959,6 +968,7 @@ TYPED_MEMBERS: Dict[str, str] = {
     "classify": "classify",
     "detokenize": "detokenize",
     "embed": "embed",
+    "event_cost_by_agent": "events.cost_by_agent",
     "event_count": "events.count",
     "event_query": "events.query",
     "host_agents": "host.agents",

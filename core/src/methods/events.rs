@@ -23,6 +23,7 @@ pub const JOURNAL_KINDS: &[&str] = &[
     "action_rejected",
     "action_skipped",
     "action_succeeded",
+    "inference.metered",
     "memory.intervention",
     "permission.recorded",
     "policy.allowed",
@@ -84,6 +85,21 @@ pub struct QueryReply {
     pub events: Vec<Json>,
 }
 
+/// One row of `events.cost_by_agent`: what one agent's generations used.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+pub struct AgentCost {
+    /// The session's agent id; `user` for a session bound to no agent.
+    pub agent: String,
+    /// Generations metered.
+    pub calls: u64,
+    /// Prompt tokens, cached and uncached.
+    pub tokens_in: u64,
+    pub tokens_out: u64,
+    /// What the calls would cost at the provider's price; `0` for local models (this daemon
+    /// knows no remote prices either, so remote calls count tokens only).
+    pub cost_usd: f64,
+}
+
 crate::method!(
     /// `events.count` → number.
     Count = op("events.count", "the number of events in the durable event log");
@@ -102,8 +118,16 @@ crate::method!(
     NoParams => Json
 );
 
+crate::method!(
+    /// `events.cost_by_agent` → per-agent token/cost rows, folded from `inference.metered`.
+    CostByAgent = op("events.cost_by_agent", "tokens and cost per agent, folded from the inference.metered events");
+    NoParams => Vec<AgentCost>;
+    member("event_cost_by_agent", &[], json())
+);
+
 pub const DECLARATIONS: &[Declaration] = &[
     Declaration::of::<Count>(),
+    Declaration::of::<CostByAgent>(),
     Declaration::of::<Query>(),
     Declaration::of::<Stats>(),
 ];

@@ -21,7 +21,8 @@ pub fn register(routes: &mut Routes) {
     routes
         .add::<m::Count, _, _>(count)
         .add::<m::Query, _, _>(query)
-        .add::<m::Stats, _, _>(stats);
+        .add::<m::Stats, _, _>(stats)
+        .add::<m::CostByAgent, _, _>(cost_by_agent);
 }
 
 /// `events.count` → the number of events in the log.
@@ -184,6 +185,36 @@ async fn stats(call: Call, _: NoParams) -> Result<Value, RpcError> {
             })
             .await
     }
+}
+
+/// `events.cost_by_agent` → `[{agent, calls, tokens_in, tokens_out, cost_usd}]`, sorted by
+/// agent, folded from the `inference.metered` events by their `agent` field.
+async fn cost_by_agent(call: Call, _: NoParams) -> Result<Vec<m::AgentCost>, RpcError> {
+    call.state
+        .store
+        .run(|c| {
+            let mut stmt = c
+                .prepare(
+                    "SELECT json_extract(data, '$.agent'), COUNT(*), \
+                     SUM(json_extract(data, '$.tokens_in')), SUM(json_extract(data, '$.tokens_out')), \
+                     SUM(json_extract(data, '$.cost_usd')) \
+                     FROM events WHERE kind = 'inference.metered' GROUP BY 1 ORDER BY 1",
+                )
+                .map_err(db_error)?;
+            let rows = stmt
+                .query_map([], |r| {
+                    Ok(m::AgentCost {
+                        agent: r.get::<_, Option<String>>(0)?.unwrap_or_else(|| "user".into()),
+                        calls: r.get::<_, i64>(1)?.max(0) as u64,
+                        tokens_in: r.get::<_, Option<i64>>(2)?.unwrap_or(0).max(0) as u64,
+                        tokens_out: r.get::<_, Option<i64>>(3)?.unwrap_or(0).max(0) as u64,
+                        cost_usd: r.get::<_, Option<f64>>(4)?.unwrap_or(0.0),
+                    })
+                })
+                .map_err(db_error)?;
+            rows.collect::<Result<Vec<_>, _>>().map_err(db_error)
+        })
+        .await
 }
 
 #[cfg(test)]

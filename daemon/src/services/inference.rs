@@ -313,6 +313,7 @@ async fn generate(call: Call, mut params: GenerateParams, stream: bool) -> Resul
     .await?;
     drop(guard);
     let model_used = result.model_identity.id.clone();
+    meter(&call, &model_used, &result.usage);
     let usage = usage_json(&result.usage);
     Ok(json!({
         "text": result.text,
@@ -325,6 +326,29 @@ async fn generate(call: Call, mut params: GenerateParams, stream: bool) -> Resul
         "time_to_first_token_ms": result.time_to_first_token_ms,
         "stop_reason": result.stop_reason,
     }))
+}
+
+/// Journals one generation's usage as CAR's `InferenceMetered` (`inference.metered`), which
+/// `events.cost_by_agent` folds by `agent`: the session's agent, else `user`. Local models
+/// cost nothing; no remote price list is known, so `cost_usd` is 0 for every call.
+fn meter(call: &Call, model: &str, usage: &car_inference::Usage) {
+    let agent = call
+        .session
+        .identity()
+        .agent_id
+        .unwrap_or_else(|| "user".to_string());
+    call.state.store.record(crate::store::NewEvent {
+        kind: "inference.metered",
+        session_id: Some(call.session.label()),
+        data: json!({
+            "agent": agent,
+            "model": model,
+            "tokens_in": usage.prompt_tokens + usage.cache_read_tokens,
+            "tokens_out": usage.completion_tokens,
+            "cost_usd": 0.0,
+        }),
+        ..Default::default()
+    });
 }
 
 /// `infer.cancel {id}` (needs `infer.cancel.v1`) → `{cancelled: true}`.
