@@ -101,6 +101,7 @@ pub fn prepare(args: config::Args) -> Result<(Config, Paths), Fatal> {
 
 /// Runs the daemon until SIGINT/SIGTERM.
 pub async fn run(config: Config, paths: Paths) -> Result<(), Fatal> {
+    raise_open_file_limit();
     let shutdown = CancellationToken::new();
     let addr = SocketAddr::new(config.bind, config.port);
     let tcp = transport::bind_tcp(addr)
@@ -347,6 +348,35 @@ fn publish_credentials(
         host_token: host_token.into(),
         dashboard_token: auth::mint_token().into(),
     }))
+}
+
+/// Raises the soft limit on open files to the hard limit (at most 1 Mi): every connection
+/// holds a socket, and the common soft default of 1,024 would refuse connections long
+/// before memory runs short (an idle connection costs ~15 KiB, docs/benchmarks.md).
+fn raise_open_file_limit() {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit only read and write the struct passed by pointer.
+    #[allow(unsafe_code)]
+    let got = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) };
+    if got != 0 {
+        return;
+    }
+    let wanted = limit.rlim_max.min(1 << 20);
+    if wanted <= limit.rlim_cur {
+        return;
+    }
+    let before = limit.rlim_cur;
+    limit.rlim_cur = wanted;
+    #[allow(unsafe_code)]
+    let set = unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) };
+    if set == 0 {
+        tracing::debug!(before, after = wanted, "raised the open-file limit");
+    } else {
+        tracing::warn!(before, "could not raise the open-file limit");
+    }
 }
 
 fn write_ready_file(path: &Path, contents: &str) -> std::io::Result<()> {
