@@ -241,6 +241,8 @@ const MINTED: &[&str] = &[
     "session_id",
     "created_at",
     "updated_at",
+    // server.status: the daemon's age when it answered.
+    "uptime_ms",
 ];
 
 /// A response without its JSON-RPC id, and with what a call mints afresh masked, to
