@@ -166,3 +166,19 @@ export async function cleanup(dir) {
   }
   await rm(dir, { recursive: true, force: true });
 }
+
+/**
+ * A daemon started in a fresh temp dir for test `t`, with `closers` (run in reverse order)
+ * then the daemon's stop and the dir's removal registered on `t.after`.
+ */
+export async function startDaemon(t, name) {
+  const dir = await tempDir(name);
+  const daemon = await Daemon.start(dir);
+  const closers = [];
+  t.after(async () => {
+    for (const close of closers.reverse()) await close();
+    await daemon.stop();
+    await cleanup(dir);
+  });
+  return { dir, daemon, closers };
+}

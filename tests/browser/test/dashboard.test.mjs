@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 
 import { launch } from '../lib/browser.mjs';
-import { cleanup, Daemon, tempDir } from '../lib/daemon.mjs';
+import { startDaemon } from '../lib/daemon.mjs';
 import { httpGet } from '../lib/http.mjs';
 import { RpcClient, RpcError } from '../lib/rpc.mjs';
 
@@ -27,14 +27,7 @@ async function protocolVersion(daemon) {
 
 /** A started daemon, a temp dir and cleanup registered on `t`. */
 async function setUp(t, name) {
-  const dir = await tempDir(name);
-  const daemon = await Daemon.start(dir);
-  const closers = [];
-  t.after(async () => {
-    for (const close of closers.reverse()) await close();
-    await daemon.stop();
-    await cleanup(dir);
-  });
+  const { dir, daemon, closers } = await startDaemon(t, name);
   const version = await protocolVersion(daemon);
   const client = await RpcClient.connect(daemon.wsUrl);
   closers.push(() => client.close());

@@ -9,7 +9,7 @@ import { createServer } from 'node:http';
 import { test } from 'node:test';
 
 import { launch, recordNetwork } from '../lib/browser.mjs';
-import { cleanup, Daemon, tempDir } from '../lib/daemon.mjs';
+import { startDaemon } from '../lib/daemon.mjs';
 import { httpGet } from '../lib/http.mjs';
 import { tryUpgrade } from '../lib/rpc.mjs';
 
@@ -50,14 +50,7 @@ async function attackerServer(html) {
 }
 
 test('a foreign page cannot open the WebSocket or read the dashboard token', async (t) => {
-  const dir = await tempDir('hijack');
-  const daemon = await Daemon.start(dir);
-  const closers = [];
-  t.after(async () => {
-    for (const close of closers.reverse()) await close();
-    await daemon.stop();
-    await cleanup(dir);
-  });
+  const { dir, daemon, closers } = await startDaemon(t, 'hijack');
   const { token } = await daemon.dashboardConfig();
   const wsUrl = `${daemon.wsUrl}/`;
   const tokenUrl = `${daemon.dashboardUrl}/auth-token`;
@@ -113,12 +106,7 @@ test('a foreign page cannot open the WebSocket or read the dashboard token', asy
 // The dashboard is plain http on 127.0.0.1 only, so an https origin, or another loopback
 // address at the same port number (a page some other local process serves), is not it.
 test('only the exact dashboard origin opens the WebSocket', async (t) => {
-  const dir = await tempDir('exact-origin');
-  const daemon = await Daemon.start(dir);
-  t.after(async () => {
-    await daemon.stop();
-    await cleanup(dir);
-  });
+  const { daemon } = await startDaemon(t, 'exact-origin');
   const D = daemon.dashboardPort;
   for (const origin of [`https://127.0.0.1:${D}`, `http://127.0.0.2:${D}`, `http://[::1]:${D}`]) {
     assert.deepEqual(await tryUpgrade(daemon.wsUrl, { origin }), { opened: false, status: 403 }, origin);

@@ -6,19 +6,12 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
 import { launch } from '../lib/browser.mjs';
-import { cleanup, Daemon, tempDir } from '../lib/daemon.mjs';
+import { startDaemon } from '../lib/daemon.mjs';
 import { httpGet } from '../lib/http.mjs';
 import { tryUpgrade } from '../lib/rpc.mjs';
 
 test('a rebound host name is refused by the WebSocket and the dashboard', async (t) => {
-  const dir = await tempDir('rebinding');
-  const daemon = await Daemon.start(dir);
-  const closers = [];
-  t.after(async () => {
-    for (const close of closers.reverse()) await close();
-    await daemon.stop();
-    await cleanup(dir);
-  });
+  const { dir, daemon, closers } = await startDaemon(t, 'rebinding');
   const P = daemon.port;
   const { token } = await daemon.dashboardConfig();
 
