@@ -15,6 +15,7 @@
 
 const native = require('./native.js')
 const errors = require('./lib/errors.js')
+const calls = require('./lib/calls.js')
 const { CALL_MEMBER } = require('./lib/typed.js')
 const { registerChatHandler, unregisterChatHandler } = require('./lib/chat.js')
 const { hostClientOf } = require('./lib/host.js')
@@ -148,17 +149,26 @@ class CarRuntime {
     const token = given('token')
     const ns = given('memoryNamespace') ?? defaultMemoryNamespace
     this.#native = new native.NativeRuntime(url ?? null, token ?? null, ns ?? null)
+    this.#native.setCompletion(calls.settle)
     attachRuntime(this)
   }
 
   // ---- bridge ----
 
   /** Calls any daemon method; resolves to the result JSON. `timeoutMs` overrides the wait. */
-  async daemonCall(method, paramsJson = '{}', options = undefined) {
-    requireString('method', method)
-    if (typeof paramsJson !== 'string') throw new InvalidArgumentError(`paramsJson must be a JSON string, got ${describe(paramsJson)}`)
-    const timeoutMs = optionalInteger('timeoutMs', options && options.timeoutMs, 1)
-    return this.#native.call(method, paramsJson, timeoutMs ?? null)
+  daemonCall(method, paramsJson = '{}', options = undefined) {
+    // Not `async`: the native call's Promise is returned as is (an async wrapper would add
+    // a Promise and its ticks to every call); bad arguments still reject, never throw.
+    let timeoutMs
+    try {
+      requireString('method', method)
+      if (typeof paramsJson !== 'string') throw new InvalidArgumentError(`paramsJson must be a JSON string, got ${describe(paramsJson)}`)
+      timeoutMs = optionalInteger('timeoutMs', options && options.timeoutMs, 1)
+    } catch (err) {
+      return Promise.reject(err)
+    }
+    const rt = this.#native
+    return calls.start((id) => rt.startCall(id, method, paramsJson, timeoutMs ?? null))
   }
 
   /** Calls a host-management method over the connection authenticated with the host token. */
@@ -174,7 +184,9 @@ class CarRuntime {
    * contract, builds the params, calls, and projects the result.
    */
   async [CALL_MEMBER](method, member, args) {
-    return this.#native.callMember(method, member, args.map((a) => (a === undefined ? null : a)))
+    const rt = this.#native
+    const given = args.map((a) => (a === undefined ? null : a))
+    return calls.start((id) => rt.startMember(id, method, member, given))
   }
 
   /** Serves daemon→client requests named `method`: `fn(paramsJson)` → (a Promise of) result JSON. */

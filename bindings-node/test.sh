@@ -2,7 +2,7 @@
 # Builds and tests the Node package `car-runtime` against real car-server processes.
 #
 #   bindings-node/test.sh            install, build (release addon), type-check, test suite,
-#                                    examples, benchmark
+#                                    examples (the benchmark, bench.js, runs under scripts/bench)
 #
 # Uses ${CARGO_TARGET_DIR:-<repo>/target} for every cargo build and the daemon at
 # $CARGO_TARGET_DIR/debug/car-server (built here when missing or stale). npm packages are
@@ -74,8 +74,6 @@ step "examples/node: npm install (links the package)"
 step "node --test (each suite starts its own car-server)"
 timed npm test
 
-step "benchmark: daemonCall vs a plain ws client"
-CAR_BENCH_OUT="$CARGO_TARGET_DIR/bench-node.json" timed node bench.js --iterations 3000
 
 echo
 echo "[node] all passed"

@@ -1,10 +1,21 @@
 """Benchmark: `daemon_call` round trip vs a pure-Python `websockets` client doing the same
-JSON-RPC call to the same daemon in the same run, plus the callback round trip through
-`execute_proposal`. Prints p50/p99 and the ratios; asserts nothing about speed.
+JSON-RPC call to the same daemon in the same run, plus the `tools.execute` callback round
+trip. Prints p50/p99 and the ratios; asserts nothing about speed.
 
     python bench.py [--calls N] [--car-server PATH]
 
-Starts its own car-server (temp CAR_HOME, port 0) unless CAR_BENCH_URL/CAR_HOME name one.
+Starts its own car-server (temporary CAR_HOME, removed afterwards, port 0): `--car-server`,
+else `CAR_SERVER_BIN`, else `$CARGO_TARGET_DIR/release/car-server` when it exists (the figures
+to quote), else the debug one. The binding and the plain client alternate in blocks so a
+shared machine's drift reaches both.
+
+Callback RTT: one proposal of 20 sequential tool actions, run by `execute_proposal`; the time
+between one callback returning and the next one starting is a full reverse round trip
+(result to the daemon, the daemon schedules the next action, `tools.execute` back to the
+client, the binding reaches Python). Its p50 is compared with the plain call's p50.
+
+`scripts/bench` runs this as its `python` component: with `CAR_BENCH_OUT` it writes its
+metrics there as JSON, and `CAR_BENCH_QUICK=1` asks for a reduced run.
 """
 
 from __future__ import annotations
@@ -15,6 +26,7 @@ import json
 import os
 import statistics
 import subprocess
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -78,19 +90,54 @@ class RawClient:
         self.stack.close()
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--calls", type=int, default=5000)
-    target = Path(os.environ.get("CARGO_TARGET_DIR") or REPO / "target")
-    ap.add_argument("--car-server", default=str(target / "debug" / "car-server"))
-    args = ap.parse_args()
+def callback_intervals(rt: CarRuntime, actions: int, reps: int) -> List[float]:
+    """Gaps between consecutive tool callbacks of sequential proposals, in µs."""
+    plan = json.dumps({"actions": [
+        {"id": f"a{i}", "type": "tool_call", "tool": "echo", "parameters": {"i": i},
+         "dependencies": [f"a{i - 1}"] if i else []} for i in range(actions)]})
+    gaps: List[float] = []
+    for _ in range(reps + 1):  # the first run warms up
+        marks: List[float] = []
 
+        def tool(call: object) -> str:
+            marks.append(time.perf_counter())
+            return '"ok"'
+
+        rt.execute_proposal(plan, tool)
+        if _:
+            # The tool returns at once, so entry-to-entry is the reverse round trip.
+            gaps += [(marks[i] - marks[i - 1]) * 1e6 for i in range(1, len(marks))]
+    return gaps
+
+
+def default_server() -> str:
+    if os.environ.get("CAR_SERVER_BIN"):
+        return os.environ["CAR_SERVER_BIN"]
+    target = Path(os.environ.get("CARGO_TARGET_DIR") or REPO / "target")
+    release = target / "release" / "car-server"
+    return str(release if release.exists() else target / "debug" / "car-server")
+
+
+def main() -> None:
+    quick = os.environ.get("CAR_BENCH_QUICK") == "1"
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--calls", type=int, default=400 if quick else 6000)
+    ap.add_argument("--car-server", default=default_server())
+    args = ap.parse_args()
     home = Path(tempfile.mkdtemp(prefix="car-bench-"))
+    try:
+        run(args, home, quick)
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def run(args: argparse.Namespace, home: Path, quick: bool) -> None:
     ready = home / "ready.json"
     env = {k: v for k, v in os.environ.items() if not k.startswith("CAR_")}
     env.update(CAR_HOME=str(home), CAR_LOG="warn")
     with open(home / "daemon.log", "wb") as log:
-        proc = subprocess.Popen([args.car_server, "--port", "0", "--ready-file", str(ready)],
+        proc = subprocess.Popen([args.car_server, "--port", "0", "--ready-file", str(ready),
+                                 "--mcp-bind", "disabled", "--no-dashboard"],
                                 env=env, stdout=log, stderr=log)
     try:
         deadline = time.monotonic() + 30
@@ -101,41 +148,52 @@ def main() -> None:
         info = json.loads(ready.read_text())
         token = (home / "ai.parslee.car" / "auth-token").read_text().strip()
         params = json.dumps({"key": "bench"})
-        print(f"car-server {args.car_server} ({args.calls} calls each)\n")
+        print(f"car-server {args.car_server} ({args.calls} calls per series)\n")
 
         rt = CarRuntime(info["ws_url"], token=token)
         rt.state_set("bench", '{"v": 1}')
-        py_ws = report("CarRuntime.daemon_call state.get (ws)",
-                       measure(args.calls, lambda: rt.daemon_call("state.get", params)))
-
         raw = RawClient(info["ws_url"], token)
-        raw.call("state.set", {"key": "bench", "value": {"v": 1}})
-        raw_ws = report("websockets client state.get (ws)",
-                        measure(args.calls, lambda: raw.call("state.get", {"key": "bench"})))
-        raw.close()
-
         os.environ["CAR_HOME"] = str(home)
         sock_rt = CarRuntime()  # discovery prefers the daemon's Unix socket
         sock_rt.state_set("bench", '{"v": 1}')
-        py_uds = report("CarRuntime.daemon_call state.get (socket)",
-                        measure(args.calls, lambda: sock_rt.daemon_call("state.get", params)))
 
-        plan = json.dumps({"actions": [{"id": "a", "type": "tool_call", "tool": "echo",
-                                        "parameters": {"x": 1}}]})
-        n = max(100, args.calls // 10)
-        cb = report("execute_proposal, 1 tool callback",
-                    measure(n, lambda: rt.execute_proposal(plan, lambda c: '"ok"')))
-        plan3 = json.dumps({"actions": [
-            {"id": f"a{i}", "type": "tool_call", "tool": "echo", "dependencies":
-             [f"a{i - 1}"] if i else []} for i in range(3)]})
-        cb3 = report("execute_proposal, 3 sequential callbacks",
-                     measure(n, lambda: rt.execute_proposal(plan3, lambda c: '"ok"')))
+        series = {"binding": [], "websockets": [], "socket": []}
+        calls = {
+            "binding": lambda: rt.daemon_call("state.get", params),
+            "websockets": lambda: raw.call("state.get", {"key": "bench"}),
+            "socket": lambda: sock_rt.daemon_call("state.get", params),
+        }
+        blocks = 4
+        for b in range(blocks):
+            order = list(calls) if b % 2 == 0 else list(reversed(list(calls)))
+            for name in order:
+                series[name] += measure(max(1, args.calls // blocks), calls[name])
+        py_ws = report("CarRuntime.daemon_call state.get (ws)", series["binding"])
+        raw_ws = report("websockets client state.get (ws)", series["websockets"])
+        py_uds = report("CarRuntime.daemon_call state.get (socket)", series["socket"])
+        gaps = callback_intervals(rt, 20, 2 if quick else 15)
+        cb = report("tools.execute callback round trip", gaps)
+        raw.close()
         print()
         print(f"ratio daemon_call p50 / websockets p50 (same ws transport): {py_ws / raw_ws:.2f}")
         print(f"ratio daemon_call p50 over the socket / websockets p50:     {py_uds / raw_ws:.2f}")
-        print(f"callback round trip (per extra callback, p50):             {(cb3 - cb) / 2:.1f} us")
+        print(f"ratio callback round trip p50 / daemon_call p50:            {cb / py_ws:.2f}")
         rt.close()
         sock_rt.close()
+        out = os.environ.get("CAR_BENCH_OUT")
+        if out:
+            us = lambda v: {"value": round(v, 1), "unit": "µs"}  # noqa: E731
+            ratio = lambda v: {"value": round(v, 3), "unit": "ratio"}  # noqa: E731
+            Path(out).write_text(json.dumps({"component": "python", "metrics": {
+                "call_p50_us": us(py_ws),
+                "call_p99_us": us(percentile(series["binding"], 0.99)),
+                "websockets_p50_us": us(raw_ws),
+                "call_p50_over_websockets": ratio(py_ws / raw_ws),
+                "uds_call_p50_us": us(py_uds),
+                "uds_call_p50_over_websockets": ratio(py_uds / raw_ws),
+                "callback_rtt_p50_us": us(cb),
+                "callback_over_call": ratio(cb / py_ws),
+            }}))
     finally:
         proc.terminate()
         proc.wait(10)

@@ -1,11 +1,10 @@
 #!/usr/bin/env bash
 # Builds the Python package and runs its whole suite against real car-server daemons:
 # the mypy --strict check, pytest (API, calls, callbacks, resilience, inference with the
-# test model, examples) and the benchmark. Idempotent: the venv and its tools are
-# installed once per target dir.
+# test model, examples). Idempotent: the venv and its tools are installed once per target
+# dir. The benchmark (bench.py) runs under scripts/bench.
 #
 #   bindings-python/test.sh            everything
-#   CAR_PY_BENCH_CALLS=N               calls per benchmark series (default 2000)
 set -euo pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -77,8 +76,6 @@ step "mypy --strict"
 step "pytest"
 (cd "$here" && python -m pytest -q -p no:cacheprovider tests)
 
-step "benchmark"
-(cd "$here" && python bench.py --calls "${CAR_PY_BENCH_CALLS:-2000}")
 
 echo
 echo "python: all passed"

@@ -91,10 +91,10 @@ done
 elapsed "$t"
 
 t=$(date +%s)
-step "compile the Kotlin test and example (one kotlinc run)"
+step "compile the Kotlin test, example and benchmark (one kotlinc run)"
 jar="$gen/kotlin-tests.jar"
 "$kotlinc" -nowarn -include-runtime -cp "$jna" -d "$jar" \
-  "$gen/kotlin" "$here/tests/kotlin" "$root/examples/kotlin"
+  "$gen/kotlin" "$here/tests/kotlin" "$root/examples/kotlin" "$here/bench"
 elapsed "$t"
 
 scratch="$(mktemp -d)"

@@ -3,7 +3,10 @@
 Opens N connections (100 at a time), each `session.auth` + `server.handshake`, waits a
 second, reads VmRSS from /proc, then has every connection answer `memory.fact_count`, and
 reads it again. The baseline is the RSS after one connection came and went (code pages,
-engines and caches already touched). Prints one JSON object.
+engines and caches already touched). Prints one JSON object; `scripts/bench` runs this as its
+`connections` component, and with `CAR_BENCH_OUT` the metrics also go there (the same N in
+its quick run: opening 1,000 connections takes seconds). The daemon's CAR_HOME is a
+temporary directory removed afterwards.
 """
 
 import asyncio
@@ -44,7 +47,11 @@ async def open_one(url: str, token: str):
 
 
 async def main() -> None:
-    home = tempfile.mkdtemp(prefix="car-bench-conn-")
+    with tempfile.TemporaryDirectory(prefix="car-bench-conn-") as home:
+        await measure(home)
+
+
+async def measure(home: str) -> None:
     ready = os.path.join(home, "ready.json")
     env = {k: v for k, v in os.environ.items() if not k.startswith("CAR_")}
     env.update(CAR_HOME=home, XDG_RUNTIME_DIR=home, CAR_LOG="warn")
@@ -68,14 +75,21 @@ async def main() -> None:
         idle = rss_kib(daemon.pid)
         answers = await asyncio.gather(*[call(ws, 3, "memory.fact_count", None) for ws in conns])
         after = rss_kib(daemon.pid)
-        print(json.dumps({
+        figures = {
             "connections": N,
             "answered": sum(1 for a in answers if a == 0),
             "rss_base_kib": base,
             "rss_idle_kib": idle,
             "idle_kib_per_connection": round((idle - base) / N, 1),
             "after_one_call_kib_per_connection": round((after - base) / N, 1),
-        }))
+        }
+        print(json.dumps(figures))
+        if os.environ.get("CAR_BENCH_OUT"):
+            units = {"connections": "", "answered": "", "rss_base_kib": "KiB", "rss_idle_kib": "KiB",
+                     "idle_kib_per_connection": "KiB", "after_one_call_kib_per_connection": "KiB"}
+            with open(os.environ["CAR_BENCH_OUT"], "w") as out:
+                json.dump({"component": "connections", "metrics": {
+                    k: {"value": v, "unit": units[k]} for k, v in figures.items()}}, out)
         for ws in conns:
             await ws.close()
     finally:

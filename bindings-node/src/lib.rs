@@ -16,6 +16,7 @@
 //! unsafe.
 
 pub mod callbacks;
+pub mod calls;
 pub mod chat;
 pub mod errors;
 pub mod runtime;

@@ -18,7 +18,7 @@
 #![allow(unsafe_code)]
 
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use car_daemon_client::{
@@ -31,6 +31,7 @@ use napi_derive::napi;
 use serde_json::Value;
 
 use crate::callbacks::{self, JsHandler, JsListener, JsStreamListener};
+use crate::calls::{self, JsCompletion};
 use crate::chat;
 use crate::errors::{invalid_argument, parse_json, to_js};
 
@@ -39,6 +40,8 @@ use crate::errors::{invalid_argument, parse_json, to_js};
 pub struct NativeRuntime {
     /// Shared so the chat module can reach every live runtime's client (`chat::track`).
     client: Arc<Client>,
+    /// Settles `startCall` / `startMember` calls (see `calls`); set once by `index.js`.
+    completion: OnceLock<Arc<JsCompletion>>,
 }
 
 impl std::fmt::Debug for NativeRuntime {
@@ -129,7 +132,73 @@ impl NativeRuntime {
         install_global_tool_handler(&client);
         install_global_cancel_listener(&client);
         chat::track(&client);
-        Ok(Self { client })
+        Ok(Self {
+            client,
+            completion: OnceLock::new(),
+        })
+    }
+
+    /// Installs the function that settles `startCall` / `startMember` calls:
+    /// `(id, result, error) => void` (see `calls`). Only the first one counts.
+    #[napi]
+    pub fn set_completion(&self, sink: JsCompletion) {
+        let _ = self.completion.set(Arc::new(sink));
+    }
+
+    fn sink(&self) -> napi::Result<&Arc<JsCompletion>> {
+        self.completion
+            .get()
+            .ok_or_else(|| napi::Error::from_reason("setCompletion was not called"))
+    }
+
+    /// `call` settled through the completion function under `id`: resolves to the result
+    /// JSON string.
+    #[napi]
+    pub fn start_call(
+        &self,
+        id: u32,
+        method: String,
+        params_json: String,
+        timeout_ms: Option<u32>,
+    ) -> napi::Result<()> {
+        let client = self.client.clone();
+        calls::start(self.sink()?, id, async move {
+            non_empty("method", &method)?;
+            let params = parse_json("paramsJson", &params_json)?;
+            let options = match timeout_ms {
+                Some(0) => return Err(invalid_argument("timeoutMs must be a positive integer")),
+                Some(ms) => CallOptions::timeout(Duration::from_millis(u64::from(ms))),
+                None => CallOptions::default(),
+            };
+            let result = client.call_with(&method, params, options).await?;
+            Ok(Some(Either::A(result.to_string())))
+        });
+        Ok(())
+    }
+
+    /// `callMember` settled through the completion function under `id`: resolves to the
+    /// projected result (`undefined` for a member that returns nothing).
+    #[napi]
+    pub fn start_member(
+        &self,
+        id: u32,
+        method: String,
+        member: String,
+        args: Vec<Option<Value>>,
+    ) -> napi::Result<()> {
+        let client = self.client.clone();
+        calls::start(self.sink()?, id, async move {
+            Ok(
+                match client
+                    .call_member(&method, &member, &args, Naming::Camel)
+                    .await?
+                {
+                    Projected::Unit => None,
+                    other => Some(Either::B(other.into_value())),
+                },
+            )
+        });
+        Ok(())
     }
 
     /// Calls `method` with `paramsJson`; `timeoutMs` replaces the method's default wait.

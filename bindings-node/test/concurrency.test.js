@@ -54,3 +54,28 @@ test('concurrent typed calls, reverse calls and failures do not cross', async ()
   assert.equal((await rt.stateKeys()).length, 200)
   rt.close()
 })
+
+test('a pending call keeps a program alive until it settles, and then lets it exit', async () => {
+  // The completion function the native side settles calls through is weak (src/calls.rs):
+  // without the keep-alive a program whose only work is a pending call would exit first.
+  const { spawnSync } = require('node:child_process')
+  const script = `
+    const car = require(${JSON.stringify(require.resolve('..'))})
+    const rt = new car.CarRuntime()
+    rt.daemonCall('debug.sleep', JSON.stringify({ ms: 300 }))
+      .then(() => rt.daemonCall('debug.echo', JSON.stringify({ done: true })))
+      .then((out) => { process.stdout.write('settled ' + out); rt.close() })
+  `
+  const child = spawnSync(process.execPath, ['-e', script], { env: daemon.clientEnv(), encoding: 'utf8', timeout: 60_000 })
+  assert.equal(child.status, 0, child.stderr)
+  assert.equal(child.stdout, 'settled {"done":true}')
+})
+
+test('a call that fails before it is sent rejects with the package error class', async () => {
+  const rt = new car.CarRuntime()
+  await assert.rejects(rt.daemonCall('state.get', '{not json'), (e) => e instanceof car.InvalidArgumentError && /paramsJson/.test(e.message))
+  await assert.rejects(rt.daemonCall('', '{}'), (e) => e instanceof car.InvalidArgumentError)
+  await assert.rejects(rt.daemonCall('no.such.method', '{}'), (e) => e instanceof car.DaemonRpcError && e.code === -32601)
+  await assert.rejects(rt.daemonCall('state.get', 7), (e) => e instanceof car.InvalidArgumentError)
+  rt.close()
+})
