@@ -56,6 +56,11 @@ impl DocTerms {
         doc
     }
 
+    /// Each distinct term of the fact once, in no particular order.
+    pub(crate) fn distinct_terms(&self) -> impl Iterator<Item = &String> {
+        self.counts.keys()
+    }
+
     fn push(&mut self, term: String, weight: u32) {
         *self.counts.entry(term).or_default() += weight;
         self.len += weight;
@@ -80,6 +85,11 @@ impl QueryTerms {
 
     pub(crate) fn is_empty(&self) -> bool {
         self.0.is_empty()
+    }
+
+    /// Each distinct query term once.
+    pub(crate) fn terms(&self) -> impl Iterator<Item = &str> {
+        self.0.iter().map(|(t, _)| t.as_str())
     }
 }
 
