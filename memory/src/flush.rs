@@ -66,8 +66,8 @@ impl Durable {
     }
 
     /// Writes every change made to `graph` so far: appended to the journal, or (with
-    /// `compact`, after a failure, after `memory.load`, or when the journal would outgrow
-    /// its limit) as a full snapshot at `path`. Blocks.
+    /// `compact`, after a failure, after `memory.load`, when the scope has no snapshot yet,
+    /// or when the journal would outgrow its limit) as a full snapshot at `path`. Blocks.
     pub(crate) fn write(
         &mut self,
         path: &Path,
@@ -79,7 +79,10 @@ impl Durable {
             // A poisoned lock still guards a usable graph (see `ScopeState::lock`).
             let mut cell = graph.lock().unwrap_or_else(PoisonError::into_inner);
             let changes = std::mem::take(&mut cell.graph.changes);
-            let full = compact || changes.replaced || self.needs_compaction;
+            let full = compact
+                || changes.replaced
+                || self.needs_compaction
+                || !self.journal.has_snapshot();
             let plan = if full {
                 Plan::Compact(snapshot::encode(&cell.graph))
             } else if changes.is_empty() {

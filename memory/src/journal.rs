@@ -140,6 +140,13 @@ impl Journal {
         }
     }
 
+    /// Whether the scope has a snapshot file. Until it does, the store compacts instead of
+    /// appending, so a scope's first write creates its snapshot file, which tools and
+    /// people look for, and the journal always continues a snapshot.
+    pub(crate) fn has_snapshot(&self) -> bool {
+        self.snapshot_bytes > 0
+    }
+
     /// The journal's length on disk.
     pub(crate) fn len(&self) -> u64 {
         self.bytes

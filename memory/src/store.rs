@@ -19,7 +19,8 @@
 //! `fdatasync`s it ([`crate::journal`]): O(change), independent of the graph's size. It
 //! **compacts** instead (writes the whole snapshot atomically: temp file, fsync, rename,
 //! directory fsync; then removes the journal) when the graph was replaced
-//! (`memory.load`), when a previous write failed, or when the journal would outgrow
+//! (`memory.load`), when the scope has no snapshot file yet (its first write), when a
+//! previous write failed, or when the journal would outgrow
 //! [`crate::journal::Journal::wants_compaction`]'s limit (about the snapshot's size), so a
 //! compaction's O(graph) cost is amortised over at least as many bytes of appends. The
 //! compaction's encoding runs under the graph lock (readers and writers of that scope wait

@@ -113,13 +113,19 @@ async fn every_mutation_survives_a_drop_without_flush_all_through_the_journal() 
         1
     );
     let stats = store.flush_stats(&Scope::Shared).await.unwrap();
-    assert_eq!(stats.compactions, 0, "{stats:?}");
-    assert!(stats.journal_appends >= 10, "{stats:?}");
-    drop(store);
     assert_eq!(
-        names(dir.path()),
-        ["shared.json.journal"],
-        "no snapshot yet"
+        stats.compactions, 1,
+        "only the scope's first write: {stats:?}"
+    );
+    assert!(stats.journal_appends >= 10, "{stats:?}");
+    let first = std::fs::read(shared(dir.path())).unwrap();
+    drop(store);
+    assert_eq!(names(dir.path()), ["shared.json", "shared.json.journal"]);
+    let json: serde_json::Value = serde_json::from_slice(&first).unwrap();
+    assert_eq!(
+        json["facts"].as_array().unwrap().len(),
+        1,
+        "the snapshot is the first write"
     );
 
     let reopened = MemoryStore::open(dir.path()).await.unwrap();
@@ -188,6 +194,10 @@ async fn a_corrupt_record_keeps_what_precedes_it_and_moves_the_journal_aside() {
     let dir = tempfile::tempdir().unwrap();
     let store = MemoryStore::open(dir.path()).await.unwrap();
     store
+        .add_fact(&Scope::Shared, fact_id("first", "in", "snapshot"))
+        .await
+        .unwrap();
+    store
         .add_fact(&Scope::Shared, fact_id("kept", "a", "b"))
         .await
         .unwrap();
@@ -213,7 +223,7 @@ async fn a_corrupt_record_keeps_what_precedes_it_and_moves_the_journal_aside() {
         })
         .await
         .unwrap();
-    assert_eq!(ids, ["kept"]);
+    assert_eq!(ids, ["first", "kept"]);
     let files = names(dir.path());
     assert_eq!(files.len(), 2, "{files:?}");
     assert_eq!(
@@ -230,7 +240,7 @@ async fn a_corrupt_record_keeps_what_precedes_it_and_moves_the_journal_aside() {
     );
     drop(store);
     let store = MemoryStore::open(dir.path()).await.unwrap();
-    assert_eq!(store.fact_count(&Scope::Shared).await.unwrap(), 1);
+    assert_eq!(store.fact_count(&Scope::Shared).await.unwrap(), 2);
 }
 
 #[tokio::test]
@@ -238,6 +248,10 @@ async fn a_journal_older_than_its_snapshot_is_not_replayed() {
     // A crash after compaction renamed the new snapshot but before it removed the journal.
     let dir = tempfile::tempdir().unwrap();
     let store = MemoryStore::open(dir.path()).await.unwrap();
+    store
+        .add_fact(&Scope::Shared, fact("first", "write"))
+        .await
+        .unwrap();
     store
         .add_fact(&Scope::Shared, fact_id("x", "editor", "tabs"))
         .await
@@ -276,14 +290,14 @@ async fn compaction_keeps_everything_removes_the_journal_and_writes_the_persist_
     let stats = store.flush_stats(&Scope::Shared).await.unwrap();
     assert_eq!(
         (stats.compactions, stats.journal_bytes),
-        (1, 0),
-        "{stats:?}"
+        (2, 0),
+        "the first write and flush_all: {stats:?}"
     );
     store.flush_all().await.unwrap();
     assert_eq!(
         store.flush_stats(&Scope::Shared).await.unwrap().compactions,
-        1,
-        "nothing new: no second write"
+        2,
+        "nothing new: no third write"
     );
 
     // The compacted snapshot is byte for byte what memory.persist writes.
@@ -351,9 +365,13 @@ async fn a_load_replaces_the_graph_with_a_compaction() {
     assert_eq!(store.load(&Scope::Shared, "one.json").await.unwrap(), 1);
     let stats = store.flush_stats(&Scope::Shared).await.unwrap();
     assert_eq!(
-        (stats.compactions, stats.journal_bytes),
-        (1, 0),
-        "{stats:?}"
+        (
+            stats.compactions,
+            stats.journal_appends,
+            stats.journal_bytes
+        ),
+        (2, 1, 0),
+        "the first write and the load compact: {stats:?}"
     );
     store
         .add_fact(&Scope::Shared, fact("e", "f"))
