@@ -263,8 +263,9 @@ impl Graph {
     }
 
     /// The first `limit` of [`Graph::rank`]'s list, in the same order. Lexical ranking
-    /// scores only the facts sharing a query term ([`FactTable::candidates`]): the others
-    /// score 0 and would be dropped anyway. With a semantic query every fact is scored,
+    /// scores only the facts sharing a query term, through the inverted index
+    /// ([`FactTable::lexical_scores`], bit-identical scores): the others score 0 and would
+    /// be dropped anyway. With a semantic query every fact is scored,
     /// since similarity alone can rank a fact. The best `limit` are selected before
     /// sorting; the order is total (ties end on the unique fact id), so selecting then
     /// sorting gives exactly the head of the fully sorted list.
@@ -282,14 +283,11 @@ impl Graph {
         let prepared = self.lexical.prepare(&terms);
         let score = |e: &'a Entry| (prepared.score(&e.terms, &e.hash, semantic), e);
         let mut scored: Vec<(f64, &Entry)> = match semantic {
-            None => self
-                .facts
-                .candidates(terms.terms())
-                .into_iter()
-                .filter(|e| filter(&e.fact))
-                .map(score)
-                .filter(|(s, _)| *s > 0.0)
-                .collect(),
+            None => {
+                let mut scored = self.facts.lexical_scores(&prepared);
+                scored.retain(|(_, e)| filter(&e.fact));
+                scored
+            }
             Some(_) => self
                 .facts
                 .values()
