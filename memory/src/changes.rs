@@ -5,7 +5,9 @@
 //! `memory.load`. Every `Graph` mutation records here through the graph's few mutation
 //! points (`insert_entry`, `remove_entry`, `record_injection`, the skill methods,
 //! `replace_with`), so a flush writes O(changes) bytes, not O(graph). It must not encode
-//! or write anything: [`crate::journal`] turns a drained set into records.
+//! or write anything: [`crate::journal`] turns a drained set into records. The store
+//! drains it on every flush; a graph used outside a store keeps accumulating it (one id
+//! per fact or skill touched, never more).
 
 use std::collections::HashSet;
 

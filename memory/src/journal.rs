@@ -20,7 +20,8 @@
 //!   [`crate::snapshot::write_atomic`]) and then removes the journal. A crash in between
 //!   leaves a journal whose `base` no longer matches the snapshot: load recognises it as
 //!   already contained in the snapshot and moves it aside instead of replaying it (a replay
-//!   would bring back states older than the snapshot's).
+//!   would bring back states older than the snapshot's). The same happens when the
+//!   snapshot itself was moved aside as corrupt or oversize: the scope starts empty.
 //! - A whole line that does not parse or validate is corruption, not a crash: the records
 //!   before it are kept, the journal is moved aside (`.corrupt-<ms>`, with a warning) and
 //!   the recovered graph is written as the new snapshot at once.
@@ -268,7 +269,7 @@ pub(crate) fn load(path: &Path, cap: u64) -> Result<(Graph, Journal), MemoryErro
             tracing::warn!(
                 path = %journal_path.display(),
                 moved_to = %aside.display(),
-                "memory journal predates its snapshot (a crash during compaction); already contained in the snapshot, moved aside"
+                "memory journal does not continue the current snapshot (left by a crash during compaction, whose snapshot contains it, or its snapshot was moved aside); moved aside, not replayed"
             );
             Ok((graph, fresh(0)))
         }
