@@ -1,21 +1,25 @@
 //! One memory graph: the facts and skills of a single scope, in memory.
 //!
-//! Owns fact storage, the lexical index kept in step with it, and the fact operations
-//! (`add_fact`, `delete`, `query`). Skills, consolidation and context building are further
+//! Owns fact storage ([`crate::fact_table`], with its inverted index), the lexical
+//! statistics kept in step with it, the record of what changed since the last write
+//! ([`crate::changes`]), the running snapshot length ([`crate::snapshot_size`]) and the
+//! fact operations (`add_fact`, `delete`, `query`). Skills, consolidation and context building are further
 //! `impl Graph` blocks in their own modules. It must not do I/O, locking or async: the store
 //! wraps a graph in a lock and persists it; everything here is plain, synchronous and
 //! deterministic given the clock value passed in.
 
+use crate::changes::Changes;
 use crate::embed::{fact_text, ContentHash, Embeddings, SemanticQuery};
 use crate::error::ValidationError;
 use crate::fact::{validate_query, Fact, FactHit, NewFact, MAX_K};
+use crate::fact_table::FactTable;
 use crate::proactive::DeletedKind;
 use crate::ranking::{DocTerms, LexicalIndex, QueryTerms};
 use crate::skills::Skill;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::cmp::Ordering;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 
 /// A fact with what ranking needs precomputed.
@@ -24,22 +28,34 @@ pub(crate) struct Entry {
     pub(crate) fact: Fact,
     pub(crate) terms: DocTerms,
     pub(crate) hash: ContentHash,
+    /// The fact's length inside the snapshot ([`crate::snapshot_size::nested_len`]).
+    pub(crate) encoded_len: u64,
 }
 
 impl Entry {
     pub(crate) fn new(fact: Fact) -> Self {
         let terms = DocTerms::of_fact(&fact.subject, &fact.body, &fact.tags);
         let hash = ContentHash::of(&fact_text(&fact.subject, &fact.body, &fact.tags));
-        Self { fact, terms, hash }
+        let encoded_len = crate::snapshot_size::nested_len(&fact);
+        Self {
+            fact,
+            terms,
+            hash,
+            encoded_len,
+        }
     }
 }
 
 /// The facts and skills of one scope.
 #[derive(Debug, Clone, Default)]
 pub struct Graph {
-    pub(crate) facts: HashMap<String, Entry>,
+    pub(crate) facts: FactTable,
     pub(crate) lexical: LexicalIndex,
     pub(crate) skills: BTreeMap<String, Skill>,
+    /// What changed since the store last wrote this graph.
+    pub(crate) changes: Changes,
+    /// Σ [`Entry::encoded_len`] over the facts.
+    pub(crate) fact_bytes: u64,
 }
 
 /// What `memory.delete` did: CAR's `{ id, deleted, kind, fact_count }`.
@@ -91,6 +107,7 @@ impl Graph {
             }
             graph.skills.insert(skill.name.clone(), skill);
         }
+        graph.changes = Changes::default();
         Ok(graph)
     }
 
@@ -171,10 +188,9 @@ impl Graph {
         semantic: Option<SemanticQuery<'_>>,
     ) -> Result<Vec<FactHit>, ValidationError> {
         validate_query(query)?;
-        let ranked = self.rank(query, semantic.as_ref(), |_| true);
+        let ranked = self.rank_top(query, semantic.as_ref(), |_| true, k.clamp(1, MAX_K));
         Ok(ranked
             .into_iter()
-            .take(k.clamp(1, MAX_K))
             .map(|(score, e)| FactHit {
                 fact_id: e.fact.fact_id.clone(),
                 subject: e.fact.subject.clone(),
@@ -243,19 +259,44 @@ impl Graph {
         semantic: Option<&SemanticQuery<'_>>,
         filter: impl Fn(&Fact) -> bool,
     ) -> Vec<(f64, &'a Entry)> {
+        self.rank_top(query, semantic, filter, usize::MAX)
+    }
+
+    /// The first `limit` of [`Graph::rank`]'s list, in the same order. Lexical ranking
+    /// scores only the facts sharing a query term, through the inverted index
+    /// ([`FactTable::lexical_scores`], bit-identical scores): the others score 0 and would
+    /// be dropped anyway. With a semantic query every fact is scored,
+    /// since similarity alone can rank a fact. The best `limit` are selected before
+    /// sorting; the order is total (ties end on the unique fact id), so selecting then
+    /// sorting gives exactly the head of the fully sorted list.
+    pub(crate) fn rank_top<'a>(
+        &'a self,
+        query: &str,
+        semantic: Option<&SemanticQuery<'_>>,
+        filter: impl Fn(&Fact) -> bool,
+        limit: usize,
+    ) -> Vec<(f64, &'a Entry)> {
         let terms = QueryTerms::new(query);
-        if terms.is_empty() && semantic.is_none() {
+        if limit == 0 || (terms.is_empty() && semantic.is_none()) {
             return Vec::new();
         }
         let prepared = self.lexical.prepare(&terms);
-        let mut scored: Vec<(f64, &Entry)> = self
-            .facts
-            .values()
-            .filter(|e| filter(&e.fact))
-            .map(|e| (prepared.score(&e.terms, &e.hash, semantic), e))
-            .filter(|(s, _)| *s > 0.0)
-            .collect();
-        scored.sort_by(|(sa, a), (sb, b)| {
+        let score = |e: &'a Entry| (prepared.score(&e.terms, &e.hash, semantic), e);
+        let mut scored: Vec<(f64, &Entry)> = match semantic {
+            None => {
+                let mut scored = self.facts.lexical_scores(&prepared);
+                scored.retain(|(_, e)| filter(&e.fact));
+                scored
+            }
+            Some(_) => self
+                .facts
+                .values()
+                .filter(|e| filter(&e.fact))
+                .map(score)
+                .filter(|(s, _)| *s > 0.0)
+                .collect(),
+        };
+        let order = |(sa, a): &(f64, &Entry), (sb, b): &(f64, &Entry)| {
             sb.partial_cmp(sa)
                 .unwrap_or(Ordering::Equal)
                 .then_with(|| {
@@ -266,26 +307,56 @@ impl Graph {
                 })
                 .then_with(|| b.fact.updated_ms.cmp(&a.fact.updated_ms))
                 .then_with(|| a.fact.fact_id.cmp(&b.fact.fact_id))
-        });
+        };
+        if scored.len() > limit {
+            scored.select_nth_unstable_by(limit - 1, order);
+            scored.truncate(limit);
+        }
+        scored.sort_by(order);
         scored
     }
 
     /// Replaces this graph's whole content with `other`'s (for `memory.load`).
     pub fn replace_with(&mut self, other: Graph) {
         *self = other;
+        self.changes = Changes {
+            replaced: true,
+            ..Changes::default()
+        };
     }
 
     pub(crate) fn insert_entry(&mut self, entry: Entry) {
+        self.changes.fact(&entry.fact.fact_id);
         self.lexical.add(&entry.terms);
-        if let Some(old) = self.facts.insert(entry.fact.fact_id.clone(), entry) {
+        self.fact_bytes += entry.encoded_len;
+        if let Some(old) = self.facts.insert(entry) {
             self.lexical.remove(&old.terms);
+            self.fact_bytes -= old.encoded_len;
         }
     }
 
     pub(crate) fn remove_entry(&mut self, fact_id: &str) -> Option<Entry> {
         let entry = self.facts.remove(fact_id)?;
+        self.changes.fact(fact_id);
         self.lexical.remove(&entry.terms);
+        self.fact_bytes -= entry.encoded_len;
         Some(entry)
+    }
+
+    /// The exact length of [`crate::snapshot::encode`]'s output for this graph, without
+    /// encoding the facts (skills, typically few, are measured each time).
+    pub fn encoded_len(&self) -> u64 {
+        let skill_bytes: u64 = self
+            .skills
+            .values()
+            .map(crate::snapshot_size::nested_len)
+            .sum();
+        crate::snapshot_size::snapshot_len(
+            self.facts.len() as u64,
+            self.fact_bytes,
+            self.skills.len() as u64,
+            skill_bytes,
+        )
     }
 
     /// A new id: `f-` and 16 hex digits of a hash over the content, the time and a

@@ -341,6 +341,10 @@ impl Graph {
         match self.facts.get_mut(fact_id) {
             Some(e) => {
                 e.fact.injections = e.fact.injections.saturating_add(1);
+                let encoded_len = crate::snapshot_size::nested_len(&e.fact);
+                self.fact_bytes = self.fact_bytes - e.encoded_len + encoded_len;
+                e.encoded_len = encoded_len;
+                self.changes.fact(fact_id);
                 true
             }
             None => false,

@@ -56,6 +56,21 @@ impl DocTerms {
         doc
     }
 
+    /// Each distinct term of the fact once with its (weighted) count, in no particular order.
+    pub(crate) fn term_counts(&self) -> impl Iterator<Item = (&String, u32)> {
+        self.counts.iter().map(|(t, n)| (t, *n))
+    }
+
+    /// Each distinct term of the fact once, in no particular order.
+    pub(crate) fn distinct_terms(&self) -> impl Iterator<Item = &String> {
+        self.counts.keys()
+    }
+
+    /// The document length BM25 normalises by (subject terms counted twice).
+    pub(crate) fn len(&self) -> u32 {
+        self.len
+    }
+
     fn push(&mut self, term: String, weight: u32) {
         *self.counts.entry(term).or_default() += weight;
         self.len += weight;
@@ -182,15 +197,40 @@ impl PreparedQuery {
         if self.bound <= 0.0 {
             return 0.0;
         }
-        let norm = BM25_K1 * (1.0 - BM25_B + BM25_B * f64::from(doc.len) / self.avg_len);
         let raw: f64 = self
             .terms
             .iter()
             .filter_map(|(term, weight)| {
-                let tf = f64::from(*doc.counts.get(term)?);
-                Some(weight * tf * (BM25_K1 + 1.0) / (tf + norm))
+                Some(self.contribution(*weight, *doc.counts.get(term)?, doc.len))
             })
             .sum();
+        self.normalise(raw)
+    }
+
+    /// The query's terms with their weights (idf × query term frequency), in query order:
+    /// the order [`PreparedQuery::lexical`] sums contributions in.
+    pub(crate) fn weighted_terms(&self) -> impl Iterator<Item = (&str, f64)> {
+        self.terms.iter().map(|(t, w)| (t.as_str(), *w))
+    }
+
+    /// Whether no document can score above 0.
+    pub(crate) fn is_void(&self) -> bool {
+        self.bound <= 0.0
+    }
+
+    /// One query term's BM25 contribution for a document of `doc_len` where it occurs
+    /// `tf` times; always positive. Summing these in [`PreparedQuery::weighted_terms`]
+    /// order and passing the sum to [`PreparedQuery::normalise`] gives exactly
+    /// [`PreparedQuery::lexical`] (the same operations on the same values), which is what
+    /// lets the inverted index accumulate scores term by term.
+    pub(crate) fn contribution(&self, weight: f64, tf: u32, doc_len: u32) -> f64 {
+        let norm = BM25_K1 * (1.0 - BM25_B + BM25_B * f64::from(doc_len) / self.avg_len);
+        let tf = f64::from(tf);
+        weight * tf * (BM25_K1 + 1.0) / (tf + norm)
+    }
+
+    /// A raw BM25 sum normalised to [0, 1] by the query's bound.
+    pub(crate) fn normalise(&self, raw: f64) -> f64 {
         (raw / self.bound).clamp(0.0, 1.0)
     }
 

@@ -260,6 +260,7 @@ impl Graph {
                 });
             }
         }
+        self.changes.skill(&input.name);
         let previous = self.skills.remove(&input.name);
         let keep_history = previous.as_ref().is_some_and(|p| p.code == input.code);
         let mut skill = Skill {
@@ -290,6 +291,7 @@ impl Graph {
         {
             old.superseded_by = Some(skill.name.clone());
             old.updated_ms = now_ms;
+            self.changes.skill(&old.name);
         }
         self.skills.insert(skill.name.clone(), skill);
         Ok(self.skills.len())
@@ -310,7 +312,9 @@ impl Graph {
             })?;
         skill.record(outcome);
         skill.updated_ms = now_ms();
-        Ok(skill.stats())
+        let stats = skill.stats();
+        self.changes.skill(name);
+        Ok(stats)
     }
 
     /// Every skill (superseded ones included, flagged by `superseded_by`), by name; with a

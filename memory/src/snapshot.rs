@@ -72,28 +72,41 @@ pub fn decode(bytes: &[u8]) -> Result<Graph, String> {
         ));
     }
     for (i, f) in snapshot.facts.iter().enumerate() {
-        FactInput {
-            subject: f.subject.clone(),
-            body: f.body.clone(),
-            kind: Some(f.kind),
-            confidence: Some(f.confidence),
-            fact_id: Some(f.fact_id.clone()),
-            tags: f.tags.clone(),
-            source: None,
-        }
-        .validate()
-        .map_err(|e| format!("facts[{i}]: {e}"))?;
+        check_fact(f).map_err(|e| format!("facts[{i}]: {e}"))?;
     }
     for (i, s) in snapshot.skills.iter().enumerate() {
-        SkillInput {
-            name: s.name.clone(),
-            code: s.code.clone(),
-            ..SkillInput::default()
-        }
-        .validate()
-        .map_err(|e| format!("skills[{i}]: {e}"))?;
+        check_skill(s).map_err(|e| format!("skills[{i}]: {e}"))?;
     }
     Graph::from_records(snapshot.facts, snapshot.skills)
+}
+
+/// Checks a stored fact against the rules of a fresh `add_fact` (the snapshot and the
+/// journal both use it).
+pub(crate) fn check_fact(f: &Fact) -> Result<(), String> {
+    FactInput {
+        subject: f.subject.clone(),
+        body: f.body.clone(),
+        kind: Some(f.kind),
+        confidence: Some(f.confidence),
+        fact_id: Some(f.fact_id.clone()),
+        tags: f.tags.clone(),
+        source: None,
+    }
+    .validate()
+    .map(drop)
+    .map_err(|e| e.to_string())
+}
+
+/// Checks a stored skill against the rules of a fresh `skill.ingest`.
+pub(crate) fn check_skill(s: &Skill) -> Result<(), String> {
+    SkillInput {
+        name: s.name.clone(),
+        code: s.code.clone(),
+        ..SkillInput::default()
+    }
+    .validate()
+    .map(drop)
+    .map_err(|e| e.to_string())
 }
 
 /// Writes `bytes` to `path` atomically: a temp file in the same directory, flushed and
@@ -144,14 +157,14 @@ pub fn check_write_size(path: &Path, len: usize, cap: u64) -> Result<(), MemoryE
 }
 
 #[cfg(unix)]
-fn sync_dir(dir: &Path) -> Result<(), MemoryError> {
+pub(crate) fn sync_dir(dir: &Path) -> Result<(), MemoryError> {
     std::fs::File::open(dir)
         .and_then(|d| d.sync_all())
         .map_err(|e| MemoryError::io("fsync directory", dir, e))
 }
 
 #[cfg(not(unix))]
-fn sync_dir(_dir: &Path) -> Result<(), MemoryError> {
+pub(crate) fn sync_dir(_dir: &Path) -> Result<(), MemoryError> {
     Ok(())
 }
 
@@ -167,9 +180,19 @@ pub fn load_or_quarantine(path: &Path) -> Result<Graph, MemoryError> {
 /// scope starts empty; it is never deleted. A file that cannot be read (permissions, I/O,
 /// not a regular file) is an error: starting empty would overwrite it on the next write.
 pub fn load_or_quarantine_with_cap(path: &Path, cap: u64) -> Result<Graph, MemoryError> {
+    load_with_bytes(path, cap).map(|(graph, _)| graph)
+}
+
+/// [`load_or_quarantine_with_cap`], also returning the bytes the graph was decoded from
+/// (`None` when the scope starts empty: no file, or a file moved aside), which identify
+/// the snapshot a journal continues ([`crate::journal`]).
+pub(crate) fn load_with_bytes(
+    path: &Path,
+    cap: u64,
+) -> Result<(Graph, Option<Vec<u8>>), MemoryError> {
     let mut file = match open_read(path, true) {
         Ok(file) => file,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Graph::new()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((Graph::new(), None)),
         Err(e) => return Err(MemoryError::io("read snapshot", path, e)),
     };
     let read = read_capped(&mut file, cap);
@@ -185,7 +208,7 @@ pub fn load_or_quarantine_with_cap(path: &Path, cap: u64) -> Result<Graph, Memor
                 reason = %e,
                 "memory snapshot over the size cap moved aside unread; scope starts empty"
             );
-            return Ok(Graph::new());
+            return Ok((Graph::new(), None));
         }
         Err(ReadError::Io(e)) => return Err(MemoryError::io("read snapshot", path, e)),
         Err(other) => {
@@ -197,7 +220,7 @@ pub fn load_or_quarantine_with_cap(path: &Path, cap: u64) -> Result<Graph, Memor
         }
     };
     match decode(&bytes) {
-        Ok(graph) => Ok(graph),
+        Ok(graph) => Ok((graph, Some(bytes))),
         Err(reason) => {
             let aside = move_aside(path)?;
             tracing::warn!(
@@ -206,12 +229,12 @@ pub fn load_or_quarantine_with_cap(path: &Path, cap: u64) -> Result<Graph, Memor
                 %reason,
                 "corrupt memory snapshot moved aside; scope starts empty"
             );
-            Ok(Graph::new())
+            Ok((Graph::new(), None))
         }
     }
 }
 
-fn move_aside(path: &Path) -> Result<PathBuf, MemoryError> {
+pub(crate) fn move_aside(path: &Path) -> Result<PathBuf, MemoryError> {
     let aside = quarantine_path(path);
     std::fs::rename(path, &aside)
         .map_err(|e| MemoryError::io("move corrupt snapshot aside", path, e))?;

@@ -1,31 +1,48 @@
 //! The durable store: one lazily loaded graph per scope, persisted with group commit.
 //!
-//! Owns where each scope's snapshot lives, lazy loading (with corrupt files moved aside),
-//! the locking discipline and the durability guarantee. It must not know about JSON-RPC or
-//! sessions: the daemon maps a connection to a [`Scope`] and calls these methods.
+//! Owns where each scope's snapshot and journal live, lazy loading (with corrupt files
+//! moved aside), the locking discipline, the durability guarantee and when to compact. It
+//! must not know about JSON-RPC or sessions: the daemon maps a connection to a [`Scope`] and
+//! calls these methods.
 //!
 //! # Durability and group commit
 //! A mutation runs under the scope's short `std::sync::Mutex` (never held across an
-//! `.await`) and bumps the scope's version. The caller then awaits a flush covering that
-//! version: flushes are serialised by a per-scope async mutex, and each one serialises the
-//! graph as it is *at write time*, so it covers every mutation applied so far. A caller
-//! that acquires the flush lock and finds its version already written returns at once; so
-//! N concurrent writers share a handful of writes instead of N. Every mutating method
-//! returns only after a snapshot containing its change is on disk (temp file, fsync,
-//! rename, directory fsync). Encoding and file I/O run in `spawn_blocking`.
+//! `.await`), records what it touched in the graph ([`crate::changes`]) and bumps the
+//! scope's version. The caller then awaits a flush covering that version: flushes are
+//! serialised by a per-scope async mutex, and each one takes (under the graph lock) every
+//! change made so far, so it covers every mutation applied up to then. A caller that
+//! acquires the flush lock and finds its version already written returns at once; so N
+//! concurrent writers share a handful of writes instead of N. Every mutating method returns
+//! only after its change is on disk. File I/O runs in `spawn_blocking`.
+//!
+//! A flush normally **appends** the touched records to the scope's journal and
+//! `fdatasync`s it ([`crate::journal`]): O(change), independent of the graph's size. It
+//! **compacts** instead (writes the whole snapshot atomically: temp file, fsync, rename,
+//! directory fsync; then removes the journal) when the graph was replaced
+//! (`memory.load`), when the scope has no snapshot file yet (its first write), when a
+//! previous write failed, or when the journal would outgrow
+//! [`crate::journal::Journal::wants_compaction`]'s limit (about the snapshot's size), so a
+//! compaction's O(graph) cost is amortised over at least as many bytes of appends. The
+//! compaction's encoding runs under the graph lock (readers and writers of that scope wait
+//! for it, a few tens of milliseconds at 100k facts, once per ~snapshot-size of appends).
+//! [`MemoryStore::flush_all`] (shutdown) compacts every scope with a journal, so a clean
+//! shutdown leaves only snapshots. Loading replays the journal on top of the snapshot.
 //!
 //! The flush lock guard moves into the blocking task, so a caller that is cancelled mid-flush
-//! cannot let a second, newer write race an older one to the rename.
+//! cannot let a second, newer write race an older one.
 //!
-//! A failed write is reported to its caller; the change stays in memory and is written by
-//! the next successful flush (including [`MemoryStore::flush_all`] at shutdown).
+//! A failed write is reported to its caller; the change stays in memory and the next flush
+//! compacts, so it is written by the next successful flush (including
+//! [`MemoryStore::flush_all`] at shutdown).
 //!
 //! # Size cap
 //! Every snapshot the store reads or writes, its own or a caller's, is bounded by one cap
 //! ([`snapshot::MAX_SNAPSHOT_BYTES`] unless [`MemoryStore::set_max_file_bytes`] says
-//! otherwise): `memory.load` refuses a larger file, a scope's own oversize snapshot is moved
-//! aside with a warning, and a write that would exceed the cap fails (so the store never
-//! writes what it would refuse to read back).
+//! otherwise): `memory.load` refuses a larger file, a scope's own oversize snapshot (or
+//! journal) is moved aside with a warning, and a write after which the graph's snapshot
+//! would exceed the cap fails (so the store never writes what it would refuse to read
+//! back): appends check the exact snapshot length the graph keeps
+//! ([`Graph::encoded_len`]), and a journal never grows past half the cap.
 //!
 //! Closures given to [`MemoryStore::mutate`] must leave the graph unchanged when they
 //! return `Err` (every `Graph` method does): an error skips the flush.
@@ -35,7 +52,10 @@ use crate::context::ContextBlock;
 use crate::embed::{Embedder, Embeddings, SemanticQuery};
 use crate::error::{MemoryError, ValidationError};
 use crate::fact::{validate_query, FactHit, NewFact};
+use crate::flush::Durable;
+pub use crate::flush::FlushStats;
 use crate::graph::Graph;
+use crate::journal;
 use crate::proactive::{DeletedKind, StatusSlots};
 use crate::snapshot;
 use std::collections::HashMap;
@@ -80,18 +100,18 @@ impl Scope {
     }
 }
 
+/// A scope's graph and how many mutations it has seen.
 #[derive(Debug)]
-struct Versioned {
-    graph: Graph,
-    version: u64,
+pub(crate) struct Versioned {
+    pub(crate) graph: Graph,
+    pub(crate) version: u64,
 }
 
 #[derive(Debug)]
 struct ScopeState {
     path: PathBuf,
     graph: Mutex<Versioned>,
-    /// The highest version known to be on disk; its lock serialises flushes.
-    flushed: Arc<tokio::sync::Mutex<u64>>,
+    durable: Arc<tokio::sync::Mutex<Durable>>,
 }
 
 impl ScopeState {
@@ -210,15 +230,14 @@ impl MemoryStore {
         slot.state
             .get_or_try_init(|| async {
                 let path = slot.path.clone();
-                let graph = tokio::task::spawn_blocking(move || {
-                    snapshot::load_or_quarantine_with_cap(&path, cap)
-                })
-                .await
-                .map_err(task_error)??;
+                let (graph, journal) =
+                    tokio::task::spawn_blocking(move || journal::load(&path, cap))
+                        .await
+                        .map_err(task_error)??;
                 Ok::<_, MemoryError>(Arc::new(ScopeState {
                     path: slot.path.clone(),
                     graph: Mutex::new(Versioned { graph, version: 0 }),
-                    flushed: Arc::new(tokio::sync::Mutex::new(0)),
+                    durable: Arc::new(tokio::sync::Mutex::new(Durable::new(journal))),
                 }))
             })
             .await
@@ -282,28 +301,30 @@ impl MemoryStore {
     }
 
     async fn flush_to(&self, state: &Arc<ScopeState>, version: u64) -> Result<(), MemoryError> {
+        self.flush(state, version, false).await
+    }
+
+    /// Writes what changed up to (at least) `version`; with `compact`, writes a full
+    /// snapshot if there is a journal or anything unwritten.
+    async fn flush(
+        &self,
+        state: &Arc<ScopeState>,
+        version: u64,
+        compact: bool,
+    ) -> Result<(), MemoryError> {
         let cap = self.max_file_bytes();
-        let mut flushed = state.flushed.clone().lock_owned().await;
-        if *flushed >= version {
+        let mut durable = state.durable.clone().lock_owned().await;
+        if durable.is_settled(version, compact) {
             return Ok(());
         }
         let state = state.clone();
-        tokio::task::spawn_blocking(move || {
-            let (bytes, written) = {
-                let cell = state.lock();
-                (snapshot::encode(&cell.graph), cell.version)
-            };
-            snapshot::check_write_size(&state.path, bytes.len(), cap)?;
-            snapshot::write_atomic(&state.path, &bytes)?;
-            *flushed = written;
-            Ok(())
-        })
-        .await
-        .map_err(task_error)?
+        tokio::task::spawn_blocking(move || durable.write(&state.path, &state.graph, cap, compact))
+            .await
+            .map_err(task_error)?
     }
 
-    /// Writes every loaded scope that has unwritten changes (for shutdown). Returns the
-    /// first error after trying every scope.
+    /// Compacts every loaded scope that has a journal or unwritten changes into its
+    /// snapshot (for shutdown). Returns the first error after trying every scope.
     pub async fn flush_all(&self) -> Result<(), MemoryError> {
         let slots: Vec<Arc<ScopeSlot>> = self
             .inner
@@ -317,13 +338,20 @@ impl MemoryStore {
         for slot in slots {
             if let Some(state) = slot.state.get() {
                 let version = state.lock().version;
-                if let Err(e) = self.flush_to(state, version).await {
+                if let Err(e) = self.flush(state, version, true).await {
                     tracing::warn!(path = %state.path.display(), error = %e, "memory flush failed");
                     first_error.get_or_insert(e);
                 }
             }
         }
         first_error.map_or(Ok(()), Err)
+    }
+
+    /// The scope's write counters since it was loaded (loading it if needed).
+    pub async fn flush_stats(&self, scope: &Scope) -> Result<FlushStats, MemoryError> {
+        let state = self.state(scope).await?;
+        let stats = state.durable.lock().await.stats();
+        Ok(stats)
     }
 
     /// `memory.add_fact`: adds (or replaces by id) and returns the new fact count.

@@ -33,7 +33,8 @@ fn tree(dir: &Path) -> Vec<(String, Vec<u8>)> {
     out
 }
 
-/// A store with a graph in each kind of scope, so every managed file exists.
+/// A store with a graph in each kind of scope, so every managed file exists: snapshots
+/// (compacted by `flush_all`) and a journal (the victim's second fact).
 async fn populated(dir: &Path) -> MemoryStore {
     let store = MemoryStore::open(dir).await.unwrap();
     store
@@ -52,6 +53,12 @@ async fn populated(dir: &Path) -> MemoryStore {
         .add_fact(&ns("attacker"), fact("attacker", "overwrite attempt"))
         .await
         .unwrap();
+    store.flush_all().await.unwrap();
+    store
+        .add_fact(&ns("victim"), fact("victim", "journalled secret"))
+        .await
+        .unwrap();
+    assert!(dir.join("memory-namespaces/victim.json.journal").is_file());
     store
 }
 
@@ -74,6 +81,8 @@ async fn a_symlink_alias_of_the_memory_dir_cannot_reach_managed_files() {
         "alias/agents/a1.json",
         "alias/Agents/a1.json",
         "alias/shared.json.corrupt-1",
+        "alias/shared.json.journal",
+        "alias/memory-namespaces/victim.json.journal",
         "alias/.snapshot-x.tmp",
         "sub/up/shared.json",
         "alias/alias/memory-namespaces/victim.json",
@@ -123,6 +132,7 @@ async fn mixed_case_managed_names_are_refused() {
         "Memory-Namespaces/victim.json",
         "MEMORY-NAMESPACES/new.json",
         "Shared.Json.corrupt-3",
+        "Shared.JSON.Journal",
     ] {
         let err = store.persist(&ns("attacker"), path).await.unwrap_err();
         assert_eq!(
@@ -191,6 +201,7 @@ async fn writes_over_the_cap_are_refused() {
         .add_fact(&Scope::Shared, fact("small", "fits"))
         .await
         .unwrap();
+    store.flush_all().await.unwrap();
     let on_disk = std::fs::read(dir.path().join("shared.json")).unwrap();
     store.set_max_file_bytes(on_disk.len() as u64 + 10);
     let err = store
@@ -231,6 +242,7 @@ async fn an_oversize_own_snapshot_is_moved_aside_and_the_scope_starts_empty() {
         .add_fact(&ns("team"), fact("a", "fact"))
         .await
         .unwrap();
+    store.flush_all().await.unwrap();
     drop(store);
     let file = dir.path().join("memory-namespaces/team.json");
     let bytes = std::fs::read(&file).unwrap();
