@@ -3,7 +3,6 @@
 
 use car_memory::{FactInput, FactKind, MemoryError, MemoryStore, Outcome, Scope, SkillInput};
 use std::path::Path;
-use std::time::Instant;
 
 fn fact(subject: &str, body: &str) -> car_memory::NewFact {
     FactInput::new(subject, body).validate().unwrap()
@@ -186,7 +185,6 @@ async fn concurrent_writers_never_lose_a_write() {
     let dir = tempfile::tempdir().unwrap();
     let store = MemoryStore::open(dir.path()).await.unwrap();
     let scope = ns("load/test");
-    let started = Instant::now();
     let mut connections = tokio::task::JoinSet::new();
     for conn in 0..8 {
         let store = store.clone();
@@ -218,17 +216,20 @@ async fn concurrent_writers_never_lose_a_write() {
     while let Some(count) = connections.join_next().await {
         max = max.max(count.unwrap());
     }
-    let elapsed = started.elapsed();
-    eprintln!("8 x 500 concurrent add_fact: {elapsed:?}");
     assert_eq!(max, 4000);
+    // Group commit, counted rather than timed: 4,000 concurrent writes share far fewer
+    // journal appends (each one `fdatasync`) than there are writes.
+    let stats = store.flush_stats(&scope).await.unwrap();
+    assert!(
+        stats.journal_appends + stats.compactions < 4000,
+        "4,000 writes took {} appends and {} snapshot writes",
+        stats.journal_appends,
+        stats.compactions
+    );
     drop(store);
 
     let reopened = MemoryStore::open(dir.path()).await.unwrap();
     assert_eq!(reopened.fact_count(&scope).await.unwrap(), 4000);
-    assert!(
-        elapsed.as_secs() < 20,
-        "group commit keeps this fast: {elapsed:?}"
-    );
 }
 
 #[tokio::test]
