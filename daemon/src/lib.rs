@@ -399,20 +399,36 @@ async fn wait_for_signal() {
 /// `Authorization` headers): held at `debug` whatever `CAR_LOG` says.
 const WIRE_LOGGERS: &[&str] = &["tungstenite", "tokio_tungstenite", "ureq", "ureq_proto"];
 
+/// Whether `target` is one of [`WIRE_LOGGERS`] or a module under one.
+fn is_wire_logger(target: &str) -> bool {
+    WIRE_LOGGERS.iter().any(|t| {
+        target
+            .strip_prefix(t)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with("::"))
+    })
+}
+
 /// Installs the stderr logger; `CAR_LOG` holds the filter (default `info`), except that
 /// [`WIRE_LOGGERS`] never log at `trace`.
 pub fn init_logging() {
+    use tracing_subscriber::layer::Filter;
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
     use tracing_subscriber::Layer;
     let filter = tracing_subscriber::EnvFilter::try_from_env("CAR_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    // The cap only ever narrows `filter`, so it carries `filter`'s level hint: without one
+    // the subscriber's hint is `TRACE`, `log`'s global max level follows it, and every
+    // `log::trace!` in tungstenite (several per frame) is formatted into a record and
+    // filtered per call — a measured share of the daemon's per-call CPU.
+    let hint =
+        <tracing_subscriber::EnvFilter as Filter<tracing_subscriber::Registry>>::max_level_hint(
+            &filter,
+        );
     let wire_cap = tracing_subscriber::filter::filter_fn(|meta| {
-        *meta.level() != tracing::Level::TRACE
-            || !WIRE_LOGGERS
-                .iter()
-                .any(|t| meta.target() == *t || meta.target().starts_with(&format!("{t}::")))
-    });
+        *meta.level() != tracing::Level::TRACE || !is_wire_logger(meta.target())
+    })
+    .with_max_level_hint(hint.unwrap_or(tracing_subscriber::filter::LevelFilter::TRACE));
     tracing_subscriber::registry()
         .with(
             tracing_subscriber::fmt::layer()
@@ -439,6 +455,26 @@ pub fn main_with(args: config::Args) -> ExitCode {
             tracing::error!("{}", fatal.message);
             eprintln!("car-server: {}", fatal.message);
             ExitCode::from(fatal.code)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_wire_logger;
+
+    #[test]
+    fn wire_loggers_are_matched_by_crate_and_module_only() {
+        for wire in [
+            "tungstenite",
+            "tungstenite::protocol",
+            "tokio_tungstenite",
+            "ureq_proto::x",
+        ] {
+            assert!(is_wire_logger(wire), "{wire}");
+        }
+        for other in ["tungstenitex", "car_server", "ureqx::y", "my::tungstenite"] {
+            assert!(!is_wire_logger(other), "{other}");
         }
     }
 }
