@@ -230,9 +230,40 @@ pub fn exceeds_depth(bytes: &[u8], limit: usize) -> bool {
     false
 }
 
+// The frame builders serialize borrowed envelopes straight to text: building a `json!`
+// value first would deep-copy the result or params once more per frame. Fields are
+// declared in the order the old `Value` maps printed them (sorted), so frames are
+// byte-identical to before.
+
+#[derive(serde::Serialize)]
+struct ResultFrame<'a> {
+    id: &'a Value,
+    jsonrpc: &'static str,
+    result: &'a Value,
+}
+
+#[derive(serde::Serialize)]
+struct RequestFrame<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    id: Option<&'a Value>,
+    jsonrpc: &'static str,
+    method: &'a str,
+    params: &'a Value,
+}
+
+fn to_text<T: serde::Serialize>(frame: &T) -> String {
+    // Serializing borrowed `Value`s and strings into a `Vec` cannot fail, and the output
+    // of serde_json is always UTF-8.
+    serde_json::to_string(frame).expect("a JSON-RPC frame always serializes")
+}
+
 /// `{"jsonrpc":"2.0","id":…,"result":…}`.
 pub fn result_frame(id: &Value, result: &Value) -> String {
-    json!({"jsonrpc": "2.0", "id": id, "result": result}).to_string()
+    to_text(&ResultFrame {
+        id,
+        jsonrpc: "2.0",
+        result,
+    })
 }
 
 /// `{"jsonrpc":"2.0","id":…,"error":{…}}`.
@@ -242,12 +273,22 @@ pub fn error_frame(id: &Value, error: &RpcError) -> String {
 
 /// `{"jsonrpc":"2.0","id":…,"method":…,"params":…}`.
 pub fn request_frame(id: &Value, method: &str, params: &Value) -> String {
-    json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string()
+    to_text(&RequestFrame {
+        id: Some(id),
+        jsonrpc: "2.0",
+        method,
+        params,
+    })
 }
 
 /// `{"jsonrpc":"2.0","method":…,"params":…}`.
 pub fn notification_frame(method: &str, params: &Value) -> String {
-    json!({"jsonrpc": "2.0", "method": method, "params": params}).to_string()
+    to_text(&RequestFrame {
+        id: None,
+        jsonrpc: "2.0",
+        method,
+        params,
+    })
 }
 
 #[cfg(test)]
@@ -341,6 +382,25 @@ mod tests {
         // Brackets inside strings, including after escaped quotes, do not count.
         let quoted = format!("\"\\\"{}\"", "[".repeat(1000));
         assert!(!exceeds_depth(quoted.as_bytes(), MAX_DEPTH));
+    }
+
+    #[test]
+    fn frames_match_the_value_encoding() {
+        let params = json!({"b": [1, 2.5, null], "a": {"z": "é\n", "y": true}});
+        for id in [json!(7), json!("cb-1"), Value::Null] {
+            assert_eq!(
+                request_frame(&id, "m.x", &params),
+                json!({"jsonrpc": "2.0", "id": id, "method": "m.x", "params": params}).to_string()
+            );
+            assert_eq!(
+                result_frame(&id, &params),
+                json!({"jsonrpc": "2.0", "id": id, "result": params}).to_string()
+            );
+        }
+        assert_eq!(
+            notification_frame("n", &Value::Null),
+            json!({"jsonrpc": "2.0", "method": "n", "params": null}).to_string()
+        );
     }
 
     proptest! {

@@ -1,14 +1,23 @@
 //! One WebSocket connection: the reader loop, the writer task, liveness and teardown.
 //!
 //! - **Reader** (this task): reads frames, classifies them (`car_proto::jsonrpc`), runs the
-//!   dispatch gates and immediate handlers inline, spawns every other handler, and routes
-//!   responses to the session's reverse calls. At most [`MAX_RUNNING`] handlers of one
-//!   connection run at once; later ones wait their turn in their own task. The reader
-//!   itself never waits for a slot — it must keep reading, because the replies to the
-//!   running handlers' reverse calls arrive on the same socket. A connection with
-//!   [`MAX_QUEUED`] requests already in flight gets `-32603 server busy` for the next one.
+//!   dispatch gates and immediate handlers inline, and routes responses to the session's
+//!   reverse calls. An async handler that gets a running slot at once is polled once
+//!   right here: most calls (state, memory reads, echo) finish in that first poll, and
+//!   then cost no task, no join-set entry and no wake-up of another worker. One that
+//!   returns `Pending` is moved, as it is, into its own task (its next poll registers that
+//!   task's waker; the first poll used a no-op one, so nothing waits on the reader). So a
+//!   handler's synchronous part runs on the reader: handlers must not block, which they
+//!   already must not on a tokio worker (blocking work goes to `spawn_blocking`).
+//!   At most [`MAX_RUNNING`] handlers of one connection run at once; later ones wait
+//!   their turn in their own task. The reader itself never waits for a slot — it must keep
+//!   reading, because the replies to the running handlers' reverse calls arrive on the
+//!   same socket. A connection with [`MAX_QUEUED`] requests already in flight gets
+//!   `-32603 server busy` for the next one.
 //! - **Writer** (spawned): the only code that writes to the socket, fed by the
-//!   byte-bounded outbound queue (`crate::outbound`).
+//!   byte-bounded outbound queue (`crate::outbound`). It writes every frame already
+//!   queued (up to [`WRITE_BATCH_BYTES`]) and flushes once per batch, so pipelined replies
+//!   share write syscalls; a lone reply is flushed at once.
 //! - **Liveness**: a Ping every `ping_interval`; a peer with no inbound frame for
 //!   `idle_timeout` is closed. The select is biased toward reading, so already-readable
 //!   frames are drained before the idle decision. A tick that arrives more than two ping
@@ -19,7 +28,10 @@
 //!   1009 too big, 1007 bad UTF-8, 1000 idle); after a protocol violation the socket is
 //!   drained briefly so the peer reads the Close frame instead of a reset.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use car_proto::errors::RpcError;
@@ -50,6 +62,8 @@ pub const MAX_RUNNING: usize = 256;
 pub const MAX_QUEUED: usize = 4096;
 /// How long teardown waits for the writer to flush and for the peer's bytes to drain.
 const LINGER: Duration = Duration::from_secs(2);
+/// Most bytes the writer feeds to the socket before it flushes.
+pub const WRITE_BATCH_BYTES: usize = 256 * 1024;
 
 /// Why the reader stopped, and the Close frame (if any) the daemon sends.
 #[derive(Debug)]
@@ -150,16 +164,21 @@ where
         running: Arc::new(Semaphore::new(MAX_RUNNING)),
         queued: Arc::new(Semaphore::new(MAX_QUEUED)),
     };
+    // Created once, not per frame: each creation registers with its token's tree (the
+    // shutdown token's is shared by every connection).
+    let mut aborted = std::pin::pin!(abort.cancelled());
+    let mut shutdown = std::pin::pin!(state.shutdown.cancelled());
+    let mut evicted = std::pin::pin!(session.evicted());
     loop {
         // Reap finished handler tasks so the set does not grow with the connection's age.
         while handlers.try_join_next().is_some() {}
         tokio::select! {
             biased;
-            _ = abort.cancelled() => return Ending::Abort,
-            _ = state.shutdown.cancelled() => {
+            _ = &mut aborted => return Ending::Abort,
+            _ = &mut shutdown => {
                 return Ending::Close { code: 1001, reason: "daemon shutting down".into(), drain: false }
             }
-            reason = session.evicted() => {
+            reason = &mut evicted => {
                 tracing::info!(session = session.id, %reason, "closing the connection");
                 return Ending::Close { code: 1000, reason, drain: false };
             }
@@ -328,7 +347,6 @@ async fn on_text(
                 ))));
                 return None;
             };
-            let running = permits.running.clone();
             let call = Call {
                 session: session.clone(),
                 state: state.clone(),
@@ -336,8 +354,18 @@ async fn on_text(
                 id: id.clone(),
             };
             let session = session.clone();
-            handlers.spawn(async move {
-                let permit = running.acquire_owned().await.expect("semaphore never closed");
+            let running = permits.running.clone();
+            // A free slot now means the handler may start now, here (see the module docs).
+            let slot = running.clone().try_acquire_owned().ok();
+            let inline = slot.is_some();
+            let mut task: Pin<Box<dyn Future<Output = ()> + Send>> = Box::pin(async move {
+                let permit = match slot {
+                    Some(permit) => permit,
+                    None => running
+                        .acquire_owned()
+                        .await
+                        .expect("semaphore never closed"),
+                };
                 let outcome = dispatch::run(call, handler, params).await;
                 drop((permit, queued));
                 match (&id, outcome) {
@@ -347,13 +375,26 @@ async fn on_text(
                     (Some(id), Err(error)) => {
                         session.outbound().send_text(error_frame(id, &error));
                     }
-                    (None, Err(error)) => tracing::debug!(session = session.id, method = spec.name, error = %error, "notification failed"),
+                    (None, Err(error)) => {
+                        tracing::debug!(session = session.id, method = spec.name, error = %error, "notification failed")
+                    }
                     (None, Ok(_)) => {}
                 }
             });
+            if inline && poll_once(task.as_mut()).is_ready() {
+                return None;
+            }
+            handlers.spawn(task);
             None
         }
     }
+}
+
+/// Polls `task` once with a waker that does nothing: if it is not done, whoever polls it
+/// next (its own task) registers a real waker, and every future re-checks its readiness
+/// when polled, so no wake-up is lost.
+fn poll_once(task: Pin<&mut (dyn Future<Output = ()> + Send)>) -> Poll<()> {
+    task.poll(&mut Context::from_waker(Waker::noop()))
 }
 
 type Sink<S> = SplitSink<WebSocketStream<S>, Message>;
@@ -369,42 +410,76 @@ where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     loop {
-        let frame = tokio::select! {
+        let first = tokio::select! {
             _ = abort.cancelled() => break,
             frame = queue.rx.recv() => match frame {
                 Some(frame) => frame,
                 None => break,
             },
         };
-        let (message, len, last) = match frame {
-            OutFrame::Text(text) => {
-                let len = text.len();
-                (Message::text(text), len, false)
-            }
-            OutFrame::Ping => (Message::Ping(Default::default()), 0, false),
-            OutFrame::Close(code, reason) => (
-                Message::Close(Some(CloseFrame {
-                    code: CloseCode::from(code),
-                    reason: reason.into(),
-                })),
-                0,
-                true,
-            ),
-        };
+        let mut batch = Batch::default();
         let sent = tokio::select! {
             _ = abort.cancelled() => break,
-            sent = sink.send(message) => sent,
+            sent = write_batch(&mut sink, &mut queue, first, &mut batch) => sent,
         };
-        queue.written(len);
+        queue.written(batch.text_bytes);
         if let Err(e) = sent {
             tracing::debug!(error = %e, "write failed");
             break;
         }
-        if last {
+        if batch.closed {
             break;
         }
     }
     sink
+}
+
+/// What one batch wrote.
+#[derive(Default)]
+struct Batch {
+    /// Bytes of text frames (they count against the outbound limit).
+    text_bytes: usize,
+    /// The batch ended with a Close frame: nothing more may be written.
+    closed: bool,
+}
+
+/// Feeds `first` and every frame already queued behind it (up to [`WRITE_BATCH_BYTES`],
+/// stopping after a Close frame), then flushes once.
+async fn write_batch<S>(
+    sink: &mut Sink<S>,
+    queue: &mut OutboundReceiver,
+    first: OutFrame,
+    batch: &mut Batch,
+) -> Result<(), WsError>
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let mut frame = first;
+    loop {
+        let message = match frame {
+            OutFrame::Text(text) => {
+                batch.text_bytes += text.len();
+                Message::text(text)
+            }
+            OutFrame::Ping => Message::Ping(Default::default()),
+            OutFrame::Close(code, reason) => {
+                batch.closed = true;
+                Message::Close(Some(CloseFrame {
+                    code: CloseCode::from(code),
+                    reason: reason.into(),
+                }))
+            }
+        };
+        sink.feed(message).await?;
+        if batch.closed || batch.text_bytes >= WRITE_BATCH_BYTES {
+            break;
+        }
+        match queue.rx.try_recv() {
+            Ok(next) => frame = next,
+            Err(_) => break,
+        }
+    }
+    sink.flush().await
 }
 
 /// After closing a peer that violated the protocol, read and discard what it is still

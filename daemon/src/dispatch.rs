@@ -99,62 +99,70 @@ impl Dispatch {
 
     /// Applies the gates (see the module docs).
     pub fn gate(&self, session: &Session, method: &str) -> Verdict {
-        let identity = session.identity();
-        if !identity.authenticated && method != "session.auth" {
-            return Verdict::CloseUnauthenticated;
-        }
-        if identity.grant.as_ref().is_some_and(|g| !g.is_live()) {
-            return Verdict::GrantEnded;
-        }
-        let Some((decl, handler)) = self.routes.get(method) else {
-            return Verdict::Refuse(RpcError::method_not_found(method));
-        };
-        if let Some(allowed) = &identity.method_allowlist {
-            let implicit = method == "session.auth" || method == "server.handshake";
-            if !implicit && !allowed.iter().any(|m| m == method) {
-                if identity.observer {
-                    return Verdict::Refuse(
-                        RpcError::internal(format!(
-                            "permission denied: {method} is not a read, and this session holds the dashboard's read-only token"
-                        ))
-                        .with_data(json!({"reason": "read_only", "method": method})),
-                    );
+        // The identity is read in place: the gates run on every call, and cloning it (its
+        // strings and allowlist) was a measurable share of a small call's cost.
+        let verdict = session.with_identity(|identity| {
+            if !identity.authenticated && method != "session.auth" {
+                return Err(Verdict::CloseUnauthenticated);
+            }
+            if identity.grant.as_ref().is_some_and(|g| !g.is_live()) {
+                return Err(Verdict::GrantEnded);
+            }
+            let Some((decl, handler)) = self.routes.get(method) else {
+                return Err(Verdict::Refuse(RpcError::method_not_found(method)));
+            };
+            if let Some(allowed) = &identity.method_allowlist {
+                let implicit = method == "session.auth" || method == "server.handshake";
+                if !implicit && !allowed.iter().any(|m| m == method) {
+                    return Err(Verdict::Refuse(not_allowed(method, identity.observer)));
                 }
+            }
+            Ok((decl, handler, identity.role))
+        });
+        let (decl, handler, role) = match verdict {
+            Ok(found) => found,
+            Err(refused) => return refused,
+        };
+        let spec = &decl.spec;
+        session.with_negotiated(|negotiated| {
+            if spec.handshake_required && negotiated.is_none() {
+                return Verdict::Refuse(RpcError::handshake_required(method));
+            }
+            if !role.may_call(spec.role) {
                 return Verdict::Refuse(
-                    RpcError::new(
-                        car_proto::errors::METHOD_NOT_FOUND,
-                        format!("agent_method_not_allowed: {method} is not in this agent's method_allowlist"),
-                    )
-                    .with_data(json!({"reason": "agent_method_not_allowed", "method": method})),
+                    RpcError::internal(format!(
+                        "permission denied: {method} needs a host session, this session is {}",
+                        role.as_str()
+                    ))
+                    .with_data(json!({"reason": "host_required"})),
                 );
             }
-        }
-        let spec = &decl.spec;
-        let negotiated = session.negotiated();
-        if spec.handshake_required && negotiated.is_none() {
-            return Verdict::Refuse(RpcError::handshake_required(method));
-        }
-        if !identity.role.may_call(spec.role) {
-            return Verdict::Refuse(
-                RpcError::internal(format!(
-                    "permission denied: {method} needs a host session, this session is {}",
-                    identity.role.as_str()
-                ))
-                .with_data(json!({"reason": "host_required"})),
-            );
-        }
-        if let Some(cap) = spec.capability {
-            let has = negotiated
-                .as_ref()
-                .is_some_and(|caps| caps.iter().any(|c| c == cap));
-            if !has {
-                return Verdict::Refuse(RpcError::capability_mismatch(format!(
-                    "{method} needs {cap}, which this session did not negotiate"
-                )));
+            if let Some(cap) = spec.capability {
+                let has = negotiated.is_some_and(|caps| caps.iter().any(|c| c == cap));
+                if !has {
+                    return Verdict::Refuse(RpcError::capability_mismatch(format!(
+                        "{method} needs {cap}, which this session did not negotiate"
+                    )));
+                }
             }
-        }
-        Verdict::Run(spec, handler.clone())
+            Verdict::Run(spec, handler.clone())
+        })
     }
+}
+
+/// The refusal for a method outside the session's allowlist.
+fn not_allowed(method: &str, observer: bool) -> RpcError {
+    if observer {
+        return RpcError::internal(format!(
+            "permission denied: {method} is not a read, and this session holds the dashboard's read-only token"
+        ))
+        .with_data(json!({"reason": "read_only", "method": method}));
+    }
+    RpcError::new(
+        car_proto::errors::METHOD_NOT_FOUND,
+        format!("agent_method_not_allowed: {method} is not in this agent's method_allowlist"),
+    )
+    .with_data(json!({"reason": "agent_method_not_allowed", "method": method}))
 }
 
 /// The server-side deadline for a call: the flat handler deadline, except
@@ -180,9 +188,12 @@ pub async fn run(
     let method = call.method;
     let budget = deadline(method, &params, &call.state.config);
     let gated = async move {
-        let action = format!("ws.method:{}", method.name);
-        crate::approval_gate::admit(&call.state, &call.session, method.name, action, &params)
-            .await?;
+        // Checked here too so an ungated call (nearly all) formats no action name.
+        if call.state.config.approvals.holds(method.name) {
+            let action = format!("ws.method:{}", method.name);
+            crate::approval_gate::admit(&call.state, &call.session, method.name, action, &params)
+                .await?;
+        }
         handler(call, params).await
     };
     let guarded = std::panic::AssertUnwindSafe(gated).catch_unwind();

@@ -399,7 +399,7 @@ async fn wait_for_signal() {
 /// `Authorization` headers): held at `debug` whatever `CAR_LOG` says.
 const WIRE_LOGGERS: &[&str] = &["tungstenite", "tokio_tungstenite", "ureq", "ureq_proto"];
 
-/// Whether `target` is one of [`WIRE_LOGGERS`] or a module inside one.
+/// Whether `target` is one of [`WIRE_LOGGERS`] or a module under one.
 fn is_wire_logger(target: &str) -> bool {
     WIRE_LOGGERS.iter().any(|t| {
         target
@@ -410,28 +410,31 @@ fn is_wire_logger(target: &str) -> bool {
 
 /// Installs the stderr logger; `CAR_LOG` holds the filter (default `info`), except that
 /// [`WIRE_LOGGERS`] never log at `trace`.
-///
-/// The two filters are one (`and`), so the subscriber's maximum level is `CAR_LOG`'s: a
-/// disabled level costs one comparison at the call site, also for libraries logging
-/// through the `log` crate (the `log` bridge takes its maximum level from it). A filter
-/// without that hint would make every `log::trace!` in the WebSocket stack build a record
-/// and reach the filters.
 pub fn init_logging() {
-    use tracing_subscriber::filter::FilterExt;
+    use tracing_subscriber::layer::Filter;
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
     use tracing_subscriber::Layer;
     let filter = tracing_subscriber::EnvFilter::try_from_env("CAR_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    // The cap only ever narrows `filter`, so it carries `filter`'s level hint: without one
+    // the subscriber's hint is `TRACE`, `log`'s global max level follows it, and every
+    // `log::trace!` in tungstenite (several per frame) is formatted into a record and
+    // filtered per call — a measured share of the daemon's per-call CPU.
+    let hint =
+        <tracing_subscriber::EnvFilter as Filter<tracing_subscriber::Registry>>::max_level_hint(
+            &filter,
+        );
     let wire_cap = tracing_subscriber::filter::filter_fn(|meta| {
         *meta.level() != tracing::Level::TRACE || !is_wire_logger(meta.target())
     })
-    .with_max_level_hint(tracing::level_filters::LevelFilter::TRACE);
+    .with_max_level_hint(hint.unwrap_or(tracing_subscriber::filter::LevelFilter::TRACE));
     tracing_subscriber::registry()
         .with(
             tracing_subscriber::fmt::layer()
                 .with_writer(std::io::stderr)
-                .with_filter(filter.and(wire_cap)),
+                .with_filter(filter)
+                .with_filter(wire_cap),
         )
         .init();
 }
@@ -462,12 +465,16 @@ mod tests {
 
     #[test]
     fn wire_loggers_are_matched_by_crate_and_module_only() {
-        assert!(is_wire_logger("tungstenite"));
-        assert!(is_wire_logger("tungstenite::protocol"));
-        assert!(is_wire_logger("tokio_tungstenite::compat"));
-        assert!(is_wire_logger("ureq_proto::client"));
-        assert!(!is_wire_logger("tungstenite_extra"));
-        assert!(!is_wire_logger("car_server::transport"));
-        assert!(!is_wire_logger("ureqx"));
+        for wire in [
+            "tungstenite",
+            "tungstenite::protocol",
+            "tokio_tungstenite",
+            "ureq_proto::x",
+        ] {
+            assert!(is_wire_logger(wire), "{wire}");
+        }
+        for other in ["tungstenitex", "car_server", "ureqx::y", "my::tungstenite"] {
+            assert!(!is_wire_logger(other), "{other}");
+        }
     }
 }

@@ -171,6 +171,12 @@ impl Session {
         self.identity.lock().expect("identity lock").clone()
     }
 
+    /// Runs `f` on the identity under its lock, without cloning it (dispatch's gates run
+    /// this on every call). `f` must not block.
+    pub fn with_identity<R>(&self, f: impl FnOnce(&Identity) -> R) -> R {
+        f(&self.identity.lock().expect("identity lock"))
+    }
+
     pub fn set_identity(&self, identity: Identity) {
         *self.identity.lock().expect("identity lock") = identity;
     }
@@ -178,6 +184,12 @@ impl Session {
     /// The negotiated capabilities, or `None` before a successful `server.handshake`.
     pub fn negotiated(&self) -> Option<Vec<String>> {
         self.negotiated.lock().expect("negotiated lock").clone()
+    }
+
+    /// Runs `f` on the negotiated capabilities (`None` before the handshake) under their
+    /// lock, without cloning them. `f` must not block.
+    pub fn with_negotiated<R>(&self, f: impl FnOnce(Option<&[String]>) -> R) -> R {
+        f(self.negotiated.lock().expect("negotiated lock").as_deref())
     }
 
     pub fn set_negotiated(&self, caps: Vec<String>) {
