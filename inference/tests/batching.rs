@@ -161,25 +161,33 @@ fn a_cancelled_sequence_frees_its_slot_for_a_waiting_request() {
     assert!(first_c >= cancelled_at, "c started before a slot was free");
 }
 
+/// Two conversations sharing a long system prompt run concurrently twice: the second time
+/// each restores its own saved sequence into its own seq id (evaluating only its last
+/// prompt token) and still answers its own question. (Whether a reused prefix answers
+/// exactly as a cold prefill is `prefix_reuse.rs`'s test; across batches of different
+/// sizes llama.cpp's kernels may round a near-tie differently.)
 #[test]
 fn prefix_reuse_works_per_sequence() {
     let _serial = common::serial();
     let (_home, engine) = engine();
-    let system = "You are a helpful assistant who answers briefly and politely.";
-    let conversation = |q: &str| GenerateRequest {
+    let system = "You are a helpful assistant. You answer briefly, politely and exactly as asked.";
+    let conversation = |word: &str| GenerateRequest {
         system: Some(system.into()),
-        messages: Some(vec![Message::new("user", q)]),
-        max_tokens: Some(12),
+        messages: Some(vec![Message::new(
+            "user",
+            format!("Repeat this word exactly: {word}"),
+        )]),
+        max_tokens: Some(16),
         temperature: Some(0.0),
         ..Default::default()
     };
-    let questions = ["Name a colour of the sky.", "Name an animal that barks."];
+    let words = ["banana", "guitar"];
     let run_both = |engine: &InferenceEngine| -> Vec<GenerateResult> {
         std::thread::scope(|s| {
-            let handles: Vec<_> = questions
+            let handles: Vec<_> = words
                 .iter()
-                .map(|q| {
-                    let req = conversation(q);
+                .map(|w| {
+                    let req = conversation(w);
                     s.spawn(move || {
                         engine
                             .generate(Some(GGUF_ID), &req, &CancelToken::new(), None)
@@ -191,14 +199,13 @@ fn prefix_reuse_works_per_sequence() {
         })
     };
     let first = run_both(&engine);
-    // The same two prompts again, concurrently: each restores its own saved sequence and
-    // evaluates only its last prompt token, and answers as before.
     let again = run_both(&engine);
-    for (f, a) in first.iter().zip(&again) {
+    for (i, (f, a)) in first.iter().zip(&again).enumerate() {
         let whole = f.usage.prompt_tokens + f.usage.cache_read_tokens;
         assert_eq!(a.usage.prompt_tokens, 1, "{:?}", a.usage);
         assert_eq!(a.usage.cache_read_tokens, whole - 1);
-        assert_eq!(a.text, f.text, "reuse changed the answer");
+        let text = a.text.to_lowercase();
+        assert!(text.contains(words[i]), "{}: {:?}", words[i], a.text);
+        assert!(!text.contains(words[1 - i]), "{}: {:?}", words[i], a.text);
     }
-    assert_ne!(first[0].text, first[1].text);
 }
