@@ -446,4 +446,33 @@ mod tests {
             .unwrap_err()
             .contains("--idle-timeout"));
     }
+
+    #[test]
+    fn generations_default_to_four_batched_sequences_on_all_cores() {
+        // CAR_MAX_GENERATIONS / CAR_LLAMA_THREADS in the test's environment would change
+        // the defaults; the flags win over them.
+        let config = Config::from_args(
+            Args::try_parse_from(["car-server", "--max-generations", "4"]).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(config.max_generations, 4);
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get() as u32);
+        if std::env::var_os("CAR_LLAMA_THREADS").is_none() {
+            assert_eq!(config.llama_threads, cores);
+        }
+        for bad in ["0", &(MAX_GENERATIONS + 1).to_string()] {
+            let err = Config::from_args(
+                Args::try_parse_from(["car-server", "--max-generations", bad]).unwrap(),
+            )
+            .unwrap_err();
+            assert!(
+                err.contains("--max-generations must be from 1 to 64"),
+                "{err}"
+            );
+        }
+        if std::env::var_os("CAR_MAX_GENERATIONS").is_none() {
+            let args = Args::try_parse_from(["car-server"]).unwrap();
+            assert_eq!(args.max_generations, 4);
+        }
+    }
 }
