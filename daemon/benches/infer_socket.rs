@@ -7,15 +7,25 @@
 //! - llama-cpp-python, when `CAR_BENCH_PYTHON` names a Python that has it installed
 //!   (`inference/bench_llama_cpp_python.py`, the same prompt, token budget and sampling).
 //!
-//! Blocks alternate (daemon, engine, llama-cpp-python; `CAR_BENCH_ROUNDS` times) so drift
-//! on a shared machine hits each side alike. Definitions match the engine benchmark's: time
-//! to first token is from sending the request to the first text piece arriving; decode
-//! tokens/s is (completion tokens − 1) over the time from the first piece to the answer.
+//! It also measures continuous batching: 1, 2 and 4 concurrent `infer_stream` calls on the
+//! same model through the daemon (`--max-generations 4`), each with its own seed and
+//! `cache_control: false` (prefix reuse is not what is measured). Aggregate tokens/s is
+//! the completion tokens of all calls over the wall time from sending them to the last
+//! answer; `aggregate_4_over_1` is the batching gain.
+//!
+//! Blocks alternate (daemon, engine, llama-cpp-python, concurrency; `CAR_BENCH_ROUNDS`
+//! times) so drift on a shared machine hits each side alike. Definitions match the engine
+//! benchmark's: time to first token is from sending the request to the first text piece
+//! arriving; decode tokens/s is (completion tokens − 1) over the time from the first piece
+//! to the answer.
 //!
 //! Run it with `scripts/bench-inference` (builds the release daemon first). Env:
 //! `CAR_TEST_GGUF`, `CAR_TEST_EMBED_DIR` (from `scripts/fetch-models`), `CAR_BENCH_THREADS`
 //! (default: all cores), `CAR_BENCH_RUNS` per block (default 3), `CAR_BENCH_ROUNDS`
-//! (default 2), `CAR_BENCH_TOKENS` (default 128), `CAR_BENCH_PYTHON`.
+//! (default 2), `CAR_BENCH_TOKENS` (default 128), `CAR_BENCH_PYTHON`. `CAR_BENCH_QUICK=1`:
+//! one round of one run of 32 tokens (the `scripts/bench --quick` smoke run). With
+//! `CAR_BENCH_OUT` set, one JSON object `{"component": "inference", "metrics": {...}}` is
+//! written there (the `scripts/bench` convention).
 #![allow(clippy::print_stdout)]
 
 use std::process::Command;
@@ -70,7 +80,12 @@ struct Daemonside {
 
 async fn start_daemon(threads: u32) -> Daemonside {
     let daemon = Daemon::builder()
-        .args(["--llama-threads".to_string(), threads.to_string()])
+        .args([
+            "--llama-threads".to_string(),
+            threads.to_string(),
+            "--max-generations".to_string(),
+            WIDTHS[WIDTHS.len() - 1].to_string(),
+        ])
         .start();
     let client = Client::new(ClientConfig::with_env(EnvSnapshot::with_car_home(
         &daemon.home,
@@ -100,6 +115,31 @@ async fn start_daemon(threads: u32) -> Daemonside {
         _daemon: daemon,
         client,
     }
+}
+
+/// `n` concurrent `infer_stream` calls through the daemon; returns the aggregate
+/// completion tokens/s (all calls' tokens over the block's wall time).
+async fn concurrent_block(d: &Daemonside, n: u32, tokens: u32, seed0: u32) -> f64 {
+    let started = Instant::now();
+    let calls: Vec<_> = (0..n)
+        .map(|i| {
+            let client = d.client.clone();
+            let params = json!({"model": "smol", "prompt": STORY_PROMPT, "max_tokens": tokens,
+                "temperature": 0.8, "seed": seed0 + i, "cache_control": false});
+            tokio::spawn(async move {
+                client
+                    .call_streaming("infer_stream", params, CallOptions::default(), |_| {})
+                    .await
+                    .expect("infer_stream")
+            })
+        })
+        .collect();
+    let mut total = 0;
+    for call in calls {
+        let result = call.await.expect("call task");
+        total += result["usage"]["completion_tokens"].as_u64().unwrap_or(0);
+    }
+    total as f64 / started.elapsed().as_secs_f64()
 }
 
 async fn daemon_block(d: &Daemonside, runs: u32, tokens: u32, seed0: u32, out: &mut Figures) {
@@ -255,11 +295,21 @@ fn report(name: &str, f: &Figures) -> (f64, f64, f64) {
     (tps, ttft, eps)
 }
 
+/// Widths of the concurrency blocks.
+const WIDTHS: [u32; 3] = [1, 2, 4];
+
 fn main() {
     let threads = threads();
-    let runs = env_num("CAR_BENCH_RUNS", 3).max(1);
-    let rounds = env_num("CAR_BENCH_ROUNDS", 2).max(1);
-    let tokens = env_num("CAR_BENCH_TOKENS", 128);
+    let quick = std::env::var("CAR_BENCH_QUICK").is_ok_and(|v| v == "1");
+    let (runs, rounds, tokens) = if quick {
+        (1, 1, 32)
+    } else {
+        (
+            env_num("CAR_BENCH_RUNS", 3).max(1),
+            env_num("CAR_BENCH_ROUNDS", 2).max(1),
+            env_num("CAR_BENCH_TOKENS", 128),
+        )
+    };
     let python = std::env::var("CAR_BENCH_PYTHON").ok();
     let rt = tokio::runtime::Runtime::new().expect("tokio runtime");
 
@@ -267,6 +317,7 @@ fn main() {
     let (_home, engine) = open_engine(threads);
     let (mut over_socket, mut in_process, mut llama_cpp_python) =
         (Figures::default(), Figures::default(), Figures::default());
+    let mut aggregate: Vec<Vec<f64>> = vec![Vec::new(); WIDTHS.len()];
     for round in 0..rounds {
         let seed0 = 1234 + round * runs;
         rt.block_on(daemon_block(&daemon, runs, tokens, seed0, &mut over_socket));
@@ -274,7 +325,14 @@ fn main() {
         if let Some(python) = &python {
             python_block(python, threads, runs, tokens, &mut llama_cpp_python);
         }
+        for run in 0..runs {
+            for (w, n) in WIDTHS.iter().enumerate() {
+                let tps = rt.block_on(concurrent_block(&daemon, *n, tokens, seed0 + 100 * run));
+                aggregate[w].push(tps);
+            }
+        }
     }
+    let aggregate: Vec<f64> = aggregate.into_iter().map(median).collect();
 
     println!("threads: {threads}, {rounds} rounds × {runs} runs, {tokens} tokens");
     let (d_tps, d_ttft, d_eps) = report("daemon over the socket", &over_socket);
@@ -291,8 +349,33 @@ fn main() {
         d_ttft / e_ttft,
         d_eps / e_eps
     );
+    for (n, tps) in WIDTHS.iter().zip(&aggregate) {
+        println!(
+            "{n} concurrent stream(s) through the daemon: {tps:.1} tok/s aggregate ({:.2}× one)",
+            tps / aggregate[0]
+        );
+    }
+    summary["aggregate_tokens_per_s"] =
+        json!({"1": aggregate[0], "2": aggregate[1], "4": aggregate[2]});
+    let metric = |value: f64, unit: &str| json!({"value": value, "unit": unit});
+    let mut metrics = json!({
+        "decode_tok_s_daemon_1": metric(d_tps, "tok/s"),
+        "decode_tok_s_engine_1": metric(e_tps, "tok/s"),
+        "daemon_over_engine_decode": metric(d_tps / e_tps, "ratio"),
+        "ttft_ms_daemon": metric(d_ttft, "ms"),
+        "ttft_ms_engine": metric(e_ttft, "ms"),
+        "embeddings_per_s_daemon": metric(d_eps, "calls/s"),
+        "embeddings_per_s_engine": metric(e_eps, "calls/s"),
+        "aggregate_tok_s_1": metric(aggregate[0], "tok/s"),
+        "aggregate_tok_s_2": metric(aggregate[1], "tok/s"),
+        "aggregate_tok_s_4": metric(aggregate[2], "tok/s"),
+        "aggregate_4_over_1": metric(aggregate[2] / aggregate[0], "ratio"),
+    });
     if python.is_some() {
         let (p_tps, p_ttft, _) = report("llama-cpp-python", &llama_cpp_python);
+        metrics["decode_tok_s_llama_cpp_python"] = metric(p_tps, "tok/s");
+        metrics["ttft_ms_llama_cpp_python"] = metric(p_ttft, "ms");
+        metrics["daemon_over_llama_cpp_python_decode"] = metric(d_tps / p_tps, "ratio");
         println!(
             "daemon / llama-cpp-python: decode {:.2}×, ttft {:.2}×",
             d_tps / p_tps,
@@ -306,4 +389,8 @@ fn main() {
         println!("llama-cpp-python: not measured (set CAR_BENCH_PYTHON)");
     }
     println!("{summary}");
+    if let Some(path) = std::env::var_os("CAR_BENCH_OUT") {
+        let report = json!({"component": "inference", "metrics": metrics});
+        std::fs::write(&path, format!("{report}\n")).expect("write CAR_BENCH_OUT");
+    }
 }

@@ -70,8 +70,10 @@ pub struct Args {
     #[arg(long, env = "CAR_TOOL_TIMEOUT", default_value = "300s", value_parser = parse_duration)]
     pub tool_timeout: Duration,
 
-    /// Concurrent local generations (the admission queue's width).
-    #[arg(long, env = "CAR_MAX_GENERATIONS", default_value_t = 1)]
+    /// Concurrent generations admitted (the admission queue's width); for a local GGUF
+    /// model, also the sequences per loaded model decoded together in one shared llama.cpp
+    /// context (continuous batching). Further calls wait in the queue.
+    #[arg(long, env = "CAR_MAX_GENERATIONS", default_value_t = 4)]
     pub max_generations: usize,
 
     /// Milliseconds between `infer.progress` heartbeats of an in-flight inference call.
@@ -83,7 +85,8 @@ pub struct Args {
     #[arg(long, env = "CAR_RUN_RESUME_LEASE", default_value = "10s", value_parser = parse_duration)]
     pub run_resume_lease: Duration,
 
-    /// CPU threads per llama.cpp generation (default: all cores / max generations).
+    /// CPU threads of each llama.cpp context (default: all cores; concurrent generations on
+    /// one model share one context, so they do not multiply threads).
     #[arg(long, env = "CAR_LLAMA_THREADS")]
     pub llama_threads: Option<u32>,
 
@@ -172,6 +175,9 @@ pub struct Args {
 }
 
 /// The MCP endpoint's default address (CAR's: a fixed port, not the WebSocket port + 2).
+/// Largest `--max-generations`: the most sequences one shared llama.cpp context holds.
+pub const MAX_GENERATIONS: usize = car_inference::llama::MAX_SEQUENCES as usize;
+
 pub const DEFAULT_MCP_BIND: &str = "127.0.0.1:9102";
 
 /// Validated settings the rest of the daemon reads.
@@ -270,8 +276,10 @@ impl Config {
                 args.idle_timeout, args.ping_interval
             ));
         }
-        if args.max_generations == 0 {
-            return Err("--max-generations must be at least 1".into());
+        if args.max_generations == 0 || args.max_generations > MAX_GENERATIONS {
+            return Err(format!(
+                "--max-generations must be from 1 to {MAX_GENERATIONS}"
+            ));
         }
         if args.infer_progress_ms < 10 {
             return Err("--infer-progress-ms must be at least 10".into());
@@ -279,12 +287,12 @@ impl Config {
         let cores = std::thread::available_parallelism()
             .map(|n| n.get() as u32)
             .unwrap_or(2);
-        // Threads × concurrent generations stays within the cores: oversubscribed llama.cpp
-        // threads slow every generation and stretch cancellation.
+        // Concurrent generations on one model are sequences of one shared context, decoded
+        // together by one llama.cpp thread pool: that pool gets every core.
         let llama_threads = match args.llama_threads {
             Some(0) => return Err("--llama-threads must be at least 1".into()),
             Some(n) => n,
-            None => (cores / args.max_generations as u32).max(1),
+            None => cores.max(1),
         };
         let supplied_token = match (args.auth_token, args.auth_token_file) {
             (Some(t), _) if !t.expose().trim().is_empty() => {
@@ -437,5 +445,34 @@ mod tests {
         assert!(Config::from_args(args)
             .unwrap_err()
             .contains("--idle-timeout"));
+    }
+
+    #[test]
+    fn generations_default_to_four_batched_sequences_on_all_cores() {
+        // CAR_MAX_GENERATIONS / CAR_LLAMA_THREADS in the test's environment would change
+        // the defaults; the flags win over them.
+        let config = Config::from_args(
+            Args::try_parse_from(["car-server", "--max-generations", "4"]).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(config.max_generations, 4);
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get() as u32);
+        if std::env::var_os("CAR_LLAMA_THREADS").is_none() {
+            assert_eq!(config.llama_threads, cores);
+        }
+        for bad in ["0", &(MAX_GENERATIONS + 1).to_string()] {
+            let err = Config::from_args(
+                Args::try_parse_from(["car-server", "--max-generations", bad]).unwrap(),
+            )
+            .unwrap_err();
+            assert!(
+                err.contains("--max-generations must be from 1 to 64"),
+                "{err}"
+            );
+        }
+        if std::env::var_os("CAR_MAX_GENERATIONS").is_none() {
+            let args = Args::try_parse_from(["car-server"]).unwrap();
+            assert_eq!(args.max_generations, 4);
+        }
     }
 }

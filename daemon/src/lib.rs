@@ -239,6 +239,7 @@ pub async fn open_state(
         }));
     }
     engine_config.llama.n_threads = config.llama_threads;
+    engine_config.llama.n_seq = config.max_generations as u32;
     engine_config.llama.prefix_cache_bytes = config.prefix_cache_bytes;
     let engine = car_inference::InferenceEngine::open(engine_config)
         .map_err(|e| Fatal::runtime(format!("cannot open the model registry: {e}")))?;

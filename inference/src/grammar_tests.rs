@@ -160,9 +160,9 @@ fn llama_cpp_accepts_the_grammars() {
         ),
     ] {
         assert!(
-            LlamaSampler::grammar(&model.model, &g, "root").is_ok(),
+            LlamaSampler::grammar(&model.core.model, &g, "root").is_ok(),
             "rejected:\n{g}"
         );
     }
-    assert!(LlamaSampler::grammar(&model.model, "root ::= (", "root").is_err());
+    assert!(LlamaSampler::grammar(&model.core.model, "root ::= (", "root").is_err());
 }

@@ -26,6 +26,8 @@ pub mod identity;
 pub mod keys;
 pub mod llama;
 mod llama_classify;
+mod llama_sched;
+mod llama_seq;
 mod llama_tools;
 mod openai;
 pub mod prefix_cache;

@@ -42,7 +42,7 @@ impl LlamaEngineModel {
             labels.join(", ")
         );
         let prompt = self.render(&[Message::new("system", system), Message::new("user", text)])?;
-        let vocab = self.model.vocab();
+        let vocab = self.core.model.vocab();
         let prompt_tokens: Vec<i32> = vocab
             .tokenize(prompt.as_bytes(), true, true)
             .into_iter()
@@ -58,7 +58,7 @@ impl LlamaEngineModel {
                 ));
             }
             let total = prompt_tokens.len() + label_tokens.len();
-            if total > MAX_TOKENS || total as u32 >= self.model.n_ctx_train() {
+            if total > MAX_TOKENS || total as u32 >= self.core.model.n_ctx_train() {
                 return Err(InferenceError::invalid(
                     "text",
                     format!("{total} tokens do not fit the classification window"),

@@ -31,9 +31,9 @@ impl LlamaEngineModel {
     }
 
     pub(super) fn native_template(&self, source: &str) -> Option<(ChatTemplate, ToolFormat)> {
-        let vocab = self.model.vocab();
+        let vocab = self.core.model.vocab();
         let text = |token: LlamaToken| {
-            if token.0 < 0 || token.0 >= self.model.n_vocab() {
+            if token.0 < 0 || token.0 >= self.core.model.n_vocab() {
                 return String::new();
             }
             vocab
@@ -67,7 +67,7 @@ impl LlamaEngineModel {
                 // The tokenizer adds BOS itself when the vocabulary asks for it.
                 let bos = template.bos();
                 match text.strip_prefix(bos) {
-                    Some(rest) if !bos.is_empty() && self.model.vocab().should_add_bos() => {
+                    Some(rest) if !bos.is_empty() && self.core.model.vocab().should_add_bos() => {
                         Some(rest.to_owned())
                     }
                     _ => Some(text),
@@ -90,14 +90,15 @@ impl LlamaEngineModel {
             .collect::<std::result::Result<Vec<_>, _>>()
             .map_err(|e| InferenceError::invalid("messages", format!("{e}")))?;
         if let Some(t) = &self.template {
-            match self.model.apply_chat_template(t, &chat, true) {
+            match self.core.model.apply_chat_template(t, &chat, true) {
                 Ok(s) => return Ok(s),
                 Err(e) => tracing::warn!(error = %e, "model chat template failed, using chatml"),
             }
         }
         let fallback = LlamaChatTemplate::new(FALLBACK_TEMPLATE)
             .map_err(|e| InferenceError::Engine(format!("chat template: {e}")))?;
-        self.model
+        self.core
+            .model
             .apply_chat_template(&fallback, &chat, true)
             .map_err(|e| InferenceError::Engine(format!("chat template: {e}")))
     }

@@ -133,7 +133,7 @@ fn a_tools_aware_template_renders_the_tools_and_turns_in_its_format() {
     }
     assert!(!prompt.contains("You can call these tools"), "{prompt}");
     assert!(
-        LlamaSampler::grammar(&model.model, &plan.grammar, "root").is_ok(),
+        LlamaSampler::grammar(&model.core.model, &plan.grammar, "root").is_ok(),
         "{}",
         plan.grammar
     );

@@ -73,9 +73,10 @@ pub fn engine_with(adjust: impl FnOnce(&mut EngineConfig)) -> (tempfile::TempDir
     (home, engine)
 }
 
-/// Serialises local generations within a test binary, as the daemon's admission (default 1)
-/// does. On 2 cores, ten concurrent llama.cpp contexts with spinning thread pools make each
-/// token take seconds; the tests assert no speed, but they need not be that slow.
+/// Serialises the tests of a test binary that generate locally: each test loads its own
+/// model, whose llama.cpp context has its own spinning thread pool, and on 2 cores several
+/// of them make each token take seconds; the tests assert no speed, but they need not be
+/// that slow. (Concurrency within one model is batched; `batching.rs` tests it.)
 pub fn serial() -> std::sync::MutexGuard<'static, ()> {
     static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
     LOCK.lock().unwrap_or_else(|p| p.into_inner())
