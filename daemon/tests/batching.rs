@@ -111,13 +111,14 @@ fn interleaved(order: &[u64]) -> bool {
 async fn four_concurrent_streams_are_batched_without_cross_talk_and_one_cancels_alone() {
     let (_d, mut ws) = daemon().await;
 
-    // Each word alone first: what a full answer to its prompt is.
-    let mut alone = Vec::new();
+    // Each word alone first: the model repeats it when nothing else runs. (Batched answers
+    // are not compared byte for byte with these: llama.cpp's CPU kernels may round
+    // differently with other sequences in the batch, which can flip a near-tie under
+    // greedy decoding; what must hold is that each answer is its own prompt's.)
     for word in WORDS {
         let r = ws.call("infer", prompt(word)).await;
         let text = r["result"]["text"].as_str().expect("text").to_lowercase();
         assert!(text.contains(word), "{word}: {r}");
-        alone.push(r["result"]["text"].as_str().unwrap().to_string());
     }
 
     // All four at once, on one connection.
@@ -130,14 +131,13 @@ async fn four_concurrent_streams_are_batched_without_cross_talk_and_one_cancels_
     }
     let mut order = Vec::new();
     read_until_done(&mut ws, &mut calls, &mut order, |_| None).await;
-    for (i, (id, word)) in ids.iter().zip(WORDS).enumerate() {
+    for (id, word) in ids.iter().zip(WORDS) {
         let call = &calls[id];
         let done = call.done.as_ref().unwrap();
         let text = done["result"]["text"]
             .as_str()
             .unwrap_or_else(|| panic!("{done}"));
         assert_eq!(call.text, text, "{word}: streamed pieces are the answer");
-        assert_eq!(text, alone[i], "{word}: batching changed the answer");
         let lower = text.to_lowercase();
         assert!(lower.contains(word), "{word}: {text:?}");
         for other in WORDS.iter().filter(|w| **w != word) {
@@ -194,13 +194,24 @@ async fn four_concurrent_streams_are_batched_without_cross_talk_and_one_cancels_
         "{cancelled}"
     );
     for (i, id) in ids.iter().enumerate().skip(1) {
-        let done = calls[id].done.as_ref().unwrap();
-        assert_ne!(done["result"]["stop_reason"], json!("cancelled"), "{done}");
-        assert_eq!(
-            done["result"]["text"].as_str().unwrap(),
-            alone[i],
-            "{}: the cancel cut another call short",
-            WORDS[i]
+        let call = &calls[id];
+        let done = call.done.as_ref().unwrap();
+        let word = WORDS[i];
+        // Ran to its own end (end of generation or max_tokens), not cut by the cancel.
+        let reason = &done["result"]["stop_reason"];
+        assert!(
+            *reason == json!("stop") || *reason == json!("length"),
+            "{word}: the cancel cut another call short: {done}"
         );
+        let text = done["result"]["text"].as_str().unwrap();
+        assert_eq!(call.text, text, "{word}: streamed pieces are the answer");
+        let lower = text.to_lowercase();
+        assert!(lower.contains(word), "{word}: {text:?}");
+        for other in WORDS.iter().filter(|w| **w != word) {
+            assert!(
+                !lower.contains(other),
+                "{word}'s answer mentions {other}: {text:?}"
+            );
+        }
     }
 }
