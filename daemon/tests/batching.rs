@@ -31,6 +31,23 @@ struct Call {
     done: Option<Value>,
 }
 
+/// `word`'s call answered its own prompt: the streamed pieces are the final text, which
+/// names `word` and none of the other calls' words.
+fn assert_own_answer(word: &str, call: &Call, done: &Value) {
+    let text = done["result"]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{done}"));
+    assert_eq!(call.text, text, "{word}: streamed pieces are the answer");
+    let lower = text.to_lowercase();
+    assert!(lower.contains(word), "{word}: {text:?}");
+    for other in WORDS.iter().filter(|w| **w != word) {
+        assert!(
+            !lower.contains(other),
+            "{word}'s answer mentions {other}: {text:?}"
+        );
+    }
+}
+
 /// Reads frames until every call in `calls` has answered, appending each stream event to
 /// its call and its id to `order` (arrival order of text pieces). `before_done` runs once
 /// per frame and may send requests; its returned ids are awaited as well.
@@ -134,18 +151,7 @@ async fn four_concurrent_streams_are_batched_without_cross_talk_and_one_cancels_
     for (id, word) in ids.iter().zip(WORDS) {
         let call = &calls[id];
         let done = call.done.as_ref().unwrap();
-        let text = done["result"]["text"]
-            .as_str()
-            .unwrap_or_else(|| panic!("{done}"));
-        assert_eq!(call.text, text, "{word}: streamed pieces are the answer");
-        let lower = text.to_lowercase();
-        assert!(lower.contains(word), "{word}: {text:?}");
-        for other in WORDS.iter().filter(|w| **w != word) {
-            assert!(
-                !lower.contains(other),
-                "{word}'s answer mentions {other}: {text:?}"
-            );
-        }
+        assert_own_answer(word, call, done);
     }
     assert!(
         interleaved(&order),
@@ -203,15 +209,6 @@ async fn four_concurrent_streams_are_batched_without_cross_talk_and_one_cancels_
             *reason == json!("stop") || *reason == json!("length"),
             "{word}: the cancel cut another call short: {done}"
         );
-        let text = done["result"]["text"].as_str().unwrap();
-        assert_eq!(call.text, text, "{word}: streamed pieces are the answer");
-        let lower = text.to_lowercase();
-        assert!(lower.contains(word), "{word}: {text:?}");
-        for other in WORDS.iter().filter(|w| **w != word) {
-            assert!(
-                !lower.contains(other),
-                "{word}'s answer mentions {other}: {text:?}"
-            );
-        }
+        assert_own_answer(word, call, done);
     }
 }
