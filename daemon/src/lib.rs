@@ -411,31 +411,31 @@ fn is_wire_logger(target: &str) -> bool {
 
 /// Installs the stderr logger; `CAR_LOG` holds the filter (default `info`), except that
 /// [`WIRE_LOGGERS`] never log at `trace`.
+///
+/// The two filters are one (`and`), so the subscriber's maximum level is `CAR_LOG`'s: a
+/// disabled level costs one comparison at the call site, also for libraries logging
+/// through the `log` crate (the `log` bridge takes its maximum level from it). Without a
+/// hint on the cap, the subscriber's hint is `TRACE`, `log`'s global maximum follows it, and
+/// every `log::trace!` in tungstenite (several per frame) is built into a record and
+/// filtered per call — a measured share of the daemon's per-call CPU. The cap's own hint is
+/// `TRACE` because that is what it may enable (everything but wire-logger traces): a hint
+/// narrower than what a filter enables trips tracing-subscriber's debug assertion.
 pub fn init_logging() {
-    use tracing_subscriber::layer::Filter;
+    use tracing_subscriber::filter::FilterExt;
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
     use tracing_subscriber::Layer;
     let filter = tracing_subscriber::EnvFilter::try_from_env("CAR_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    // The cap only ever narrows `filter`, so it carries `filter`'s level hint: without one
-    // the subscriber's hint is `TRACE`, `log`'s global max level follows it, and every
-    // `log::trace!` in tungstenite (several per frame) is formatted into a record and
-    // filtered per call — a measured share of the daemon's per-call CPU.
-    let hint =
-        <tracing_subscriber::EnvFilter as Filter<tracing_subscriber::Registry>>::max_level_hint(
-            &filter,
-        );
     let wire_cap = tracing_subscriber::filter::filter_fn(|meta| {
         *meta.level() != tracing::Level::TRACE || !is_wire_logger(meta.target())
     })
-    .with_max_level_hint(hint.unwrap_or(tracing_subscriber::filter::LevelFilter::TRACE));
+    .with_max_level_hint(tracing_subscriber::filter::LevelFilter::TRACE);
     tracing_subscriber::registry()
         .with(
             tracing_subscriber::fmt::layer()
                 .with_writer(std::io::stderr)
-                .with_filter(filter)
-                .with_filter(wire_cap),
+                .with_filter(filter.and(wire_cap)),
         )
         .init();
 }
