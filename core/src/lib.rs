@@ -15,10 +15,12 @@
 //! - [`paths`]: state-root, token and socket path resolution for Linux, macOS and Windows;
 //! - [`namespace`]: the memory-namespace file-name encoding;
 //! - [`frame`]: the 26-byte binary frame header codec;
-//! - [`redact`]: [`redact::Redacted`], the wrapper that keeps secrets out of `Debug` output.
+//! - [`redact`]: [`redact::Redacted`], the wrapper that keeps secrets out of `Debug` output;
+//! - [`safe_file`]: the one safe-file API every crate uses for paths a caller named.
 //!
 //! It must not touch sockets, threads, async runtimes or the file system (path resolution
-//! is pure: it is handed the environment it reads).
+//! is pure: it is handed the environment it reads), with one exception: [`safe_file`], the
+//! blocking open/read/replace rules every engine shares (engines depend on this crate only).
 
 pub mod capabilities;
 pub mod deadline;
@@ -31,6 +33,7 @@ pub mod methods;
 pub mod namespace;
 pub mod paths;
 pub mod redact;
+pub mod safe_file;
 pub mod schema;
 
 /// The wire protocol version. Bumped only on a backward-incompatible change to request or
