@@ -88,6 +88,7 @@ pub struct Declaration {
     pub members: &'static [Member],
     params_schema: fn(&mut SchemaGenerator) -> Schema,
     result_schema: fn(&mut SchemaGenerator) -> Schema,
+    check_params: fn(Value) -> Result<(), RpcError>,
 }
 
 impl std::fmt::Debug for Declaration {
@@ -103,6 +104,10 @@ fn schema_of<T: JsonSchema>(generator: &mut SchemaGenerator) -> Schema {
     generator.subschema_for::<T>()
 }
 
+fn check_params_of<T: DeserializeOwned>(params: Value) -> Result<(), RpcError> {
+    decode_params::<T>(params).map(drop)
+}
+
 impl Declaration {
     /// The declaration of method `M`.
     pub const fn of<M: Method>() -> Self {
@@ -111,7 +116,14 @@ impl Declaration {
             members: M::MEMBERS,
             params_schema: schema_of::<M::Params>,
             result_schema: schema_of::<M::Result>,
+            check_params: check_params_of::<M::Params>,
         }
+    }
+
+    /// Decodes `params` into this method's params type and drops the value: what dispatch
+    /// would answer for them before any handler runs (fuzzing and contract tests).
+    pub fn check_params(&self, params: Value) -> Result<(), RpcError> {
+        (self.check_params)(params)
     }
 
     pub fn name(&self) -> &'static str {
