@@ -12,6 +12,7 @@
 //! 64 KiB serialized-size cap, 20 messages a minute, and an identical message repeated
 //! within 60 s refused.
 
+use crate::methods::{Access, Resource};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -113,21 +114,25 @@ pub struct PeerRow {
 crate::method!(
     /// `agents.message {to, body, summary?, kind?, in_reply_to?}` → `{id, from, to, status}`.
     Message = op("agents.message", "send a message to another agent (the sender is this connection)");
+    access: Access::owned(Resource::Messages);
     MessageParams => MessageReply
 );
 crate::method!(
     /// `agents.message.pending` → `[PeerMessage]` held for the operator.
     Pending = host("agents.message.pending", "agent-to-agent messages waiting for the operator");
+    access: Access::owned(Resource::Messages).observer();
     NoParams => Vec<PeerMessage>
 );
 crate::method!(
     /// `agents.message.approve {id, decision}` → `{id, decision, status}`.
     Approve = host("agents.message.approve", "release or drop a held agent-to-agent message");
+    access: Access::owned(Resource::Messages);
     ApproveParams => ApproveReply
 );
 crate::method!(
     /// `agents.peers` → `[PeerRow]`.
     Peers = op("agents.peers", "the agents this connection can message, with whether each is reachable now");
+    access: Access::owned(Resource::Agents).observer();
     NoParams => Vec<PeerRow>
 );
 

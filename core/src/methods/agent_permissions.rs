@@ -9,6 +9,7 @@
 //! answers the whole updated policy. The presets, the grant rule and how the proposal gate
 //! consults the policy are the daemon's (docs/protocol-choices.md, "Agent permissions").
 
+use crate::methods::{Access, Resource};
 use std::collections::BTreeMap;
 
 use schemars::JsonSchema;
@@ -246,51 +247,61 @@ pub struct RevokeGrantReply {
 crate::method!(
     /// `agent_permissions.get` → `{default, agents, tools}`.
     Get = op("agent_permissions.get", "the per-agent approval policy");
+    access: Access::owned(Resource::Agents);
     NoParams => Policy
 );
 crate::method!(
     /// `agent_permissions.set` → the policy.
     Set = host("agent_permissions.set", "set an agent's mode for one tier, or for every tier");
+    access: Access::owned(Resource::Agents);
     SetParams => Policy
 );
 crate::method!(
     /// `agent_permissions.set_default` → the policy.
     SetDefault = host("agent_permissions.set_default", "set the default posture from a preset, or one tier of it");
+    access: Access::owned(Resource::Agents);
     SetDefaultParams => Policy
 );
 crate::method!(
     /// `agent_permissions.reset` → the policy.
     Reset = host("agent_permissions.reset", "drop an agent's tier override so it follows the default");
+    access: Access::owned(Resource::Agents);
     AgentParams => Policy
 );
 crate::method!(
     /// `agent_permissions.evaluate` → `{agent_id, tier, mode, has_override}`.
     Evaluate = op("agent_permissions.evaluate", "the mode that applies to an agent at a tier");
+    access: Access::owned(Resource::Agents);
     EvaluateParams => EvaluateReply
 );
 crate::method!(
     /// `agent_permissions.set_tool` → the policy (an `always_allow` records a grant).
     SetTool = host("agent_permissions.set_tool", "set an agent's mode for one tool (always_allow records a grant)");
+    access: Access::owned(Resource::Agents);
     SetToolParams => Policy
 );
 crate::method!(
     /// `agent_permissions.reset_tool` → the policy.
     ResetTool = host("agent_permissions.reset_tool", "drop an agent's override for one tool (and its grant)");
+    access: Access::owned(Resource::Agents);
     ToolParams => Policy
 );
 crate::method!(
     /// `agent_permissions.evaluate_tool` → `{agent_id, tool, tier, mode, source}`.
     EvaluateTool = host("agent_permissions.evaluate_tool", "the mode that applies to an agent running one tool");
+    access: Access::owned(Resource::Agents);
     EvaluateToolParams => EvaluateToolReply
 );
 crate::method!(
     /// `agent_permissions.list_grants {agent_id?}` → `{grants}`.
     ListGrants = host("agent_permissions.list_grants", "the durable always-allow grants, oldest first");
+    access: Access::owned(Resource::Agents);
     ListGrantsParams => ListGrantsReply
 );
 crate::method!(
     /// `agent_permissions.revoke_grant {grant_id}` → `{revoked}`.
     RevokeGrant = host("agent_permissions.revoke_grant", "revoke one grant (its tool override goes with it)");
+    access: Access::owned(Resource::Agents);
     RevokeGrantParams => RevokeGrantReply
 );
 

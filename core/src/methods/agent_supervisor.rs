@@ -9,6 +9,7 @@
 //! a daemon restart, agents with `auto_start` (or left running by the previous daemon) run
 //! again, and a child the previous daemon left behind is adopted, never duplicated.
 
+use crate::methods::{Access, Resource};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -161,24 +162,28 @@ pub struct MissingFeature {
 crate::method!(
     /// `agents.start {id}` → `ManagedAgent` (no-op when running; resets `restart_count`).
     Start = agent("agents.start", "start a registered agent's process under supervision");
+    access: Access::owned(Resource::Agents);
     super::agents::IdParams => ManagedAgent;
     module_fn("agents_start", &[req("id", Str)], json())
 );
 crate::method!(
     /// `agents.stop {id, signal?}` → `ManagedAgent`.
     Stop = agent("agents.stop", "stop a supervised agent (SIGTERM, then SIGKILL after the grace)");
+    access: Access::owned(Resource::Agents);
     StopParams => ManagedAgent;
     module_fn("agents_stop", &[req("id", Str), opt("signal", Str)], json())
 );
 crate::method!(
     /// `agents.restart {id}` → `ManagedAgent`.
     Restart = agent("agents.restart", "stop and start a supervised agent");
+    access: Access::owned(Resource::Agents);
     super::agents::IdParams => ManagedAgent;
     module_fn("agents_restart", &[req("id", Str)], json())
 );
 crate::method!(
     /// `agents.wait {id, targets?, timeout_secs?}` → `ManagedAgent` once its status is a target.
     Wait = op("agents.wait", "wait until a supervised agent reaches one of the given statuses");
+    access: Access::owned(Resource::Agents);
     WaitParams => ManagedAgent;
     module_fn(
         "agents_wait",
@@ -189,6 +194,7 @@ crate::method!(
 crate::method!(
     /// `agents.tail_log {id, n?, stream?, offset?}` → the last lines of its captured output.
     TailLog = op("agents.tail_log", "the last lines of a supervised agent's stdout and stderr");
+    access: Access::owned(Resource::AgentLogs);
     TailLogParams => TailLogReply;
     module_fn(
         "agents_tail_log",
@@ -199,12 +205,14 @@ crate::method!(
 crate::method!(
     /// `agents.health` → `[{id, command, ok, reason?, status, restart_count}]`.
     Health = op("agents.health", "check every registered agent's command and supervision state");
+    access: Access::owned(Resource::Agents).observer();
     NoParams => Vec<HealthRow>;
     module_fn("agents_health", &[], json())
 );
 crate::method!(
     /// `agents.install AgentManifest` → `{report, agent}`.
     Install = host("agents.install", "install an agent from a manifest (command-shaped externals are registered)");
+    access: Access::owned(Resource::Agents).gated();
     InstallParams => InstallReply;
     module_fn("agents_install", &[req_at("manifest_json", "", JsonArg)], json())
 );

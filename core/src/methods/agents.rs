@@ -9,6 +9,7 @@
 //! process's, or `running` while a connection is attached to an agent the daemon did not
 //! start.
 
+use crate::methods::{Access, Resource};
 use std::collections::BTreeMap;
 
 use schemars::JsonSchema;
@@ -197,24 +198,28 @@ pub struct ChatApproveReply {
 crate::method!(
     /// `agents.upsert AgentSpec` → `ManagedAgent` (mints the agent's token when new).
     Upsert = host("agents.upsert", "add or replace an agent in the registry (minting its token when new)");
+    access: Access::owned(Resource::Agents).gated();
     AgentSpec => ManagedAgent;
     module_fn("agents_upsert", &[req_at("spec_json", "", JsonArg)], json())
 );
 crate::method!(
     /// `agents.list` → `[ManagedAgent]`.
     List = op("agents.list", "the registered agents with their attachment status");
+    access: Access::owned(Resource::Agents).observer();
     NoParams => Vec<ManagedAgent>;
     module_fn("agents_list", &[], json())
 );
 crate::method!(
     /// `agents.remove {id}` → `{removed}`.
     Remove = host("agents.remove", "remove an agent from the registry and revoke its token");
+    access: Access::owned(Resource::Agents);
     IdParams => RemoveReply;
     module_fn("agents_remove", &[req("id", Str)], json())
 );
 crate::method!(
     /// `agents.register_basics` → `null`.
     RegisterBasics = op("agents.register_basics", "register the daemon's built-in file and calculator tools on this session");
+    access: Access::owned(Resource::Agents);
     NoParams => ();
     member("register_agent_basics", &[], unit())
 );
@@ -222,6 +227,7 @@ crate::method!(
     /// `agents.chat` → `{accepted, session_id}`; the turn streams as `agents.chat.event`.
     Chat = agent("agents.chat", "send a chat turn to an attached agent; its reply streams as agents.chat.event")
         .deadline(DeadlineClass::Standard);
+    access: Access::owned(Resource::Agents);
     ChatParams => ChatReply
 );
 /// What an agent streams during a chat turn.
@@ -261,17 +267,20 @@ crate::method!(
     /// the host that started the turn as `agents.chat.event`.
     ChatEvent = agent("agent.chat.event", "stream one event of a chat turn this agent is serving (forwarded to the host)")
         .deadline(DeadlineClass::Immediate);
+    access: Access::owned(Resource::Agents);
     ChatEventParams => ();
     member("chat_event", &[req("session_id", Str), req("kind", Str), opt("delta", Str)], unit())
 );
 crate::method!(
     /// `agents.chat.cancel {session_id}` → `{cancelled, session_id}`.
     ChatCancel = op("agents.chat.cancel", "cancel an in-flight chat turn");
+    access: Access::owned(Resource::Agents);
     ChatSessionParams => ChatCancelReply
 );
 crate::method!(
     /// `agents.chat.approve` → `{resolved, session_id}`.
     ChatApprove = op("agents.chat.approve", "resolve an approval an agent raised inside a chat turn");
+    access: Access::owned(Resource::Agents);
     ChatApproveParams => ChatApproveReply
 );
 

@@ -2,6 +2,7 @@
 //! suites can drive deadlines, slow handlers, reverse calls and notifications through a
 //! real daemon. Never advertised otherwise, and never given binding members.
 
+use crate::methods::{Access};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -34,21 +35,25 @@ pub struct ClientCallParams {
 crate::method!(
     /// `debug.echo` → the params unchanged.
     Echo = op("debug.echo", "return the params unchanged").debug();
+    access: Access::daemon();
     Json => Json
 );
 crate::method!(
     /// `debug.sleep` → `{slept_ms}`.
     Sleep = op("debug.sleep", "wait for params.ms milliseconds, then return {slept_ms}").debug();
+    access: Access::daemon();
     SleepParams => SleepReply
 );
 crate::method!(
     /// `debug.call_client` → the client's answer.
     CallClient = op("debug.call_client", "send a reverse call to this connection's client and return its answer").debug();
+    access: Access::daemon();
     ClientCallParams => Json
 );
 crate::method!(
     /// `debug.notify_client` → `{sent: true}`.
     NotifyClient = op("debug.notify_client", "send a notification to this connection's client").debug();
+    access: Access::daemon();
     ClientCallParams => Json
 );
 

@@ -1,5 +1,6 @@
 //! `events.*`: the durable event log.
 
+use crate::methods::{Access, Resource};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -103,24 +104,28 @@ pub struct AgentCost {
 crate::method!(
     /// `events.count` → number.
     Count = op("events.count", "the number of events in the durable event log");
+    access: Access::owned(Resource::Events).observer();
     NoParams => u64;
     member("event_count", &[], int())
 );
 crate::method!(
     /// `events.query` → `{count, events}`.
     Query = op("events.query", "events newest first, filtered by kinds, ids, data and time");
+    access: Access::owned(Resource::Events).observer();
     EventQuery => QueryReply;
     member("event_query", &[whole("query_json")], json())
 );
 crate::method!(
     /// `events.stats` → totals by kind and the log's time span.
     Stats = op("events.stats", "event totals by kind and the time span of the log");
+    access: Access::owned(Resource::Events).observer();
     NoParams => Json
 );
 
 crate::method!(
     /// `events.cost_by_agent` → per-agent token/cost rows, folded from `inference.metered`.
     CostByAgent = op("events.cost_by_agent", "tokens and cost per agent, folded from the inference.metered events");
+    access: Access::owned(Resource::Events);
     NoParams => Vec<AgentCost>;
     member("event_cost_by_agent", &[], json())
 );

@@ -6,6 +6,7 @@
 //! within one daemon run) and that run's `epoch`, and `host.subscribe {after_seq, epoch}`
 //! replays what a reconnecting host missed (docs/protocol-choices.md, "Host state").
 
+use crate::methods::{Access, Resource};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -248,6 +249,24 @@ pub struct NotifyParams {
     pub payload: Option<Json>,
 }
 
+/// Event-kind prefixes only the daemon publishes: `host.notify` with a `kind` under one of
+/// them is refused (`-32602`, reason `reserved`), so no caller can forge an
+/// `approval.resolved` or `agent.status_changed` that host UIs trust.
+pub const RESERVED_EVENT_PREFIXES: &[&str] = &[
+    "agent.",
+    "approval.",
+    "device.",
+    "inference.",
+    "memory.",
+    "permission.",
+    "run.",
+    "session.",
+    "supervision.",
+    "task.",
+    "tool.",
+    "workflow.",
+];
+
 /// `host.request_approval` params.
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 pub struct RequestApprovalParams {
@@ -317,77 +336,90 @@ crate::method!(
     /// `host.subscribe` → CAR's snapshot; then `host.event` notifications.
     Subscribe = op("host.subscribe", "subscribe to host.event notifications; returns the host snapshot (and replays missed events after a reconnect)")
         .handshake();
+    access: Access::session().observer();
     SubscribeParams => SubscribeReply
 );
 crate::method!(
     /// `host.agents` → `HostAgent[]`.
     Agents = op("host.agents", "the agents registered with the host");
+    access: Access::owned(Resource::Agents).observer();
     NoParams => Vec<HostAgent>;
     member("host_agents", &[], json())
 );
 crate::method!(
     /// `host.devices` → `HostDevice[]`.
     Devices = op("host.devices", "the host devices linked to the daemon");
+    access: Access::daemon().observer();
     NoParams => Vec<HostDevice>;
     member("host_devices", &[], json())
 );
 crate::method!(
     /// `host.events {limit?}` → `{events}`.
     Events = op("host.events", "the most recent host events, oldest first");
+    access: Access::owned(Resource::Events).observer();
     EventsParams => EventsReply;
     member("host_events", &[opt("limit", Int)], json())
 );
 crate::method!(
     /// `host.approvals` → `{approvals}`.
     Approvals = op("host.approvals", "the approval requests the daemon holds");
+    access: Access::owned(Resource::Approvals).observer();
     NoParams => ApprovalsReply;
     member("host_approvals", &[], json())
 );
 crate::method!(
     /// `host.register_agent` → `HostAgent`.
     RegisterAgent = op("host.register_agent", "register an agent, owned by this session, for host UIs");
+    access: Access::owned(Resource::Agents);
     RegisterAgentParams => HostAgent;
     member("host_register_agent", &[whole("request_json")], json())
 );
 crate::method!(
     /// `host.unregister_agent {agent_id}` → `{ok}`.
     UnregisterAgent = op("host.unregister_agent", "remove an agent this session registered");
+    access: Access::owned(Resource::Agents);
     AgentIdParams => OkReply;
     member("host_unregister_agent", &[whole("request_json")], json())
 );
 crate::method!(
     /// `host.set_status` → `HostAgent`.
     SetStatus = op("host.set_status", "update the status of an agent this session registered");
+    access: Access::owned(Resource::Agents);
     SetStatusParams => HostAgent;
     member("host_set_status", &[whole("request_json")], json())
 );
 crate::method!(
     /// `host.register_device` → `HostDevice`.
     RegisterDevice = op("host.register_device", "register a device, owned by this session");
+    access: Access::daemon();
     RegisterDeviceParams => HostDevice;
     member("host_register_device", &[whole("request_json")], json())
 );
 crate::method!(
     /// `host.update_device` → `HostDevice`.
     UpdateDevice = op("host.update_device", "update a device this session registered");
+    access: Access::daemon();
     UpdateDeviceParams => HostDevice;
     member("host_update_device", &[whole("request_json")], json())
 );
 crate::method!(
     /// `host.notify` → `HostEvent`.
     Notify = op("host.notify", "record and broadcast a host event");
+    access: Access::owned(Resource::Events).reserved("kind", RESERVED_EVENT_PREFIXES);
     NotifyParams => HostEvent;
     member("host_notify", &[whole("request_json")], json())
 );
 crate::method!(
     /// `host.request_approval` → `HostApproval`.
     RequestApproval = agent("host.request_approval", "ask the host to approve an action");
+    access: Access::owned(Resource::Approvals);
     RequestApprovalParams => HostApproval;
     member("host_request_approval", &[whole("request_json")], json())
 );
 crate::method!(
     /// `host.resolve_approval` → `HostApproval`.
     ResolveApproval = agent("host.resolve_approval", "approve or deny a pending approval");
+    access: Access::owned(Resource::Approvals);
     ResolveApprovalParams => HostApproval;
     member("host_resolve_approval", &[whole("request_json")], json())
 );

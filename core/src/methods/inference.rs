@@ -7,6 +7,7 @@
 //! `tools`, `tool_choice`, `intent`, `images`, `cache_control`, which are accepted and, where
 //! an engine cannot honour them, refused with `-32602` naming the field.
 
+use crate::methods::{Access};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -198,6 +199,7 @@ const INFER: super::MethodSpec = agent(
 crate::method!(
     /// `infer` → `{text, tool_calls, usage, model_used, model_identity, latency_ms, …}`.
     Infer = INFER;
+    access: Access::daemon().grantable();
     GenerateParams => Json;
     member("infer", &[req("prompt", Str), opt("model", Str), opt_at("max_tokens", "params.max_tokens", Int), opt_at("intent_json", "intent", Json)], field("text", ReturnKind::Text)),
     member("infer_tracked", &[req("prompt", Str), opt("model", Str), opt_at("max_tokens", "params.max_tokens", Int), opt("context", Str), opt_at("tools_json", "tools", Json), opt_at("messages_json", "messages", Json), opt_at("tool_choice", "params.tool_choice", Str), opt_at("parallel_tool_calls", "params.parallel_tool_calls", Bool), opt_at("intent_json", "intent", Json), opt_at("images_json", "images", Json)], json()),
@@ -210,41 +212,48 @@ crate::method!(
     /// Its typed member takes an event callback and is written by hand in each binding.
     InferStream = agent("infer_stream", "generate text with inference.stream.event notifications")
         .deadline(DeadlineClass::Inference);
+    access: Access::daemon().grantable();
     GenerateParams => Json
 );
 crate::method!(
     /// `infer.cancel` → `{cancelled}`.
     Cancel = op("infer.cancel", "stop a running infer call of this connection")
         .capability(capabilities::INFER_CANCEL_V1);
+    access: Access::daemon().grantable();
     CancelParams => Json
 );
 crate::method!(
     /// `infer.deadline` → `{id, deadline_ms}`.
     Deadline = op("infer.deadline", "stop a running infer call once a deadline passes")
         .capability(capabilities::INFER_DEADLINE_V1);
+    access: Access::daemon().grantable();
     DeadlineParams => Json
 );
 crate::method!(
     /// `embed` → `{embeddings}`.
     Embed = op("embed", "embedding vectors for texts from a local or remote embedding model");
+    access: Access::daemon();
     EmbedParams => Json;
     member("embed", &[req("texts", StrList), opt("model", Str)], json())
 );
 crate::method!(
     /// `classify` → `[{label, score}]`, best first (CAR's shape).
     Classify = op("classify", "zero-shot classification of text against labels by embedding similarity");
+    access: Access::daemon().grantable();
     ClassifyParams => Json;
     member("classify", &[req("text", Str), req("labels", StrList), opt("model", Str)], json())
 );
 crate::method!(
     /// `tokenize` → token ids.
     Tokenize = op("tokenize", "token ids of text under a local model's vocabulary");
+    access: Access::daemon();
     TokenizeParams => Json;
     member("tokenize", &[req("model", Str), req("text", Str)], field("tokens", ReturnKind::Json))
 );
 crate::method!(
     /// `detokenize` → text.
     Detokenize = op("detokenize", "text of token ids under a local model's vocabulary");
+    access: Access::daemon();
     DetokenizeParams => Json;
     member("detokenize", &[req("model", Str), req("tokens", IntList)], text_at("text"))
 );

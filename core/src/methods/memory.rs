@@ -1,5 +1,6 @@
 //! `memory.*`: the connection's fact graph (scoped by namespace, agent or shared).
 
+use crate::methods::{Access, Resource};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -82,47 +83,55 @@ pub struct PathParams {
 crate::method!(
     /// `memory.add_fact` → the new fact count.
     AddFact = agent("memory.add_fact", "add a fact to this connection's memory graph; returns the new count");
+    access: Access::owned(Resource::Memory);
     AddFactParams => u64;
     member("add_fact", &[req("subject", Str), req("body", Str), req("kind", Str), opt("confidence", Float), opt("fact_id", Str), opt("tags", StrList), opt("source", Str)], int())
 );
 crate::method!(
     /// `memory.query` → ranked facts.
     Query = op("memory.query", "facts ranked by relevance to a query");
+    access: Access::owned(Resource::Memory);
     QueryParams => Vec<FactHit>;
     member("query_facts", &[req("query", Str), opt("k", Int)], json())
 );
 crate::method!(
     /// `memory.fact_count` → number.
     FactCount = op("memory.fact_count", "the number of facts in this connection's memory graph");
+    access: Access::owned(Resource::Memory);
     NoParams => u64;
     member("fact_count", &[], int())
 );
 crate::method!(
     /// `memory.build_context` → the assembled context string.
     BuildContext = op("memory.build_context", "a layered context block (constraints, relevant facts, unknowns) within a token budget");
+    access: Access::owned(Resource::Memory);
     BuildContextParams => String;
     member("build_context", &[req("query", Str), opt("model_context_window", Int)], text())
 );
 crate::method!(
     /// `memory.consolidate` → the consolidation report.
     Consolidate = agent("memory.consolidate", "merge duplicate facts and report what merged");
+    access: Access::owned(Resource::Memory);
     NoParams => Json;
     member("consolidate", &[], json())
 );
 crate::method!(
     /// `memory.delete` → `{id, deleted, kind, fact_count}`.
     Delete = agent("memory.delete", "delete a fact by id");
+    access: Access::owned(Resource::Memory);
     DeleteParams => DeleteReply
 );
 crate::method!(
     /// `memory.persist` → facts written.
     Persist = op("memory.persist", "write the memory graph to a snapshot under CAR_HOME/memory");
+    access: Access::owned(Resource::Memory);
     PathParams => u64;
     member("persist_memory", &[req("path", Str)], int())
 );
 crate::method!(
     /// `memory.load` → facts loaded.
     Load = op("memory.load", "replace the memory graph with a snapshot under CAR_HOME/memory");
+    access: Access::owned(Resource::Memory);
     PathParams => u64;
     member("load_memory", &[req("path", Str)], int())
 );

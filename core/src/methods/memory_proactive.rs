@@ -6,6 +6,7 @@
 //! Where it names a field without a shape (`selected`, `bank`, `candidates`), the choice is
 //! documented on the field here and in docs/protocol-choices.md ("Proactive memory").
 
+use crate::methods::{Access, Resource};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -170,30 +171,35 @@ pub struct EvaluateReply {
 crate::method!(
     /// `memory.update_status` → the status slot.
     UpdateStatus = agent("memory.update_status", "set the proactive memory agent's private progress/risk status (not a graph fact)");
+    access: Access::owned(Resource::Memory);
     UpdateStatusParams => StatusReply;
     member("memory_update_status", &[whole("params_json")], json())
 );
 crate::method!(
     /// `memory.save_knowledge` → `{id, kind: "knowledge", fact_count}`.
     SaveKnowledge = agent("memory.save_knowledge", "save durable execution-state knowledge (requirements, verified facts, policies)");
+    access: Access::owned(Resource::Memory);
     SaveParams => SaveReply;
     member("memory_save_knowledge", &[whole("params_json")], json())
 );
 crate::method!(
     /// `memory.save_procedural` → `{id, kind: "procedural", fact_count}`.
     SaveProcedural = agent("memory.save_procedural", "save durable procedural evidence (failed attempts, fixes, gotchas)");
+    access: Access::owned(Resource::Memory);
     SaveParams => SaveReply;
     member("memory_save_procedural", &[whole("params_json")], json())
 );
 crate::method!(
     /// `memory.intervene` → an inject or silent decision.
     Intervene = op("memory.intervene", "select at most one proactive reminder for the next action, or decide to stay silent");
+    access: Access::owned(Resource::Memory);
     InterveneParams => InterveneReply;
     member("memory_intervene", &[whole("params_json")], json())
 );
 crate::method!(
     /// `memory.evaluate` → the selector against its baselines on labelled cases.
     Evaluate = op("memory.evaluate", "score the proactive selector against always-inject, passive-retrieval and no-memory baselines");
+    access: Access::owned(Resource::Memory);
     EvaluateParams => EvaluateReply;
     member("memory_evaluate", &[whole("params_json")], json())
 );

@@ -17,6 +17,11 @@
 //! - the client derives each call's timeout from the deadline class;
 //! - `cargo run -p xtask -- codegen` writes every binding's wrappers and typed members.
 //!
+//! Each declaration also states its access rule ([`Access`]: owner scope, observer
+//! read, default approval gate, consumer-grantable, reserved param values); dispatch
+//! enforces it before any handler, and the daemon's access-matrix test is generated from
+//! it. A `method!` without an `access:` line does not compile.
+//!
 //! A method that is not declared does not exist (`-32601`). Declarations marked
 //! [`MethodSpec::debug`] exist only on a daemon started with `--debug-methods`.
 
@@ -65,7 +70,10 @@ pub use member::{
     boolean, field, int, json, member, module_fn, opt, opt_at, req, req_at, str_list, text, unit,
     whole, Arg, ArgKind, Member, ReturnKind, Returns,
 };
-pub use spec::{agent, host, op, owner, CallerRole, DeadlineClass, MethodSpec, Role};
+pub use spec::{
+    agent, host, op, owner, Access, CallerRole, DeadlineClass, MethodSpec, Reserved, Resource,
+    Role, Scope,
+};
 
 /// One daemon method: the single declaration dispatch, schema, client timeouts and the
 /// bindings are derived from.
@@ -201,6 +209,21 @@ pub fn lookup(name: &str) -> Option<&'static Declaration> {
     BY_NAME.get(name).copied()
 }
 
+/// The methods the dashboard's observer session may call (declared `.observer()`).
+pub fn observer_methods() -> impl Iterator<Item = &'static Declaration> {
+    all().filter(|d| d.spec.access.observer)
+}
+
+/// The methods the approval gate holds by default (declared `.gated()`).
+pub fn gated_methods() -> impl Iterator<Item = &'static Declaration> {
+    all().filter(|d| d.spec.access.gated)
+}
+
+/// The methods a consumer grant may carry (declared `.grantable()`).
+pub fn grantable_methods() -> impl Iterator<Item = &'static Declaration> {
+    all().filter(|d| d.spec.access.grantable)
+}
+
 /// The capability names the gates refer to must be ones the daemon supports.
 pub fn gates_are_supported() -> bool {
     all()
@@ -284,12 +307,12 @@ pub fn accepts_array<T: JsonSchema>() -> bool {
 /// ```
 #[macro_export]
 macro_rules! method {
-    ($(#[$meta:meta])* $name:ident = $spec:expr; $params:ty => $result:ty $(; $($member:expr),+)? $(;)?) => {
+    ($(#[$meta:meta])* $name:ident = $spec:expr; access: $access:expr; $params:ty => $result:ty $(; $($member:expr),+)? $(;)?) => {
         $(#[$meta])*
         #[derive(Debug, Clone, Copy)]
         pub struct $name;
         impl $crate::methods::Method for $name {
-            const SPEC: $crate::methods::MethodSpec = $spec;
+            const SPEC: $crate::methods::MethodSpec = $spec.with_access($access);
             $(const MEMBERS: &'static [$crate::methods::Member] = &[$($member),+];)?
             type Params = $params;
             type Result = $result;

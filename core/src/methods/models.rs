@@ -6,6 +6,7 @@
 //! OpenAI-compatible endpoint). The older flat shape (`path`, or `base_url` + `model` +
 //! `api_key_env`, at top level) is accepted too.
 
+use crate::methods::{Access, Resource};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -123,23 +124,27 @@ pub struct IdParams {
 crate::method!(
     /// `models.list` → registered models with their identities.
     List = op("models.list", "registered models with their immutable identities");
+    access: Access::owned(Resource::Models).observer();
     NoParams => Json;
     member("list_models", &[], json())
 );
 crate::method!(
     /// `models.register` → `{id, registered, path, note, model}`.
     Register = op("models.register", "register a local gguf or embedding model, or a remote endpoint");
+    access: Access::owned(Resource::Models);
     RegisterParams => RegisterReply;
     member("register_model", &[req_at("schema_json", "schema", Json)], json())
 );
 crate::method!(
     /// `models.unregister` → `{id, unregistered, path, note}`.
     Unregister = op("models.unregister", "unregister a model");
+    access: Access::owned(Resource::Models);
     IdParams => Json
 );
 crate::method!(
     /// `models.remove` (host) → like `models.unregister`.
     Remove = host("models.remove", "unregister a model (host session)");
+    access: Access::owned(Resource::Models);
     IdParams => Json;
     member("remove_model", &[req_at("model_id", "model_id", Str)], json())
 );

@@ -12,6 +12,7 @@
 //! agents started). A refused agent is not an RPC error: it appears in the result as an
 //! [`AgentOutput`] whose `error` says why and whose `outcome.status` is `give_up`.
 
+use crate::methods::{Access};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -337,42 +338,49 @@ crate::method!(
     /// `multi.swarm` → `{task, outputs, final_summary}`.
     Swarm = op("multi.swarm", "run agents on one task in parallel, in sequence or as a debate")
         ;
+    access: Access::daemon();
     SwarmParams => SwarmResult
 );
 crate::method!(
     /// `multi.pipeline` → `{task, stages, final_answer}`.
     Pipeline = op("multi.pipeline", "run agents in sequence, each reading the previous agents' findings")
         ;
+    access: Access::daemon();
     PipelineParams => PipelineResult
 );
 crate::method!(
     /// `multi.supervisor` → `{task, rounds, supervisor_feedback, final_answer, approved}`.
     Supervisor = op("multi.supervisor", "run workers in rounds until a supervisor agent approves")
         ;
+    access: Access::daemon();
     SupervisorParams => SupervisorResult
 );
 crate::method!(
     /// `multi.map_reduce` → `{task, map_outputs, reduced_answer}`.
     MapReduce = op("multi.map_reduce", "run a mapper agent per item in parallel, then a reducer over their answers")
         ;
+    access: Access::daemon();
     MapReduceParams => MapReduceResult
 );
 crate::method!(
     /// `multi.vote` → `{task, votes, winner, agreement_ratio}`.
     Vote = op("multi.vote", "let agents answer independently and take the majority (or a synthesizer's pick)")
         ;
+    access: Access::daemon();
     VoteParams => VoteResult
 );
 crate::method!(
     /// `multi.tournament` → `{task, candidates, matches, winner_name, winner_answer, ranking}`.
     Tournament = op("multi.tournament", "rank competitors by single-elimination pairwise judging")
         ;
+    access: Access::daemon();
     TournamentParams => TournamentResult
 );
 crate::method!(
     /// `multi.subtask` → `{task, final_answer, subtasks}`.
     Subtask = op("multi.subtask", "run an agent that may hand subsets of its tools to sub-agents")
         ;
+    access: Access::daemon();
     SubtaskParams => SubtaskResult
 );
 

@@ -9,6 +9,7 @@
 //! decision rule are the daemon's (`daemon/src/permission/`, docs/protocol-choices.md,
 //! "Permission tiers").
 
+use crate::methods::{Access, Resource};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -211,37 +212,44 @@ pub struct ApprovalRecord {
 crate::method!(
     /// `permission.get_tier` → `{granted_tier}`.
     GetTier = op("permission.get_tier", "this connection's standing permission tier");
+    access: Access::daemon();
     NoParams => TierReply;
     member("permission_get_tier", &[], field("granted_tier", ReturnKind::Text))
 );
 crate::method!(
     /// `permission.set_tier {tier}` → `{granted_tier}`.
     SetTier = host("permission.set_tier", "set this connection's standing permission tier");
+    access: Access::daemon();
     SetTierParams => TierReply
 );
 crate::method!(
     /// `permission.classify {proposal}` → `{classifications, declared_rollback_contract}`.
     Classify = op("permission.classify", "the tier and reversibility each action of a proposal needs");
+    access: Access::daemon();
     ClassifyParams => ClassifyReply
 );
 crate::method!(
     /// `permission.evaluate {proposal, skill?}` → `{decisions}`.
     Evaluate = agent("permission.evaluate", "judge each action of a proposal against this connection's tier and the approval ledger");
+    access: Access::daemon();
     EvaluateParams => EvaluateReply
 );
 crate::method!(
     /// `permission.pending {proposal, skill?}` → `{pending}`.
     Pending = agent("permission.pending", "the actions of a proposal that need a human approval");
+    access: Access::owned(Resource::Approvals);
     EvaluateParams => PendingReply
 );
 crate::method!(
     /// `permission.approve` → the stored `ApprovalRecord`.
     Approve = host("permission.approve", "record a durable approval of an operation on the daemon's approval ledger");
+    access: Access::owned(Resource::Approvals);
     RecordParams => ApprovalRecord
 );
 crate::method!(
     /// `permission.reject` → the stored `ApprovalRecord`.
     Reject = host("permission.reject", "record a durable rejection of an operation on the daemon's approval ledger");
+    access: Access::owned(Resource::Approvals);
     RecordParams => ApprovalRecord
 );
 

@@ -1,5 +1,6 @@
 //! `policy.*`: the connection's policies, checked before every action attempt.
 
+use crate::methods::{Access};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -92,18 +93,21 @@ pub struct ListReply {
 crate::method!(
     /// `policy.register` → `{registered, scope}`.
     Register = op("policy.register", "add a deny_tool, deny_tool_param or require_state policy");
+    access: Access::daemon();
     PolicyDefinition => RegisterReply;
     member("register_policy", &[req("name", Str), req("rule", Str), opt("target", Str), opt("key", Str), opt("pattern", Str), opt_at("value_json", "value", Json), opt("session_id", Str)], unit())
 );
 crate::method!(
     /// `policy.unregister` → `{unregistered, removed, scope}`.
     Unregister = op("policy.unregister", "remove every policy registered under a name");
+    access: Access::daemon();
     UnregisterParams => UnregisterReply;
     member("unregister_policy", &[req("name", Str)], field("removed", ReturnKind::Int))
 );
 crate::method!(
     /// `policy.list` → `{policies, scope}`.
     List = op("policy.list", "the policies in force, in registration order");
+    access: Access::daemon();
     ListParams => ListReply;
     member("list_policies", &[], field("policies", ReturnKind::Json))
 );

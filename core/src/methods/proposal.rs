@@ -5,6 +5,7 @@
 //! decoded by the daemon's proposal model, which reports each action's problems as
 //! verification issues rather than failing the whole request.
 
+use crate::methods::{Access};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -39,6 +40,7 @@ pub struct SubmitParams {
 crate::method!(
     /// `verify` → the verification report.
     Verify = op("verify", "check a proposal without running it");
+    access: Access::daemon();
     VerifyParams => Json;
     member("verify_proposal", &[req_at("proposal_json", "proposal", Json)], json())
 );
@@ -47,6 +49,7 @@ crate::method!(
     /// `execute_proposal`) take tool callbacks and are written by hand in each binding.
     Submit = owner("proposal.submit", "run a proposal, calling tools back on this connection")
         .deadline(DeadlineClass::Proposal);
+    access: Access::daemon();
     SubmitParams => Json
 );
 

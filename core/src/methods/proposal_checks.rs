@@ -9,6 +9,7 @@
 //! `policy_check` returns `decision`, `basis`, `findings`, `rules_loaded` and
 //! `policy_sources`.
 
+use crate::methods::{Access};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -144,24 +145,28 @@ pub struct PolicyCheckReply {
 crate::method!(
     /// `verify.simulate` → the final state from declared effects.
     Simulate = op("verify.simulate", "predict the state a proposal leaves behind from its declared effects, running nothing");
+    access: Access::daemon();
     SimulateParams => SimulateReply;
     member("simulate_proposal", &[whole("params_json")], json())
 );
 crate::method!(
     /// `verify.equivalent` → whether two proposals leave the same state on sampled states.
     Equivalent = op("verify.equivalent", "whether two proposals leave the same state behind on sampled start states");
+    access: Access::daemon();
     EquivalentParams => EquivalentReply;
     member("equivalent_proposals", &[whole("params_json")], json())
 );
 crate::method!(
     /// `verify.optimize` → the proposal without state dependencies nothing writes.
     Optimize = op("verify.optimize", "drop state dependencies naming keys no action writes, to widen execution levels");
+    access: Access::daemon();
     OptimizeParams => OptimizeReply;
     member("optimize_proposal", &[whole("params_json")], json())
 );
 crate::method!(
     /// `policy.check` → allow/deny for a tool call, with the rules that decided it.
     Check = op("policy.check", "judge a tool call against the policy files and this connection's policies before it runs");
+    access: Access::daemon();
     PolicyCheckParams => PolicyCheckReply;
     member("policy_check", &[whole("params_json")], json())
 );

@@ -1,5 +1,6 @@
 //! `runs.*`: durable agent-run records and their traces.
 
+use crate::methods::{Access, Resource};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -110,24 +111,28 @@ pub struct SubscribeParams {
 crate::method!(
     /// `runs.start` → the run record (`{run_id, agent_id, owner, intent, status, created, …}`).
     Start = agent("runs.start", "start a durable run record, idempotent by key");
+    access: Access::owned(Resource::Runs);
     StartParams => Json;
     member("runs_start", &[whole("params_json")], json())
 );
 crate::method!(
     /// `runs.complete` → the completed run record with `ok: true`.
     Complete = owner("runs.complete", "complete a run with its outcome");
+    access: Access::owned(Resource::Runs);
     CompleteParams => Json;
     member("runs_complete", &[whole("params_json")], json())
 );
 crate::method!(
     /// `runs.list` → runs newest first.
     List = owner("runs.list", "runs visible to this session, newest first");
+    access: Access::owned(Resource::Runs).observer();
     ListParams => Json
 );
 crate::method!(
     /// `runs.get_trace` → `{run_id, agent_id, run, records, cursor, next_cursor}`: the
     /// records in order, `started … ended`, from `cursor` (echoed).
     GetTrace = owner("runs.get_trace", "a run and its trace records");
+    access: Access::owned(Resource::Runs).observer();
     TraceParams => Json
 );
 crate::method!(
@@ -135,6 +140,7 @@ crate::method!(
     /// status}`, then a `runs.trace.event` per record appended after it; without `run_id`
     /// → `{subscribed: true}` and the events of every run the session may read.
     Subscribe = owner("runs.subscribe", "receive runs.trace.event notifications");
+    access: Access::owned(Resource::Runs).observer();
     SubscribeParams => Json
 );
 
@@ -271,6 +277,7 @@ crate::method!(
     /// `runs.record_model_turn` → `{run_id, index, ok: true}`, or `{run_id, ok: false,
     /// dropped}` (`run_not_found`, `run_terminal`, `run_turn_limit`, `turn_too_large`).
     RecordModelTurn = agent("runs.record_model_turn", "append a model turn to a run's trace");
+    access: Access::owned(Resource::Runs);
     RecordModelTurnParams => Json;
     member("runs_record_model_turn", &[whole("params_json")], json())
 );
@@ -278,6 +285,7 @@ crate::method!(
     /// `runs.record_turns` → `{run_id, base_index, count, ok: true}`, or `{run_id,
     /// base_index: 0, count: 0, ok: false, dropped}`.
     RecordTurns = agent("runs.record_turns", "append client-narrated turns to a run's trace");
+    access: Access::owned(Resource::Runs);
     RecordTurnsParams => Json
 );
 crate::method!(
@@ -285,6 +293,7 @@ crate::method!(
     /// `cancelled`.
     Cancel = owner("runs.cancel", "cancel a running run: stop its work and end it cancelled")
         .capability(capabilities::RUNS_CANCEL_V1);
+    access: Access::owned(Resource::Runs);
     CancelParams => CancelReceipt
 );
 crate::method!(
@@ -292,11 +301,13 @@ crate::method!(
     /// connection takes over a run whose producer connection dropped.
     Resume = agent("runs.resume", "take over a run whose producer connection dropped")
         .capability(capabilities::RUNS_RESUME_V1);
+    access: Access::owned(Resource::Runs);
     ResumeParams => ResumeReply
 );
 crate::method!(
     /// `runs.unsubscribe` → `{run_id, removed}`.
     Unsubscribe = super::op("runs.unsubscribe", "stop runs.trace.event notifications");
+    access: Access::owned(Resource::Runs).observer();
     UnsubscribeParams => UnsubscribeReply
 );
 

@@ -9,6 +9,7 @@
 //! a systemd user timer (on Linux; `--systemd-user-dir`), which fires with no daemon
 //! running. `scheduler.os_install` and `tasks.schedule` pass the approval gate.
 
+use crate::methods::{Access, Resource};
 use std::collections::BTreeMap;
 
 use schemars::JsonSchema;
@@ -110,6 +111,7 @@ const OS_ARGS: &[super::Arg] = &[
 crate::method!(
     /// `scheduler.create` → the task object (nothing runs).
     Create = op("scheduler.create", "build a prompt task definition (it does not run)");
+    access: Access::owned(Resource::Tasks);
     CreateParams => Json;
     module_fn(
         "create_task",
@@ -120,58 +122,68 @@ crate::method!(
 crate::method!(
     /// `scheduler.run {task}` → one execution record.
     Run = op("scheduler.run", "run a prompt task's due occurrence once (an occurrence already run is not repeated)");
+    access: Access::owned(Resource::Tasks);
     RunParams => Json
 );
 crate::method!(
     /// `scheduler.run_loop {task, max_iterations?}` → the execution records.
     RunLoop = op("scheduler.run_loop", "run a prompt task on its cadence for a number of occurrences");
+    access: Access::owned(Resource::Tasks);
     RunLoopParams => Json
 );
 crate::method!(
     /// `scheduler.os_render` → every backend's rendering (no I/O).
     OsRender = op("scheduler.os_render", "preview the OS schedule (systemd, crontab, launchd, schtasks) a task would install");
+    access: Access::owned(Resource::Tasks);
     OsScheduleParams => Json;
     module_fn("render_os_schedule", OS_ARGS, json())
 );
 crate::method!(
     /// `scheduler.os_install` → `{label, backend, detail}`.
     OsInstall = op("scheduler.os_install", "install a task's durable OS schedule");
+    access: Access::owned(Resource::Tasks).gated();
     OsScheduleParams => Json;
     module_fn("install_os_schedule", OS_ARGS, json())
 );
 crate::method!(
     /// `scheduler.os_uninstall {label}` → `{label, removed}`.
     OsUninstall = op("scheduler.os_uninstall", "remove a task's OS schedule");
+    access: Access::owned(Resource::Tasks).gated();
     OsUninstallParams => Json;
     module_fn("uninstall_os_schedule", &[req_at("label_or_id", "label", Str)], json())
 );
 crate::method!(
     /// `scheduler.os_list` → the installed labels.
     OsList = op("scheduler.os_list", "the OS schedules this daemon installed");
+    access: Access::owned(Resource::Tasks);
     NoParams => Vec<String>;
     module_fn("list_os_schedules", &[], json())
 );
 crate::method!(
     /// `scheduler.os_reconcile` → `{removed, kept, errors}`.
     OsReconcile = op("scheduler.os_reconcile", "remove OS schedules whose task is gone");
+    access: Access::owned(Resource::Tasks).gated();
     NoParams => Json;
     module_fn("reconcile_os_schedules", &[], json())
 );
 crate::method!(
     /// `tasks.schedule` → `{id, durable, backend, task}`.
     Schedule = host("tasks.schedule", "run a command on a cadence (daemon timers or the OS scheduler)");
+    access: Access::owned(Resource::Tasks);
     ScheduleParams => Json;
     module_fn("schedule_task", &[req_at("spec_json", "", JsonArg)], json())
 );
 crate::method!(
     /// `tasks.list` → the command tasks.
     List = op("tasks.list", "the scheduled command tasks");
+    access: Access::owned(Resource::Tasks).observer();
     NoParams => Json;
     module_fn("list_scheduled_tasks", &[], json())
 );
 crate::method!(
     /// `tasks.unschedule {id}` → `{id, os_removed, deleted}`.
     Unschedule = host("tasks.unschedule", "stop and delete a scheduled command task");
+    access: Access::owned(Resource::Tasks);
     UnscheduleParams => Json;
     module_fn("unschedule_task", &[req_at("id_or_label", "id", Str)], json())
 );

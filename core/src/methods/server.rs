@@ -1,6 +1,7 @@
 //! `server.handshake`, `server.schema`, `capabilities.list`: negotiation and
 //! self-description.
 
+use crate::methods::{Access};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -85,17 +86,20 @@ crate::method!(
     /// `server.handshake` → the negotiation reply.
     Handshake = op("server.handshake", "negotiate the exact protocol version and capabilities for this connection")
         .deadline(DeadlineClass::Immediate);
+    access: Access::session().observer();
     HandshakeParams => crate::handshake::HandshakeReply
 );
 crate::method!(
     /// `server.schema` → `{schema, digest, digest_algorithm, car_version}`.
     Schema = op("server.schema", "the method contract as a schema document with its sha-256 digest");
+    access: Access::daemon().observer();
     NoParams => SchemaReply;
     member("server_schema", &[], json())
 );
 crate::method!(
     /// `capabilities.list` → `{caller_role, count, methods}`.
     CapabilitiesList = op("capabilities.list", "list the methods this session's role can see, with their roles");
+    access: Access::daemon().observer();
     NoParams => CapabilitiesReply;
     member("capabilities", &[], json())
 );
@@ -103,6 +107,7 @@ crate::method!(
 crate::method!(
     /// `server.status` → live connections and the admission queue (the dashboard's view).
     Status = op("server.status", "live connections and the admission queue for local generation");
+    access: Access::daemon().observer();
     NoParams => StatusReply;
     member("server_status", &[], json())
 );

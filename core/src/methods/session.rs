@@ -1,5 +1,6 @@
 //! `session.auth`, `session.init`, `session.clear_halt`.
 
+use crate::methods::{Access};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -144,42 +145,50 @@ crate::method!(
     /// `session.auth` → `{ok, auth_enabled, role?, agent_id?, memory_namespace?}`.
     Auth = agent("session.auth", "authenticate this connection with the daemon token or the host token")
         .deadline(DeadlineClass::Immediate);
+    access: Access::session().observer();
     AuthParams => AuthReply
 );
 crate::method!(
     /// `session.init` → `{session_id, tools_registered, policies_registered}`.
     Init = op("session.init", "register tools and policies in one call");
+    access: Access::session();
     InitParams => InitReply
 );
 crate::method!(
     /// `session.clear_halt` → `{cleared}`.
     ClearHalt = host("session.clear_halt", "lift this connection's halt after a terminal tool error");
+    access: Access::session();
     NoParams => ClearHaltReply
 );
 
 crate::method!(
     /// `session.policy.open` → `{session_id}`.
     PolicyOpen = op("session.policy.open", "open a policy-scoping session within this connection");
+    access: Access::session();
     NoParams => PolicyOpenReply
 );
 crate::method!(
     /// `session.policy.close {session_id}` → `{closed}`.
     PolicyClose = op("session.policy.close", "close a policy-scoping session and drop its policies");
+    access: Access::session();
     PolicyCloseParams => PolicyCloseReply
 );
 crate::method!(
     /// `session.bind_context {working_dir, organization_id?, personal?}`.
     BindContext = agent("session.bind_context", "bind this connection to a work context (personal only: no organizations are served)");
+    access: Access::session();
     BindContextParams => BindContextReply
 );
 crate::method!(
     /// `session.consumer.issue {methods, ttl_secs?}` → the grant receipt with its token.
     ConsumerIssue = op("session.consumer.issue", "issue a short-lived inference-only credential for a second socket of this agent");
+    access: Access::session();
     ConsumerIssueParams => ConsumerGrant
 );
 crate::method!(
     /// `session.consumer.revoke {consumer_id}` → `{consumer_id, revoked}`.
     ConsumerRevoke = op("session.consumer.revoke", "revoke an inference-consumer grant this socket issued");
+    access: Access::session();
     ConsumerRevokeParams => ConsumerRevokeReply
 );
 

@@ -1,5 +1,6 @@
 //! `skill.*` / `skills.*`: procedural memory.
 
+use crate::methods::{Access, Resource};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -59,24 +60,28 @@ pub struct ListParams {
 crate::method!(
     /// `skill.ingest` → the skill's node id.
     Ingest = op("skill.ingest", "add or replace a skill in procedural memory");
+    access: Access::owned(Resource::Memory);
     IngestParams => u64;
     member("ingest_skill", &[req("name", Str), req("code", Str), req("platform", Str), req("persona", Str), req("url_pattern", Str), req("task_keywords", StrList), req("description", Str), opt("supersedes", Str)], int())
 );
 crate::method!(
     /// `skill.find` → matches best first.
     Find = op("skill.find", "skills matching a persona, url and task, best first");
+    access: Access::owned(Resource::Memory);
     FindParams => Json;
     member("find_skill", &[req("persona", Str), req("url", Str), req("task", Str), opt("max_results", Int)], json())
 );
 crate::method!(
     /// `skill.report` → the skill's updated stats.
     Report = op("skill.report", "record a skill outcome; returns its counts and degraded flag");
+    access: Access::owned(Resource::Memory);
     ReportParams => Json;
     member("report_outcome", &[req("skill_name", Str), req("outcome", Str)], json())
 );
 crate::method!(
     /// `skills.list` → skills.
     List = op("skills.list", "the skills in memory, optionally for one domain");
+    access: Access::owned(Resource::Memory);
     ListParams => Json;
     member("list_skills", &[opt("domain", Str)], json())
 );

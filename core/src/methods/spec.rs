@@ -108,6 +108,9 @@ pub struct MethodSpec {
     pub debug: bool,
     /// One sentence for humans and generated docs.
     pub summary: &'static str,
+    /// Who may call it and on whose rows it acts (every declaration states one; the
+    /// `method!` macro does not compile without it).
+    pub access: Access,
 }
 
 impl MethodSpec {
@@ -121,7 +124,15 @@ impl MethodSpec {
             deadline: DeadlineClass::Standard,
             debug: false,
             summary,
+            access: Access::daemon(),
         }
+    }
+
+    /// Sets the access rule (the `method!` macro calls this with the declaration's
+    /// `access:` line).
+    pub const fn with_access(mut self, access: Access) -> Self {
+        self.access = access;
+        self
     }
 
     pub const fn deadline(mut self, deadline: DeadlineClass) -> Self {
@@ -166,4 +177,136 @@ pub const fn owner(name: &'static str, summary: &'static str) -> MethodSpec {
 /// A `host` method (needs a host-management session).
 pub const fn host(name: &'static str, summary: &'static str) -> MethodSpec {
     MethodSpec::new(name, Role::Host, summary)
+}
+
+/// Whose rows a method reads or changes, which decides what dispatch and the handler let
+/// each principal do (docs/security.md, "Principals").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "kind", content = "resource")]
+pub enum Scope {
+    /// Daemon-wide state or behaviour with no per-principal rows (the server's status,
+    /// tools, policies, inference).
+    Daemon,
+    /// The calling connection's own state (handshake, auth, subscriptions, `state.*`).
+    Session,
+    /// Rows that belong to a principal: an agent session sees and changes only its own;
+    /// operator and host sessions see all.
+    Owned(Resource),
+}
+
+/// A kind of row that belongs to a principal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Resource {
+    Agents,
+    AgentLogs,
+    Approvals,
+    Events,
+    Memory,
+    Messages,
+    Models,
+    Runs,
+    Secrets,
+    Supervision,
+    Tasks,
+    Workflows,
+}
+
+/// A params field whose values under some prefixes only the daemon itself may use (e.g.
+/// `host.notify {kind: "approval.resolved"}`): dispatch refuses them with `-32602` before
+/// the handler runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Reserved {
+    pub field: &'static str,
+    pub prefixes: &'static [&'static str],
+}
+
+impl Reserved {
+    /// Whether `value` falls under a reserved prefix (compared case-insensitively and
+    /// after trimming, so ` Approval.x` cannot slip past).
+    pub fn covers(&self, value: &str) -> bool {
+        let lower = value.trim().to_ascii_lowercase();
+        self.prefixes.iter().any(|p| lower.starts_with(p))
+    }
+}
+
+/// One method's whole access rule, beside CAR's [`Role`] label: dispatch enforces it
+/// before any handler runs (role, observer, grant, gate, reserved values); the handler
+/// applies [`Scope::Owned`] to the rows it touches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Access {
+    pub scope: Scope,
+    /// A read the dashboard's observer session may call.
+    pub observer: bool,
+    /// Waits for a host's approval by default (`--approval-methods` overrides the set).
+    pub gated: bool,
+    /// May be carried by a consumer grant (`session.consumer.issue`).
+    pub grantable: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reserved: Option<Reserved>,
+}
+
+impl Access {
+    const fn scoped(scope: Scope) -> Self {
+        Access {
+            scope,
+            observer: false,
+            gated: false,
+            grantable: false,
+            reserved: None,
+        }
+    }
+
+    /// Daemon-wide: no per-principal rows.
+    pub const fn daemon() -> Self {
+        Self::scoped(Scope::Daemon)
+    }
+
+    /// The calling connection's own state.
+    pub const fn session() -> Self {
+        Self::scoped(Scope::Session)
+    }
+
+    /// Rows of `resource`, owner-scoped for agents.
+    pub const fn owned(resource: Resource) -> Self {
+        Self::scoped(Scope::Owned(resource))
+    }
+
+    /// The observer (dashboard) session may call it: a read.
+    pub const fn observer(mut self) -> Self {
+        self.observer = true;
+        self
+    }
+
+    /// Held for a host's approval by default.
+    pub const fn gated(mut self) -> Self {
+        self.gated = true;
+        self
+    }
+
+    /// A consumer grant may carry it.
+    pub const fn grantable(mut self) -> Self {
+        self.grantable = true;
+        self
+    }
+
+    /// Values of params field `field` under `prefixes` are the daemon's own.
+    pub const fn reserved(
+        mut self,
+        field: &'static str,
+        prefixes: &'static [&'static str],
+    ) -> Self {
+        self.reserved = Some(Reserved { field, prefixes });
+        self
+    }
+
+    /// Whether `params` uses a reserved value (the field read at the top level).
+    pub fn is_reserved(&self, params: &serde_json::Value) -> bool {
+        self.reserved.is_some_and(|r| {
+            params
+                .get(r.field)
+                .and_then(serde_json::Value::as_str)
+                .is_some_and(|v| r.covers(v))
+        })
+    }
 }

@@ -1,6 +1,7 @@
 //! `state.*`: the connection's key-value state, optionally partitioned by `tenant_id`
 //! (an empty `tenant_id` is the unscoped partition). Keys are [`Name`]s; values any JSON.
 
+use crate::methods::{Access};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -45,30 +46,35 @@ const TENANT: super::Arg = opt_at("tenant", "tenant_id", Str);
 crate::method!(
     /// `state.get` → the value or `null`.
     Get = op("state.get", "a state value, or null");
+    access: Access::session();
     KeyParams => Json;
     member("state_get", &[req("key", Str), TENANT], json())
 );
 crate::method!(
     /// `state.set` → `"ok"`.
     Set = op("state.set", "set a state value");
+    access: Access::session();
     SetParams => Ok;
     member("state_set", &[req("key", Str), req_at("value_json", "value", Json), TENANT], unit())
 );
 crate::method!(
     /// `state.exists` → boolean.
     Exists = op("state.exists", "whether a state key is set");
+    access: Access::session();
     KeyParams => bool;
     member("state_exists", &[req("key", Str), TENANT], boolean())
 );
 crate::method!(
     /// `state.keys` → the partition's keys, sorted.
     Keys = op("state.keys", "the state keys, sorted");
+    access: Access::session();
     TenantParams => Vec<String>;
     member("state_keys", &[TENANT], str_list())
 );
 crate::method!(
     /// `state.snapshot` → the partition as an object.
     Snapshot = op("state.snapshot", "the whole state partition as an object");
+    access: Access::session();
     TenantParams => serde_json::Map<String, Json>;
     member("state_snapshot", &[TENANT], json())
 );

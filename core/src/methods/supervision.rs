@@ -10,6 +10,7 @@
 //! release what it left parked. An intent carries parameter key names and a digest, never
 //! parameter values. With no supervisor the gate costs nothing.
 
+use crate::methods::{Access, Resource};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -127,24 +128,28 @@ crate::method!(
     /// `supervision.subscribe {filter?}` → `{subscribed, decision_timeout_ms, supervisors}`;
     /// intents then arrive as `supervision.intent` notifications.
     Subscribe = op("supervision.subscribe", "supervise proposal admission: matching proposals park until this connection decides");
+    access: Access::owned(Resource::Supervision);
     SubscribeParams => SubscribeReply;
     member("supervision_subscribe", &[whole("request_json")], json())
 );
 crate::method!(
     /// `supervision.unsubscribe` → `{subscribed: false, was_subscribed}`.
     Unsubscribe = op("supervision.unsubscribe", "stop supervising (parked intents still time out)");
+    access: Access::owned(Resource::Supervision);
     NoParams => UnsubscribeReply;
     member("supervision_unsubscribe", &[whole("request_json")], json())
 );
 crate::method!(
     /// `supervision.pending` → `{intents}`, oldest first.
     Pending = op("supervision.pending", "the intents parked on this supervisor's decision, oldest first");
+    access: Access::owned(Resource::Supervision).observer();
     NoParams => PendingReply;
     member("supervision_pending", &[whole("request_json")], json())
 );
 crate::method!(
     /// `supervision.decide {intent_id, decision}` → `{decided: true}`.
     Decide = op("supervision.decide", "allow, deny or escalate one parked intent");
+    access: Access::owned(Resource::Supervision);
     DecideParams => DecideReply;
     member("supervision_decide", &[whole("request_json")], json())
 );

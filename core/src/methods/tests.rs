@@ -121,3 +121,81 @@ fn only_params_with_an_array_form_accept_arrays() {
     assert!(!accepts_array::<fields::NoParams>());
     assert!(!accepts_array::<session::AuthParams>());
 }
+
+#[test]
+fn observer_reads_are_never_gated_or_grantable() {
+    let observer: Vec<_> = observer_methods().map(|d| d.name()).collect();
+    for name in ["session.auth", "server.status", "host.approvals", "runs.list", "agents.list"] {
+        assert!(observer.contains(&name), "{name} is an observer read");
+    }
+    for name in ["secret.get", "agents.upsert", "memory.query", "host.resolve_approval"] {
+        assert!(!observer.contains(&name), "{name} is not for the observer");
+    }
+    for d in observer_methods() {
+        let a = d.spec.access;
+        assert!(!a.gated && !a.grantable, "{}", d.name());
+    }
+}
+
+#[test]
+fn gate_and_grant_sets_come_from_the_declarations() {
+    let gated: Vec<_> = gated_methods().map(|d| d.name()).collect();
+    assert_eq!(
+        gated,
+        [
+            "agents.install",
+            "agents.upsert",
+            "scheduler.os_install",
+            "scheduler.os_reconcile",
+            "scheduler.os_uninstall"
+        ]
+    );
+    let grantable: Vec<_> = grantable_methods().map(|d| d.name()).collect();
+    assert_eq!(
+        grantable,
+        ["classify", "infer", "infer.cancel", "infer.deadline", "infer_stream"]
+    );
+}
+
+#[test]
+fn owned_rows_are_declared_for_every_per_principal_namespace() {
+    let owned = |name: &str| match lookup(name).unwrap().spec.access.scope {
+        Scope::Owned(r) => Some(r),
+        _ => None,
+    };
+    assert_eq!(owned("secret.get"), Some(Resource::Secrets));
+    assert_eq!(owned("agents.tail_log"), Some(Resource::AgentLogs));
+    assert_eq!(owned("runs.list"), Some(Resource::Runs));
+    assert_eq!(owned("models.unregister"), Some(Resource::Models));
+    assert_eq!(owned("tasks.list"), Some(Resource::Tasks));
+    assert_eq!(owned("host.resolve_approval"), Some(Resource::Approvals));
+    assert_eq!(owned("server.status"), None);
+    for d in all() {
+        let prefix = d.name().split('.').next().unwrap();
+        if ["agents", "runs", "secret", "models", "tasks", "supervision"].contains(&prefix) {
+            assert!(
+                matches!(d.spec.access.scope, Scope::Owned(_)),
+                "{} holds per-principal rows",
+                d.name()
+            );
+        }
+    }
+}
+
+#[test]
+fn reserved_event_kinds_are_the_daemons() {
+    let access = lookup("host.notify").unwrap().spec.access;
+    for kind in ["approval.resolved", " Approval.Resolved", "agent.status_changed", "run.x"] {
+        assert!(access.is_reserved(&json!({"kind": kind})), "{kind}");
+    }
+    for params in [
+        json!({"kind": "host.notification"}),
+        json!({"kind": "my.approval.resolved"}),
+        json!({}),
+        json!({"kind": 3}),
+    ] {
+        assert!(!access.is_reserved(&params), "{params}");
+    }
+    // No other method reserves anything.
+    assert_eq!(all().filter(|d| d.spec.access.reserved.is_some()).count(), 1);
+}

@@ -1,6 +1,7 @@
 //! `tools.*`: the connection's tool registry. Tools registered here are called back on
 //! the registering connection (`tools.execute`) when a proposal runs them.
 
+use crate::methods::{Access};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -69,6 +70,7 @@ pub struct UnregisterReply {
 crate::method!(
     /// `tools.register` (one `ToolDefinition` or an array) → how many were registered.
     Register = op("tools.register", "register one tool descriptor or an array of them");
+    access: Access::daemon();
     OneOrMany<ToolDefinition> => u64;
     member("register_tool", &[req("name", Str)], unit()),
     member("register_tool_schema", &[whole("schema_json")], unit())
@@ -76,12 +78,14 @@ crate::method!(
 crate::method!(
     /// `tools.list` → `{tools, count}`.
     List = op("tools.list", "this connection's tools, sorted by name");
+    access: Access::daemon();
     NoParams => ListReply;
     member("list_tools", &[], field("tools", ReturnKind::Json))
 );
 crate::method!(
     /// `tools.unregister` → `{unregistered, removed}`.
     Unregister = op("tools.unregister", "remove a tool by name");
+    access: Access::daemon();
     NameParams => UnregisterReply;
     member("unregister_tool", &[req("name", Str)], field("removed", ReturnKind::Int))
 );

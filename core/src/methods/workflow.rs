@@ -8,6 +8,7 @@
 //! proposal stages call tools back on the calling connection. A paused run's checkpoint
 //! lives in `CAR_HOME/workflow-runs/<run_id>.json` until `workflow.resume` claims it.
 
+use crate::methods::{Access, Resource};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -81,6 +82,7 @@ crate::method!(
     /// `workflow.run {workflow, initial_state?}` → the workflow result
     /// (`{workflow_id, workflow_name, status, stages, compensations, final_state, paused?, …}`).
     Run = op("workflow.run", "run a declarative workflow (agents, tools and approval gates)");
+    access: Access::owned(Resource::Workflows);
     RunParams => Json;
     module_fn(
         "run_workflow",
@@ -91,6 +93,7 @@ crate::method!(
 crate::method!(
     /// `workflow.chain {workflows, initial_state?}` → `{results, status, paused_at_index?, error?, failed_at_index?}`.
     Chain = op("workflow.chain", "run workflows in sequence, each seeded with the previous one's final state");
+    access: Access::owned(Resource::Workflows);
     ChainParams => Json;
     module_fn(
         "workflow_chain",
@@ -101,6 +104,7 @@ crate::method!(
 crate::method!(
     /// `workflow.resume {run_id, input?}` → the next workflow result.
     Resume = op("workflow.resume", "resume a workflow paused at an approval gate");
+    access: Access::owned(Resource::Workflows);
     ResumeParams => Json;
     module_fn(
         "resume_workflow",
@@ -111,11 +115,13 @@ crate::method!(
 crate::method!(
     /// `workflow.list_paused` → `[{run_id, paused_stage_id, prompt, created_at}]`.
     ListPaused = op("workflow.list_paused", "the paused workflow runs that can be resumed");
+    access: Access::owned(Resource::Workflows).observer();
     NoParams => Vec<PausedRow>
 );
 crate::method!(
     /// `workflow.verify {workflow}` → `{valid, issues, has_cycles, reachable_stages, unreachable_stages, semantic}`.
     Verify = op("workflow.verify", "check a workflow's structure without running it");
+    access: Access::owned(Resource::Workflows);
     VerifyParams => VerifyReply;
     module_fn("verify_workflow", &[req_at("workflow_json", "workflow", JsonArg)], json())
 );

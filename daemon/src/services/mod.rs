@@ -106,6 +106,7 @@ mod tests {
     car_proto::method!(
         /// A declaration that exists only in this test.
         Throwaway = op("test.throwaway", "a method declared by a test");
+        access: car_proto::methods::Access::daemon();
         NoParams => u64
     );
 

@@ -179,12 +179,14 @@ fn checked_in_files_are_fresh() {
 car_proto::method!(
     /// A method only this test declares.
     ThrowAway = op("zz_test.throw_away", "count things for a test");
+    access: car_proto::methods::Access::daemon();
     QueryParams => u64;
     member("throw_away_count", &[req("query", Str), opt("limit_hint", Int), opt("labels", StrList)], int())
 );
 car_proto::method!(
     /// A host method only this test declares.
     HostOnly = host("zz_test.host_only", "a host-only test method");
+    access: car_proto::methods::Access::daemon();
     car_proto::methods::fields::NoParams => u64
 );
 
@@ -285,6 +287,7 @@ fn syntax_check(rendered: &[(&str, String)]) {
 car_proto::method!(
     /// A method with a package-level function, only this test declares.
     Packaged = op("zz_test.packaged", "a packaged test method");
+    access: car_proto::methods::Access::daemon();
     QueryParams => u64;
     module_fn("packaged_fn", &[req("query", Str), opt("limit_hint", Int)], json())
 );
