@@ -103,6 +103,15 @@ pub struct Args {
     #[arg(long, env = "CAR_IDLE_TIMEOUT", default_value = "90s", value_parser = parse_duration)]
     pub idle_timeout: Duration,
 
+    /// Connections that may be open without having authenticated (more are closed at
+    /// once; see `crate::pre_auth`).
+    #[arg(long, env = "CAR_MAX_UNAUTHENTICATED", default_value_t = crate::pre_auth::DEFAULT_MAX_UNAUTHENTICATED)]
+    pub max_unauthenticated: usize,
+
+    /// How long a connection may stay open without a successful `session.auth`.
+    #[arg(long, env = "CAR_AUTH_DEADLINE", default_value = "10s", value_parser = parse_duration)]
+    pub auth_deadline: Duration,
+
     /// The directory the built-in agent tools (`agents.register_basics`) may read and
     /// write; nothing outside it is reachable. Default: `$CAR_HOME/workspace`.
     #[arg(long, env = "CAR_WORKSPACE_ROOT")]
@@ -198,6 +207,8 @@ pub struct Config {
     pub prefix_cache_bytes: u64,
     pub ping_interval: Duration,
     pub idle_timeout: Duration,
+    pub max_unauthenticated: usize,
+    pub auth_deadline: Duration,
     pub debug_methods: bool,
     pub ready_file: Option<PathBuf>,
     /// `None`: no dashboard. `Some(None)`: the WebSocket port + 1. `Some(Some(p))`: `p`.
@@ -231,18 +242,15 @@ pub struct ApprovalGate {
     pub timeout: Duration,
 }
 
-/// What the gate holds by default: what runs code outside a request or changes files on
-/// the caller's behalf (methods this daemon does not serve yet are listed so that serving
-/// them later cannot skip the gate).
-pub const DEFAULT_GATED: &[&str] = &[
-    "agents.upsert",
-    "agents.install",
-    "scheduler.os_install",
-    "scheduler.os_uninstall",
-    "scheduler.os_reconcile",
-    "write_file",
-    "edit_file",
-];
+/// What the gate holds by default: the methods declared `gated` (what runs code outside a
+/// request or installs something on the caller's behalf) and the built-in tools that change
+/// files ([`GATEABLE_TOOLS`]).
+pub fn default_gated() -> std::collections::BTreeSet<String> {
+    car_proto::methods::gated_methods()
+        .map(|d| d.name().to_string())
+        .chain(GATEABLE_TOOLS.iter().map(|t| t.to_string()))
+        .collect()
+}
 
 /// Built-in tool names the gate may hold besides methods.
 pub const GATEABLE_TOOLS: &[&str] = &["write_file", "edit_file"];
@@ -266,6 +274,12 @@ impl Config {
     pub fn from_args(args: Args) -> Result<Self, String> {
         if args.max_message_bytes < 1024 {
             return Err("--max-message-bytes must be at least 1024".into());
+        }
+        if args.max_unauthenticated == 0 {
+            return Err("--max-unauthenticated must be at least 1".into());
+        }
+        if args.auth_deadline.is_zero() {
+            return Err("--auth-deadline must be longer than 0s".into());
         }
         if args.max_outbound_bytes < 1024 {
             return Err("--max-outbound-bytes must be at least 1024".into());
@@ -302,13 +316,11 @@ impl Config {
             _ => None,
         };
         let methods = match args.approval_methods {
-            None => DEFAULT_GATED.iter().map(|m| m.to_string()).collect(),
+            None => default_gated(),
             Some(list) => {
                 let mut set = std::collections::BTreeSet::new();
                 for name in list.iter().map(|m| m.trim()).filter(|m| !m.is_empty()) {
-                    if car_proto::methods::lookup(name).is_none()
-                        && !GATEABLE_TOOLS.contains(&name)
-                        && !DEFAULT_GATED.contains(&name)
+                    if car_proto::methods::lookup(name).is_none() && !GATEABLE_TOOLS.contains(&name)
                     {
                         return Err(format!(
                             "--approval-methods: {name:?} is neither a method nor a built-in tool"
@@ -372,6 +384,8 @@ impl Config {
             prefix_cache_bytes: args.prefix_cache_mb.saturating_mul(1024 * 1024),
             ping_interval: args.ping_interval,
             idle_timeout: args.idle_timeout,
+            max_unauthenticated: args.max_unauthenticated,
+            auth_deadline: args.auth_deadline,
             debug_methods: args.debug_methods,
             ready_file: args.ready_file,
             dashboard: (!args.no_dashboard).then_some(args.dashboard_port),

@@ -82,8 +82,12 @@ enum Ending {
 }
 
 /// Serves one upgraded connection until it ends.
-pub async fn serve<S>(ws: WebSocketStream<S>, state: Arc<ServerState>, transport: &'static str)
-where
+pub async fn serve<S>(
+    ws: WebSocketStream<S>,
+    ticket: crate::pre_auth::Ticket,
+    state: Arc<ServerState>,
+    transport: &'static str,
+) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let abort = CancellationToken::new();
@@ -95,8 +99,17 @@ where
         state.auth_enabled(),
         queue,
         closed.clone(),
+        ticket.authenticated.clone(),
     ));
     state.sessions.add(&session);
+    // The pre-auth slot is held until the session authenticates; one still
+    // unauthenticated at the deadline is closed (`crate::pre_auth`).
+    let deadline_session = Arc::downgrade(&session);
+    tokio::spawn(ticket.hold(state.config.auth_deadline, closed.clone(), move || {
+        if let Some(session) = deadline_session.upgrade() {
+            session.evict_with(1008, "authentication deadline passed");
+        }
+    }));
     tracing::debug!(session = session.id, transport, "connection opened");
     let (sink, mut stream) = ws.split();
     let writer = tokio::spawn(write_loop(sink, out_rx, abort.clone()));
@@ -178,9 +191,9 @@ where
             _ = &mut shutdown => {
                 return Ending::Close { code: 1001, reason: "daemon shutting down".into(), drain: false }
             }
-            reason = &mut evicted => {
+            (code, reason) = &mut evicted => {
                 tracing::info!(session = session.id, %reason, "closing the connection");
-                return Ending::Close { code: 1000, reason, drain: false };
+                return Ending::Close { code, reason, drain: false };
             }
             frame = stream.next() => {
                 last_inbound = Instant::now();
@@ -306,7 +319,7 @@ async fn on_text(
             tracing::debug!(session = session.id, %method, error = %error, "notification failed");
         }
     };
-    match state.dispatch.gate(session, &method) {
+    match state.dispatch.gate(session, &method, &params) {
         Verdict::CloseUnauthenticated => {
             tracing::info!(session = session.id, %method, "call before session.auth; closing");
             reply(Err(RpcError::auth_required()));

@@ -3,7 +3,7 @@
 //!
 //! # Rules
 //! - Only a connection bound to an agent (`session.auth {token, agent_id}`) issues grants,
-//!   and only for the inference methods [`GRANTABLE`]; an agent whose registration has a
+//!   and only for the methods declared `grantable` (the inference calls); an agent whose registration has a
 //!   `method_allowlist` must list `session.consumer.issue` and every granted method (a
 //!   grant never carries more than the parent socket may call).
 //! - `ttl_secs` defaults to 300 and may be 1–900; at most [`MAX_PER_AGENT`] live grants per
@@ -24,15 +24,6 @@ use car_proto::errors::RpcError;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-/// The methods a grant may carry.
-pub const GRANTABLE: &[&str] = &[
-    "infer",
-    "infer_stream",
-    "classify",
-    "models.route",
-    "infer.cancel",
-    "infer.deadline",
-];
 pub const DEFAULT_TTL: Duration = Duration::from_secs(300);
 pub const MAX_TTL_SECS: u64 = 900;
 pub const MAX_PER_AGENT: usize = 16;
@@ -95,10 +86,14 @@ impl ConsumerGrants {
             return Err(invalid("methods: must name at least one inference method"));
         }
         for (i, m) in methods.iter().enumerate() {
-            if !GRANTABLE.contains(&m.as_str()) {
+            let grantable = car_proto::methods::lookup(m).is_some_and(|d| d.spec.access.grantable);
+            if !grantable {
+                let names: Vec<_> = car_proto::methods::grantable_methods()
+                    .map(|d| d.name())
+                    .collect();
                 return Err(invalid(format!(
                     "methods[{i}]: {m:?} cannot be granted (only {})",
-                    GRANTABLE.join(", ")
+                    names.join(", ")
                 )));
             }
             if let Some(list) = allowlist {

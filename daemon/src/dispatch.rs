@@ -9,12 +9,15 @@
 //! effect:
 //! 1. auth: before a successful `session.auth`, anything else → `-32001`, then close;
 //! 2. the method must be declared and active → else `-32601 unknown method: …`;
-//! 3. agent scope: a session bound to an agent whose registration has a
-//!    `method_allowlist` may call only those methods (and `session.auth`,
-//!    `server.handshake`) → else `-32601 agent_method_not_allowed` (a notification is
-//!    dropped), before any handler runs; a session holding the dashboard's read-only token
-//!    has the read methods as its allowlist and is refused anything else with
-//!    `-32603 permission denied`, `data.reason = "read_only"`;
+//! 3. the declaration's access rule (`car_proto::methods::Access`), before any handler
+//!    runs: a session holding the dashboard's read-only token may call only methods
+//!    declared `observer` → else `-32603 permission denied`, `data.reason = "read_only"`;
+//!    a consumer-grant socket only `grantable` methods it was granted; a session bound to
+//!    an agent whose registration has a `method_allowlist` only those methods (and
+//!    `session.auth`, `server.handshake`) → else `-32601 agent_method_not_allowed` (a
+//!    notification is dropped); params using a value the declaration reserves for the
+//!    daemon (`host.notify {kind: "approval.…"}`) → `-32602`, `data.reason = "reserved"`,
+//!    whoever calls;
 //! 4. handshake: declarations marked `handshake_required` → `-32005` until negotiated;
 //! 5. role: `host`-labelled methods need a host session → `-32603 permission denied`
 //!    with `data.reason = "host_required"`;
@@ -98,7 +101,7 @@ impl Dispatch {
     }
 
     /// Applies the gates (see the module docs).
-    pub fn gate(&self, session: &Session, method: &str) -> Verdict {
+    pub fn gate(&self, session: &Session, method: &str, params: &Value) -> Verdict {
         // The identity is read in place: the gates run on every call, and cloning it (its
         // strings and allowlist) was a measurable share of a small call's cost.
         let verdict = session.with_identity(|identity| {
@@ -111,11 +114,20 @@ impl Dispatch {
             let Some((decl, handler)) = self.routes.get(method) else {
                 return Err(Verdict::Refuse(RpcError::method_not_found(method)));
             };
+            let access = &decl.spec.access;
+            if identity.observer && !access.observer {
+                return Err(Verdict::Refuse(not_allowed(method, true)));
+            }
+            if identity.grant.is_some() && !access.grantable && !implicit(method) {
+                return Err(Verdict::Refuse(not_granted(method)));
+            }
             if let Some(allowed) = &identity.method_allowlist {
-                let implicit = method == "session.auth" || method == "server.handshake";
-                if !implicit && !allowed.iter().any(|m| m == method) {
+                if !implicit(method) && !allowed.iter().any(|m| m == method) {
                     return Err(Verdict::Refuse(not_allowed(method, identity.observer)));
                 }
+            }
+            if access.is_reserved(params) {
+                return Err(Verdict::Refuse(reserved(method, access)));
             }
             Ok((decl, handler, identity.role))
         });
@@ -148,6 +160,30 @@ impl Dispatch {
             Verdict::Run(spec, handler.clone())
         })
     }
+}
+
+/// Methods every authenticated session may call whatever its allowlist.
+fn implicit(method: &str) -> bool {
+    method == "session.auth" || method == "server.handshake"
+}
+
+/// The refusal for a consumer-grant socket calling what no grant may carry.
+fn not_granted(method: &str) -> RpcError {
+    RpcError::internal(format!(
+        "permission denied: {method} cannot be carried by an inference-consumer grant"
+    ))
+    .with_data(json!({"reason": "not_grantable", "method": method}))
+}
+
+/// The refusal for params that use a value only the daemon may use.
+fn reserved(method: &str, access: &car_proto::methods::Access) -> RpcError {
+    let r = access.reserved.expect("only called for a reserving declaration");
+    RpcError::invalid_params(format!(
+        "{}: values starting with {} are reserved for the daemon's own {method} events",
+        r.field,
+        r.prefixes.join(", ")
+    ))
+    .with_data(json!({"reason": "reserved", "field": r.field}))
 }
 
 /// The refusal for a method outside the session's allowlist.

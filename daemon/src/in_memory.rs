@@ -76,7 +76,10 @@ impl InMemoryDaemon {
         let state = self.state.clone();
         tokio::spawn(async move {
             match tokio_tungstenite::accept_async(server_end).await {
-                Ok(ws) => crate::connection::serve(ws, state, "memory").await,
+                Ok(ws) => {
+                    let ticket = crate::pre_auth::Ticket::detached();
+                    crate::connection::serve(ws, ticket, state, "memory").await
+                }
                 Err(e) => tracing::warn!(error = %e, "in-memory upgrade failed"),
             }
         });

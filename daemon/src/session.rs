@@ -34,8 +34,8 @@ pub struct Identity {
     /// The bound agent's `method_allowlist`: when present, dispatch refuses every other
     /// method (`session.auth` and `server.handshake` always pass).
     pub method_allowlist: Option<std::sync::Arc<[String]>>,
-    /// Authenticated with the dashboard's read-only token: host visibility, and
-    /// `method_allowlist` holds the read methods (`crate::auth::OBSERVER_METHODS`).
+    /// Authenticated with the dashboard's read-only token: host visibility, and dispatch
+    /// admits only the methods declared `observer`.
     pub observer: bool,
     /// The inference-consumer grant this socket authenticated with.
     pub grant: Option<std::sync::Arc<crate::consumer_grants::Grant>>,
@@ -64,9 +64,12 @@ pub struct Session {
     callbacks: Mutex<Vec<ActiveCallback>>,
     /// Cancelled when the connection ends; long-lived session tasks watch it.
     pub closed: CancellationToken,
+    /// Cancelled once the session has authenticated (lifts the pre-auth budget,
+    /// `crate::pre_auth`).
+    authenticated: CancellationToken,
     /// Cancelled to make the daemon close this connection ([`Session::evict`]).
     evicted: CancellationToken,
-    evict_reason: Mutex<String>,
+    evict_reason: Mutex<(u16, String)>,
     /// What this session's built-in tools have read (their read-before-edit guard).
     read_ledger: car_builtin_tools::ReadLedger,
     /// Open `session.policy.open` ids.
@@ -88,7 +91,11 @@ impl Session {
         auth_enabled: bool,
         outbound: Outbound,
         closed: CancellationToken,
+        authenticated: CancellationToken,
     ) -> Self {
+        if !auth_enabled {
+            authenticated.cancel();
+        }
         let identity = Identity {
             authenticated: !auth_enabled,
             role: if auth_enabled {
@@ -116,8 +123,9 @@ impl Session {
             run_subscriptions: Mutex::new(Vec::new()),
             callbacks: Mutex::new(Vec::new()),
             closed,
+            authenticated,
             evicted: CancellationToken::new(),
-            evict_reason: Mutex::new(String::new()),
+            evict_reason: Mutex::new((1000, String::new())),
             read_ledger: car_builtin_tools::ReadLedger::new(),
             policy_scopes: Mutex::new(Default::default()),
             permission_tier: Mutex::new(car_proto::methods::permission::Tier::SandboxEdit),
@@ -127,12 +135,17 @@ impl Session {
     /// Asks the connection to close (code 1000, `reason`), e.g. when a newer connection
     /// took over this session's agent identity.
     pub fn evict(&self, reason: &str) {
-        *self.evict_reason.lock().expect("evict lock") = reason.to_string();
+        self.evict_with(1000, reason);
+    }
+
+    /// [`Session::evict`] with a chosen Close code.
+    pub fn evict_with(&self, code: u16, reason: &str) {
+        *self.evict_reason.lock().expect("evict lock") = (code, reason.to_string());
         self.evicted.cancel();
     }
 
-    /// Resolves when [`Session::evict`] was called; yields the reason.
-    pub async fn evicted(&self) -> String {
+    /// Resolves when [`Session::evict`] was called; yields the Close code and reason.
+    pub async fn evicted(&self) -> (u16, String) {
         self.evicted.cancelled().await;
         self.evict_reason.lock().expect("evict lock").clone()
     }
@@ -178,7 +191,11 @@ impl Session {
     }
 
     pub fn set_identity(&self, identity: Identity) {
+        let authenticated = identity.authenticated;
         *self.identity.lock().expect("identity lock") = identity;
+        if authenticated {
+            self.authenticated.cancel();
+        }
     }
 
     /// The negotiated capabilities, or `None` before a successful `server.handshake`.

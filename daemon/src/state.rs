@@ -78,6 +78,10 @@ pub struct ServerState {
     /// The secret store (`$CAR_HOME/secrets`) and its attempt counters.
     pub secrets: Option<Arc<car_secrets::SecretStore>>,
     pub secret_activity: Arc<car_secrets::Activity>,
+    /// Which agent may read which secret (`secret.grant`).
+    /// Slots for connections that have not authenticated yet.
+    pub pre_auth: crate::pre_auth::PreAuth,
+    pub secret_grants: crate::secret_grants::SecretGrants,
     /// The built-in agent tools' root.
     pub workspace: Arc<car_builtin_tools::Workspace>,
     /// Inference-consumer grants.
@@ -143,7 +147,10 @@ impl ServerState {
             schema,
         };
         let (run_events, _) = broadcast::channel(1024);
+        let secret_grants = crate::secret_grants::SecretGrants::open(&state_root);
         ServerState {
+            pre_auth: crate::pre_auth::PreAuth::new(config.max_unauthenticated),
+            secret_grants,
             dispatch,
             config,
             credentials,

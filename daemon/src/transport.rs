@@ -1,6 +1,8 @@
 //! Listeners: WebSocket over TCP and over the Unix socket, speaking the identical
-//! protocol. Owns accepting, the upgrade-time checks (`crate::upgrade`) and the
-//! WebSocket limits; hands each upgraded stream to `crate::connection`.
+//! protocol. Owns accepting, the pre-auth budget (`crate::pre_auth`: a slot per
+//! unauthenticated connection, taken before any byte is read, and a byte cap on what a
+//! stranger may send), the upgrade-time checks (`crate::upgrade`) and the WebSocket
+//! limits; hands each upgraded stream to `crate::connection`.
 
 use std::net::SocketAddr;
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
@@ -62,6 +64,21 @@ async fn finish(mut connections: JoinSet<()>) {
     }
 }
 
+/// A pre-auth slot for a just-accepted connection; `None` (the stream is then dropped,
+/// closing it) when `--max-unauthenticated` connections are already waiting to
+/// authenticate.
+fn admit(state: &ServerState, transport: &'static str) -> Option<crate::pre_auth::Ticket> {
+    let ticket = state.pre_auth.admit();
+    if ticket.is_none() {
+        tracing::warn!(
+            transport,
+            max = state.config.max_unauthenticated,
+            "connection refused: too many unauthenticated connections"
+        );
+    }
+    ticket
+}
+
 /// Accepts TCP connections until shutdown.
 pub async fn accept_tcp(listener: TcpListener, state: Arc<ServerState>) {
     let mut connections = JoinSet::new();
@@ -71,10 +88,11 @@ pub async fn accept_tcp(listener: TcpListener, state: Arc<ServerState>) {
             _ = state.shutdown.cancelled() => break,
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => {
+                    let Some(ticket) = admit(&state, "tcp") else { continue };
                     let _ = stream.set_nodelay(true);
                     let state = state.clone();
                     connections.spawn(async move {
-                        upgrade_and_serve(stream, state, "tcp", loopback, peer.to_string()).await
+                        upgrade_and_serve(stream, ticket, state, "tcp", loopback, peer.to_string()).await
                     });
                 }
                 Err(e) => {
@@ -96,9 +114,10 @@ pub async fn accept_unix(listener: UnixListener, path: PathBuf, state: Arc<Serve
             _ = state.shutdown.cancelled() => break,
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => {
+                    let Some(ticket) = admit(&state, "unix") else { continue };
                     let state = state.clone();
                     connections.spawn(async move {
-                        upgrade_and_serve(stream, state, "unix", true, "unix".into()).await
+                        upgrade_and_serve(stream, ticket, state, "unix", true, "unix".into()).await
                     });
                 }
                 Err(e) => {
@@ -116,6 +135,7 @@ pub async fn accept_unix(listener: UnixListener, path: PathBuf, state: Arc<Serve
 #[allow(clippy::result_large_err)]
 async fn upgrade_and_serve<S>(
     stream: S,
+    ticket: crate::pre_auth::Ticket,
     state: Arc<ServerState>,
     transport: &'static str,
     loopback: bool,
@@ -143,13 +163,14 @@ async fn upgrade_and_serve<S>(
             }
         }
     };
+    let stream = crate::pre_auth::Budgeted::new(stream, ticket.authenticated.clone());
     let handshake = tokio::time::timeout(
-        std::time::Duration::from_secs(10),
+        state.config.auth_deadline,
         tokio_tungstenite::accept_hdr_async_with_config(stream, check, Some(ws_config(&state))),
     )
     .await;
     match handshake {
-        Ok(Ok(ws)) => connection::serve(ws, state, transport).await,
+        Ok(Ok(ws)) => connection::serve(ws, ticket, state, transport).await,
         Ok(Err(e)) => tracing::debug!(%peer, error = %e, "websocket upgrade failed"),
         Err(_) => tracing::debug!(%peer, "websocket upgrade timed out"),
     }

@@ -185,12 +185,9 @@ pub fn auth(
                 (CallerRole::Operator, None, None)
             } else if tokens_match(creds.dashboard_token.expose(), &token) {
                 // The dashboard's read-only token: a host's view, read methods only.
+                // Dispatch admits only the declarations marked `observer`.
                 observer = true;
-                let reads: Vec<String> = crate::auth::OBSERVER_METHODS
-                    .iter()
-                    .map(|m| m.to_string())
-                    .collect();
-                (CallerRole::Host, None, Some(reads))
+                (CallerRole::Host, None, None)
             } else {
                 tracing::warn!(session = session.id, "session.auth: token mismatch");
                 return Err(mismatch());
@@ -225,10 +222,22 @@ pub fn auth(
             (state.auth_enabled() && role == CallerRole::Host).then(|| "host".to_string())
         },
         agent_id,
-        method_allowlist: allowlist,
+        // The observer is told which methods it may call (CAR's reply field).
+        method_allowlist: if observer {
+            Some(observer_reads())
+        } else {
+            allowlist
+        },
         memory_namespace: request.memory_namespace,
         consumer: None,
     })
+}
+
+/// The methods the dashboard's observer session may call, from the declarations.
+fn observer_reads() -> Vec<String> {
+    car_proto::methods::observer_methods()
+        .map(|d| d.name().to_string())
+        .collect()
 }
 
 /// `session.init {tools?, policies?}` → `{session_id, tools_registered,
