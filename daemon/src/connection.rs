@@ -92,6 +92,7 @@ pub async fn serve<S>(
 {
     let abort = CancellationToken::new();
     let closed = CancellationToken::new();
+    let (slot, authenticated) = ticket.into_parts();
     let (queue, out_rx) = outbound::channel(state.config.max_outbound_bytes, abort.clone());
     let session = Arc::new(Session::new(
         state.next_session_id(),
@@ -99,17 +100,23 @@ pub async fn serve<S>(
         state.auth_enabled(),
         queue,
         closed.clone(),
-        ticket.authenticated.clone(),
+        authenticated.clone(),
+        Some(slot),
     ));
     state.sessions.add(&session);
     // The pre-auth slot is held until the session authenticates; one still
     // unauthenticated at the deadline is closed (`crate::pre_auth`).
     let deadline_session = Arc::downgrade(&session);
-    tokio::spawn(ticket.hold(state.config.auth_deadline, closed.clone(), move || {
-        if let Some(session) = deadline_session.upgrade() {
-            session.evict_with(1008, "authentication deadline passed");
-        }
-    }));
+    tokio::spawn(crate::pre_auth::enforce_deadline(
+        authenticated,
+        state.config.auth_deadline,
+        closed.clone(),
+        move || {
+            if let Some(session) = deadline_session.upgrade() {
+                session.evict_with(1008, "authentication deadline passed");
+            }
+        },
+    ));
     tracing::debug!(session = session.id, transport, "connection opened");
     let (sink, mut stream) = ws.split();
     let writer = tokio::spawn(write_loop(sink, out_rx, abort.clone()));
@@ -118,6 +125,7 @@ pub async fn serve<S>(
 
     // Teardown: nothing of this connection may outlive it.
     state.sessions.remove(session.id);
+    session.release_pre_auth_slot();
     closed.cancel();
     handlers.abort_all();
     session.fail_reverse_calls();

@@ -72,23 +72,29 @@ impl Ticket {
         PreAuth::new(1).admit().expect("a fresh pool has a slot")
     }
 
-    /// Holds the slot until the session authenticates or `closed` fires; evicts the session
-    /// (through `on_deadline`) if neither happened within `deadline`.
-    pub async fn hold(self, deadline: Duration, closed: CancellationToken, on_deadline: impl FnOnce()) {
-        let Ticket {
-            permit,
-            authenticated,
-        } = self;
-        tokio::select! {
-            _ = authenticated.cancelled() => {}
-            _ = closed.cancelled() => {}
-            _ = tokio::time::sleep(deadline) => {
-                if !authenticated.is_cancelled() {
-                    on_deadline();
-                }
+    /// Splits the ticket: the slot (dropped by the session when it authenticates, or with
+    /// the connection) and the token cancelled at authentication.
+    pub fn into_parts(self) -> (OwnedSemaphorePermit, CancellationToken) {
+        (self.permit, self.authenticated)
+    }
+}
+
+/// Evicts a session (through `on_deadline`) unless it authenticated or closed within
+/// `deadline`.
+pub async fn enforce_deadline(
+    authenticated: CancellationToken,
+    deadline: Duration,
+    closed: CancellationToken,
+    on_deadline: impl FnOnce(),
+) {
+    tokio::select! {
+        _ = authenticated.cancelled() => {}
+        _ = closed.cancelled() => {}
+        _ = tokio::time::sleep(deadline) => {
+            if !authenticated.is_cancelled() {
+                on_deadline();
             }
         }
-        drop(permit);
     }
 }
 
@@ -189,35 +195,27 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn slots_are_returned_when_the_session_authenticates_or_closes() {
-        let pool = PreAuth::new(2);
-        let a = pool.admit().unwrap();
-        let b = pool.admit().unwrap();
+    async fn slots_come_back_when_dropped() {
+        let pool = PreAuth::new(1);
+        let (slot, _) = pool.admit().unwrap().into_parts();
         assert!(pool.admit().is_none());
-        let a_auth = a.authenticated.clone();
-        let held = tokio::spawn(a.hold(Duration::from_secs(3600), CancellationToken::new(), || {}));
-        a_auth.cancel();
-        held.await.unwrap();
-        let c = pool.admit().expect("a's slot came back");
-        let closed = CancellationToken::new();
-        let held = tokio::spawn(b.hold(Duration::from_secs(3600), closed.clone(), || {}));
-        closed.cancel();
-        held.await.unwrap();
+        drop(slot);
         assert!(pool.admit().is_some());
-        drop(c);
     }
 
     #[tokio::test(start_paused = true)]
-    async fn the_deadline_evicts_a_session_that_never_authenticates() {
-        let pool = PreAuth::new(1);
-        let ticket = pool.admit().unwrap();
+    async fn the_deadline_evicts_only_a_session_that_never_authenticates() {
         let (tx, rx) = tokio::sync::oneshot::channel();
-        ticket
-            .hold(Duration::from_secs(10), CancellationToken::new(), move || {
-                tx.send(()).unwrap()
-            })
-            .await;
+        let authed = CancellationToken::new();
+        enforce_deadline(authed.clone(), Duration::from_secs(10), CancellationToken::new(), move || {
+            tx.send(()).unwrap()
+        })
+        .await;
         rx.await.expect("evicted at the deadline");
-        assert!(pool.admit().is_some());
+        authed.cancel();
+        enforce_deadline(authed, Duration::from_secs(10), CancellationToken::new(), || {
+            panic!("an authenticated session is not evicted")
+        })
+        .await;
     }
 }

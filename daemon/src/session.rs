@@ -67,6 +67,8 @@ pub struct Session {
     /// Cancelled once the session has authenticated (lifts the pre-auth budget,
     /// `crate::pre_auth`).
     authenticated: CancellationToken,
+    /// The pre-auth slot (`crate::pre_auth`), given back at authentication or teardown.
+    pre_auth_slot: Mutex<Option<tokio::sync::OwnedSemaphorePermit>>,
     /// Cancelled to make the daemon close this connection ([`Session::evict`]).
     evicted: CancellationToken,
     evict_reason: Mutex<(u16, String)>,
@@ -92,6 +94,7 @@ impl Session {
         outbound: Outbound,
         closed: CancellationToken,
         authenticated: CancellationToken,
+        pre_auth_slot: Option<tokio::sync::OwnedSemaphorePermit>,
     ) -> Self {
         if !auth_enabled {
             authenticated.cancel();
@@ -124,6 +127,7 @@ impl Session {
             callbacks: Mutex::new(Vec::new()),
             closed,
             authenticated,
+            pre_auth_slot: Mutex::new(if auth_enabled { pre_auth_slot } else { None }),
             evicted: CancellationToken::new(),
             evict_reason: Mutex::new((1000, String::new())),
             read_ledger: car_builtin_tools::ReadLedger::new(),
@@ -136,6 +140,11 @@ impl Session {
     /// took over this session's agent identity.
     pub fn evict(&self, reason: &str) {
         self.evict_with(1000, reason);
+    }
+
+    /// Gives the pre-auth slot back (authenticated, or the connection ended).
+    pub fn release_pre_auth_slot(&self) {
+        self.pre_auth_slot.lock().expect("slot lock").take();
     }
 
     /// [`Session::evict`] with a chosen Close code.
@@ -195,6 +204,7 @@ impl Session {
         *self.identity.lock().expect("identity lock") = identity;
         if authenticated {
             self.authenticated.cancel();
+            self.release_pre_auth_slot();
         }
     }
 
