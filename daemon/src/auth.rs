@@ -43,7 +43,6 @@ pub struct Credentials {
     pub dashboard_token: Redacted<String>,
 }
 
-
 /// Why a credential file could not be published.
 #[derive(Debug, thiserror::Error)]
 pub enum TokenFileError {

@@ -177,7 +177,9 @@ fn not_granted(method: &str) -> RpcError {
 
 /// The refusal for params that use a value only the daemon may use.
 fn reserved(method: &str, access: &car_proto::methods::Access) -> RpcError {
-    let r = access.reserved.expect("only called for a reserving declaration");
+    let r = access
+        .reserved
+        .expect("only called for a reserving declaration");
     RpcError::invalid_params(format!(
         "{}: values starting with {} are reserved for the daemon's own {method} events",
         r.field,

@@ -203,19 +203,25 @@ mod tests {
         assert!(pool.admit().is_some());
     }
 
-    #[tokio::test(start_paused = true)]
+    #[tokio::test]
     async fn the_deadline_evicts_only_a_session_that_never_authenticates() {
         let (tx, rx) = tokio::sync::oneshot::channel();
         let authed = CancellationToken::new();
-        enforce_deadline(authed.clone(), Duration::from_secs(10), CancellationToken::new(), move || {
-            tx.send(()).unwrap()
-        })
+        enforce_deadline(
+            authed.clone(),
+            Duration::from_millis(10),
+            CancellationToken::new(),
+            move || tx.send(()).unwrap(),
+        )
         .await;
         rx.await.expect("evicted at the deadline");
         authed.cancel();
-        enforce_deadline(authed, Duration::from_secs(10), CancellationToken::new(), || {
-            panic!("an authenticated session is not evicted")
-        })
+        enforce_deadline(
+            authed,
+            Duration::from_secs(10),
+            CancellationToken::new(),
+            || panic!("an authenticated session is not evicted"),
+        )
         .await;
     }
 }

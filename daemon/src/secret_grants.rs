@@ -159,7 +159,12 @@ mod tests {
         let (r, changed) = grants.change("a", &id("openrouter"), true).unwrap();
         assert!(changed);
         assert_eq!(r.key, "OPENROUTER_API_KEY");
-        assert!(!grants.change("a", &id("OPENROUTER_API_KEY"), true).unwrap().1);
+        assert!(
+            !grants
+                .change("a", &id("OPENROUTER_API_KEY"), true)
+                .unwrap()
+                .1
+        );
         assert!(!grants.allows("b", &id("openrouter")));
         let reopened = SecretGrants::open(dir.path());
         assert!(reopened.allows("a", &id("OPENROUTER_API_KEY")));

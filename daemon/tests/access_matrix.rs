@@ -163,7 +163,9 @@ async fn stranger(d: &Daemon, method: &str) -> Outcome {
 }
 
 fn agent_token(agent: &Value) -> String {
-    let path = agent["token_path"].as_str().unwrap_or_else(|| panic!("{agent}"));
+    let path = agent["token_path"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{agent}"));
     std::fs::read_to_string(path).unwrap().trim().to_string()
 }
 
@@ -176,7 +178,10 @@ fn observer_token(d: &Daemon) -> String {
         authority,
         "GET",
         "/auth-token",
-        &[("Origin", origin.as_str()), ("Sec-Fetch-Site", "same-origin")],
+        &[
+            ("Origin", origin.as_str()),
+            ("Sec-Fetch-Site", "same-origin"),
+        ],
         b"",
     );
     assert_eq!(r.status, 200, "{}", r.text());
@@ -276,7 +281,10 @@ async fn every_method_answers_every_principal_as_declared() {
             .count();
         let admitted = parked.iter().filter(|(n, _, _)| n == name).count();
         assert!(admitted > 0, "{name}: no principal reached it");
-        assert_eq!(waiting, admitted, "{name}: every admitted call waits for approval");
+        assert_eq!(
+            waiting, admitted,
+            "{name}: every admitted call waits for approval"
+        );
     }
     drop(parked);
 }
@@ -293,9 +301,7 @@ async fn reserved_values_are_refused_to_every_principal() {
         for prefix in r.prefixes {
             for mut ws in [Ws::authed(&d).await, Ws::host(&d).await] {
                 let value = format!("{prefix}forged");
-                let answer = ws
-                    .call(decl.name(), json!({ r.field: value }))
-                    .await;
+                let answer = ws.call(decl.name(), json!({ r.field: value })).await;
                 assert_eq!(code(&answer), -32602, "{answer}");
                 assert_eq!(answer["error"]["data"]["reason"], "reserved", "{answer}");
                 assert!(message(&answer).contains(r.field), "{answer}");

@@ -34,7 +34,11 @@ async fn upgraded(d: &Daemon) -> TcpStream {
         assert_eq!(n, 1, "upgrade answered: {}", String::from_utf8_lossy(&head));
         head.push(byte[0]);
     }
-    assert!(head.starts_with(b"HTTP/1.1 101"), "{}", String::from_utf8_lossy(&head));
+    assert!(
+        head.starts_with(b"HTTP/1.1 101"),
+        "{}",
+        String::from_utf8_lossy(&head)
+    );
     tcp
 }
 
@@ -104,7 +108,10 @@ async fn unauthenticated_connections_are_capped_and_authenticated_ones_are_not()
     }
     // A fourth stranger is closed before its upgrade is answered.
     let refused = tokio_tungstenite::connect_async(&d.ws_url).await;
-    assert!(refused.is_err(), "a fourth unauthenticated connection is refused");
+    assert!(
+        refused.is_err(),
+        "a fourth unauthenticated connection is refused"
+    );
     // One authenticates: its slot is freed, and it stays served.
     let r = waiting[0]
         .call("session.auth", json!({"token": d.token()}))

@@ -191,3 +191,143 @@ async fn a_remote_model_reads_its_key_from_the_secret_store() {
     assert!(message(&r).contains("providers/SCRIPTED_API_KEY"), "{r}");
     assert!(!r.to_string().contains(VALUE), "{r}");
 }
+
+async fn agent_session(d: &Daemon, host: &mut Ws, id: &str) -> Ws {
+    let r = host
+        .call(
+            "agents.upsert",
+            json!({"id": id, "name": id, "command": "/bin/sh"}),
+        )
+        .await;
+    let path = r["result"]["token_path"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{r}"));
+    let token = std::fs::read_to_string(path).unwrap();
+    let mut ws = Ws::tcp(&d.ws_url).await;
+    let r = ws
+        .call(
+            "session.auth",
+            json!({"token": token.trim(), "agent_id": id}),
+        )
+        .await;
+    assert_eq!(r["result"]["agent_id"], id, "{r}");
+    ws
+}
+
+/// Issue 24: an agent reads only the secrets a host granted it, and writes none.
+#[tokio::test]
+async fn an_agent_reads_only_granted_secrets_and_writes_none() {
+    let home = tempfile::tempdir().unwrap();
+    let mut d = Daemon::builder()
+        .home(home.path())
+        .args(["--no-approvals"])
+        .start();
+    let mut host = Ws::host(&d).await;
+    let mut op = Ws::authed(&d).await;
+    for key in ["OPENAI_API_KEY", "OTHER"] {
+        let r = op
+            .call("secret.put", json!({"key": key, "value": VALUE}))
+            .await;
+        assert_eq!(r["result"]["ok"], true, "{r}");
+    }
+    let mut agent = agent_session(&d, &mut host, "reader").await;
+
+    // Nothing is granted yet: refused before the store is read, value never echoed.
+    for method in ["secret.get", "secret.status"] {
+        let r = agent.call(method, json!({"key": "OPENAI_API_KEY"})).await;
+        assert_eq!(code(&r), -32603, "{r}");
+        assert_eq!(r["error"]["data"]["reason"], "not_granted", "{r}");
+        assert!(!r.to_string().contains(VALUE));
+    }
+    let r = agent.call("secret.list", json!({})).await;
+    assert_eq!(r["result"]["secrets"], json!([]), "{r}");
+
+    // Only a host grants; to a registered agent only.
+    let r = op
+        .call(
+            "secret.grant",
+            json!({"agent_id": "reader", "key": "OPENAI_API_KEY"}),
+        )
+        .await;
+    assert_eq!(r["error"]["data"]["reason"], "host_required", "{r}");
+    let r = agent
+        .call(
+            "secret.grant",
+            json!({"agent_id": "reader", "key": "OTHER"}),
+        )
+        .await;
+    assert_eq!(r["error"]["data"]["reason"], "host_required", "{r}");
+    let r = host
+        .call(
+            "secret.grant",
+            json!({"agent_id": "nobody", "key": "OTHER"}),
+        )
+        .await;
+    assert_eq!(code(&r), -32602, "{r}");
+    assert!(message(&r).starts_with("invalid params: agent_id"), "{r}");
+    let r = host
+        .call(
+            "secret.grant",
+            json!({"agent_id": "reader", "key": "OPENAI_API_KEY"}),
+        )
+        .await;
+    assert_eq!(r["result"]["changed"], true, "{r}");
+    assert_eq!(r["result"]["service"], "car", "{r}");
+
+    let r = agent
+        .call("secret.get", json!({"key": "OPENAI_API_KEY"}))
+        .await;
+    assert_eq!(r["result"]["value"], VALUE, "{r}");
+    let r = agent.call("secret.get", json!({"key": "OTHER"})).await;
+    assert_eq!(r["error"]["data"]["reason"], "not_granted", "{r}");
+    let r = agent.call("secret.list", json!({})).await;
+    let names: Vec<_> = r["result"]["secrets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["key"].clone())
+        .collect();
+    assert_eq!(names, vec![json!("OPENAI_API_KEY")], "{r}");
+    // Writes stay the operator's: an agent cannot replace or delete even a granted secret.
+    for (method, params) in [
+        (
+            "secret.put",
+            json!({"key": "OPENAI_API_KEY", "value": "attacker"}),
+        ),
+        ("secret.delete", json!({"key": "OPENAI_API_KEY"})),
+    ] {
+        let r = agent.call(method, params).await;
+        assert_eq!(r["error"]["data"]["reason"], "not_granted", "{method}: {r}");
+    }
+    let r = op
+        .call("secret.get", json!({"key": "OPENAI_API_KEY"}))
+        .await;
+    assert_eq!(r["result"]["value"], VALUE, "{r}");
+
+    // Grants survive a restart, are listed, and are revocable.
+    drop((agent, host, op));
+    d.terminate();
+    let d = Daemon::builder()
+        .home(home.path())
+        .args(["--no-approvals"])
+        .start();
+    let mut host = Ws::host(&d).await;
+    let r = host.call("secret.grants", json!({})).await;
+    assert_eq!(
+        r["result"]["grants"],
+        json!([{"agent_id": "reader", "service": "car", "key": "OPENAI_API_KEY"}]),
+        "{r}"
+    );
+    let r = host
+        .call(
+            "secret.revoke",
+            json!({"agent_id": "reader", "key": "OPENAI_API_KEY"}),
+        )
+        .await;
+    assert_eq!(r["result"]["changed"], true, "{r}");
+    let mut agent = agent_session(&d, &mut host, "reader").await;
+    let r = agent
+        .call("secret.get", json!({"key": "OPENAI_API_KEY"}))
+        .await;
+    assert_eq!(r["error"]["data"]["reason"], "not_granted", "{r}");
+}

@@ -2,7 +2,7 @@
 //! suites can drive deadlines, slow handlers, reverse calls and notifications through a
 //! real daemon. Never advertised otherwise, and never given binding members.
 
-use crate::methods::{Access};
+use crate::methods::Access;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 

@@ -7,7 +7,7 @@
 //! `tools`, `tool_choice`, `intent`, `images`, `cache_control`, which are accepted and, where
 //! an engine cannot honour them, refused with `-32602` naming the field.
 
-use crate::methods::{Access};
+use crate::methods::Access;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 

@@ -12,7 +12,7 @@
 //! agents started). A refused agent is not an RPC error: it appears in the result as an
 //! [`AgentOutput`] whose `error` says why and whose `outcome.status` is `give_up`.
 
-use crate::methods::{Access};
+use crate::methods::Access;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 

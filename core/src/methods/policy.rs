@@ -1,6 +1,6 @@
 //! `policy.*`: the connection's policies, checked before every action attempt.
 
-use crate::methods::{Access};
+use crate::methods::Access;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 

@@ -5,7 +5,7 @@
 //! decoded by the daemon's proposal model, which reports each action's problems as
 //! verification issues rather than failing the whole request.
 
-use crate::methods::{Access};
+use crate::methods::Access;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 

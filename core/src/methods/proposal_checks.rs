@@ -9,7 +9,7 @@
 //! `policy_check` returns `decision`, `basis`, `findings`, `rules_loaded` and
 //! `policy_sources`.
 
-use crate::methods::{Access};
+use crate::methods::Access;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 

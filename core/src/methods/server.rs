@@ -1,7 +1,7 @@
 //! `server.handshake`, `server.schema`, `capabilities.list`: negotiation and
 //! self-description.
 
-use crate::methods::{Access};
+use crate::methods::Access;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 

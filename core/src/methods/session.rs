@@ -1,6 +1,6 @@
 //! `session.auth`, `session.init`, `session.clear_halt`.
 
-use crate::methods::{Access};
+use crate::methods::Access;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 

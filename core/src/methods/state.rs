@@ -1,7 +1,7 @@
 //! `state.*`: the connection's key-value state, optionally partitioned by `tenant_id`
 //! (an empty `tenant_id` is the unscoped partition). Keys are [`Name`]s; values any JSON.
 
-use crate::methods::{Access};
+use crate::methods::Access;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 

@@ -125,10 +125,21 @@ fn only_params_with_an_array_form_accept_arrays() {
 #[test]
 fn observer_reads_are_never_gated_or_grantable() {
     let observer: Vec<_> = observer_methods().map(|d| d.name()).collect();
-    for name in ["session.auth", "server.status", "host.approvals", "runs.list", "agents.list"] {
+    for name in [
+        "session.auth",
+        "server.status",
+        "host.approvals",
+        "runs.list",
+        "agents.list",
+    ] {
         assert!(observer.contains(&name), "{name} is an observer read");
     }
-    for name in ["secret.get", "agents.upsert", "memory.query", "host.resolve_approval"] {
+    for name in [
+        "secret.get",
+        "agents.upsert",
+        "memory.query",
+        "host.resolve_approval",
+    ] {
         assert!(!observer.contains(&name), "{name} is not for the observer");
     }
     for d in observer_methods() {
@@ -153,7 +164,13 @@ fn gate_and_grant_sets_come_from_the_declarations() {
     let grantable: Vec<_> = grantable_methods().map(|d| d.name()).collect();
     assert_eq!(
         grantable,
-        ["classify", "infer", "infer.cancel", "infer.deadline", "infer_stream"]
+        [
+            "classify",
+            "infer",
+            "infer.cancel",
+            "infer.deadline",
+            "infer_stream"
+        ]
     );
 }
 
@@ -185,7 +202,12 @@ fn owned_rows_are_declared_for_every_per_principal_namespace() {
 #[test]
 fn reserved_event_kinds_are_the_daemons() {
     let access = lookup("host.notify").unwrap().spec.access;
-    for kind in ["approval.resolved", " Approval.Resolved", "agent.status_changed", "run.x"] {
+    for kind in [
+        "approval.resolved",
+        " Approval.Resolved",
+        "agent.status_changed",
+        "run.x",
+    ] {
         assert!(access.is_reserved(&json!({"kind": kind})), "{kind}");
     }
     for params in [
@@ -197,5 +219,8 @@ fn reserved_event_kinds_are_the_daemons() {
         assert!(!access.is_reserved(&params), "{params}");
     }
     // No other method reserves anything.
-    assert_eq!(all().filter(|d| d.spec.access.reserved.is_some()).count(), 1);
+    assert_eq!(
+        all().filter(|d| d.spec.access.reserved.is_some()).count(),
+        1
+    );
 }

@@ -1,7 +1,7 @@
 //! `tools.*`: the connection's tool registry. Tools registered here are called back on
 //! the registering connection (`tools.execute`) when a proposal runs them.
 
-use crate::methods::{Access};
+use crate::methods::Access;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
