@@ -348,6 +348,12 @@ export interface GeneratedMethods {
 export interface GeneratedHostMethods {
   /** `models.remove` (host role, over the host-management connection): unregister a model (host session). */
   removeModel(modelId: string): Promise<string>
+  /** `secret.grant` (host role, over the host-management connection): let an agent read one secret with secret.get (agents read no secret until granted). */
+  secretGrant(agentId: string, key: string, service?: string | null): Promise<string>
+  /** `secret.grants` (host role, over the host-management connection): the secrets each agent may read. */
+  secretGrants(agentId?: string | null): Promise<string>
+  /** `secret.revoke` (host role, over the host-management connection): withdraw an agent's grant to read one secret. */
+  secretRevoke(agentId: string, key: string, service?: string | null): Promise<string>
   /** `agent_permissions.evaluate_tool` (host role, over the host-management connection): the mode that applies to an agent running one tool. */
   agentPermissionsEvaluateTool(paramsJson?: string): Promise<string>
   /** `agent_permissions.list_grants` (host role, over the host-management connection): the durable always-allow grants, oldest first. */

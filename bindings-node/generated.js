@@ -893,6 +893,9 @@ const HOST_GENERATED_METHODS = {
 /** HostClient's typed member → its contract: daemon method, CAR's member name, arguments, result. */
 const HOST_TYPED_MEMBERS = {
   removeModel: {"args":[{"kind":"str","name":"modelId","optional":false}],"member":"remove_model","method":"models.remove","returns":{"kind":"json"}},
+  secretGrant: {"args":[{"kind":"str","name":"agentId","optional":false},{"kind":"str","name":"key","optional":false},{"kind":"str","name":"service","optional":true}],"member":"secret_grant","method":"secret.grant","returns":{"kind":"json"}},
+  secretGrants: {"args":[{"kind":"str","name":"agentId","optional":true}],"member":"secret_grants","method":"secret.grants","returns":{"kind":"json"}},
+  secretRevoke: {"args":[{"kind":"str","name":"agentId","optional":false},{"kind":"str","name":"key","optional":false},{"kind":"str","name":"service","optional":true}],"member":"secret_revoke","method":"secret.revoke","returns":{"kind":"json"}},
 }
 
 /** The members installed on HostClient: typed members, then JSON-string wrappers. */
@@ -900,6 +903,18 @@ const HOST_MEMBERS = {
   /** `models.remove` (host role, over the host-management connection): unregister a model (host session). */
   async removeModel(modelId) {
     return this[CALL_MEMBER]('models.remove', 'remove_model', [modelId])
+  },
+  /** `secret.grant` (host role, over the host-management connection): let an agent read one secret with secret.get (agents read no secret until granted). */
+  async secretGrant(agentId, key, service) {
+    return this[CALL_MEMBER]('secret.grant', 'secret_grant', [agentId, key, service])
+  },
+  /** `secret.grants` (host role, over the host-management connection): the secrets each agent may read. */
+  async secretGrants(agentId) {
+    return this[CALL_MEMBER]('secret.grants', 'secret_grants', [agentId])
+  },
+  /** `secret.revoke` (host role, over the host-management connection): withdraw an agent's grant to read one secret. */
+  async secretRevoke(agentId, key, service) {
+    return this[CALL_MEMBER]('secret.revoke', 'secret_revoke', [agentId, key, service])
   },
   /** `agent_permissions.evaluate_tool` (host role, over the host-management connection): the mode that applies to an agent running one tool. */
   async agentPermissionsEvaluateTool(paramsJson = '{}') {

@@ -898,6 +898,24 @@ impl HostClient {
         self.member_string("models.remove", "remove_model", vec![Some(model_id.into())])
     }
 
+    /// `secret.grant` (host role, over the host-management connection): let an agent read one secret with secret.get (agents read no secret until granted).
+    #[uniffi::method(default(service = None))]
+    pub fn secret_grant(&self, agent_id: String, key: String, service: Option<String>) -> Result<String, CarError> {
+        self.member_string("secret.grant", "secret_grant", vec![Some(agent_id.into()), Some(key.into()), Some(service.into())])
+    }
+
+    /// `secret.grants` (host role, over the host-management connection): the secrets each agent may read.
+    #[uniffi::method(default(agent_id = None))]
+    pub fn secret_grants(&self, agent_id: Option<String>) -> Result<String, CarError> {
+        self.member_string("secret.grants", "secret_grants", vec![Some(agent_id.into())])
+    }
+
+    /// `secret.revoke` (host role, over the host-management connection): withdraw an agent's grant to read one secret.
+    #[uniffi::method(default(service = None))]
+    pub fn secret_revoke(&self, agent_id: String, key: String, service: Option<String>) -> Result<String, CarError> {
+        self.member_string("secret.revoke", "secret_revoke", vec![Some(agent_id.into()), Some(key.into()), Some(service.into())])
+    }
+
     /// `agent_permissions.evaluate_tool` (host role, over the host-management connection): the mode that applies to an agent running one tool.
     pub fn agent_permissions_evaluate_tool(&self, params_json: String) -> Result<String, CarError> {
         self.daemon_call_host_management("agent_permissions.evaluate_tool".to_string(), params_json)

@@ -780,6 +780,18 @@ class GeneratedHostMethods:
         """`models.remove` (host role, over the host-management connection): unregister a model (host session)."""
         return cast(str, self._call_member("models.remove", "remove_model", [model_id]))
 
+    def secret_grant(self, agent_id: str, key: str, service: Optional[str] = None) -> str:
+        """`secret.grant` (host role, over the host-management connection): let an agent read one secret with secret.get (agents read no secret until granted)."""
+        return cast(str, self._call_member("secret.grant", "secret_grant", [agent_id, key, service]))
+
+    def secret_grants(self, agent_id: Optional[str] = None) -> str:
+        """`secret.grants` (host role, over the host-management connection): the secrets each agent may read."""
+        return cast(str, self._call_member("secret.grants", "secret_grants", [agent_id]))
+
+    def secret_revoke(self, agent_id: str, key: str, service: Optional[str] = None) -> str:
+        """`secret.revoke` (host role, over the host-management connection): withdraw an agent's grant to read one secret."""
+        return cast(str, self._call_member("secret.revoke", "secret_revoke", [agent_id, key, service]))
+
     def agent_permissions_evaluate_tool(self, params_json: str = "{}") -> str:
         """`agent_permissions.evaluate_tool` (host role, over the host-management connection): the mode that applies to an agent running one tool."""
         return self.daemon_call_host_management("agent_permissions.evaluate_tool", params_json)
@@ -1072,6 +1084,9 @@ HOST_GENERATED_METHODS: Dict[str, str] = {
 # HostClient's typed member → daemon method.
 HOST_TYPED_MEMBERS: Dict[str, str] = {
     "remove_model": "models.remove",
+    "secret_grant": "secret.grant",
+    "secret_grants": "secret.grants",
+    "secret_revoke": "secret.revoke",
 }
 
 
