@@ -118,13 +118,15 @@ impl Dispatch {
             if identity.observer && !access.observer {
                 return Err(Verdict::Refuse(not_allowed(method, true)));
             }
-            if identity.grant.is_some() && !access.grantable && !implicit(method) {
-                return Err(Verdict::Refuse(not_granted(method)));
-            }
+            // A grant's own list is checked first (CAR's refusal); the declaration's
+            // `grantable` bit then holds even if a list ever named more.
             if let Some(allowed) = &identity.method_allowlist {
                 if !implicit(method) && !allowed.iter().any(|m| m == method) {
                     return Err(Verdict::Refuse(not_allowed(method, identity.observer)));
                 }
+            }
+            if identity.grant.is_some() && !access.grantable && !implicit(method) {
+                return Err(Verdict::Refuse(not_granted(method)));
             }
             if access.is_reserved(params) {
                 return Err(Verdict::Refuse(reserved(method, access)));
