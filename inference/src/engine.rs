@@ -168,11 +168,21 @@ impl InferenceEngine {
         &self.registry
     }
 
-    /// Registers a model (validating and hashing local weights).
-    /// Registers a model; an entry with the same id is replaced, and weights no other id
-    /// uses any more leave the cache.
+    /// Registers a model for the host or an operator (validating and hashing local
+    /// weights); see [`Self::register_as`].
     pub fn register(&self, request: &RegisterRequest) -> Result<ModelEntry> {
-        let (entry, previous) = self.registry.register_replacing(request)?;
+        self.register_as(request, None)
+    }
+
+    /// Registers a model for `owner` (an agent id; `None` for host and operators); an entry
+    /// with the same id is replaced when `owner` may manage it, and weights no other id
+    /// uses any more leave the cache.
+    pub fn register_as(
+        &self,
+        request: &RegisterRequest,
+        owner: Option<&str>,
+    ) -> Result<ModelEntry> {
+        let (entry, previous) = self.registry.register_replacing(request, owner)?;
         if let Some(previous) = &previous {
             self.evict_unshared(previous);
         }
@@ -203,9 +213,15 @@ impl InferenceEngine {
         self.registry.list()
     }
 
-    /// Unregisters a model and drops it from the cache unless another id shares its weights.
+    /// Unregisters a model for the host or an operator; see [`Self::remove_as`].
     pub fn remove(&self, id: &str) -> Result<ModelEntry> {
-        let entry = self.registry.remove(id)?;
+        self.remove_as(id, None)
+    }
+
+    /// Unregisters a model for `owner` (an agent removes only its own) and drops it from
+    /// the cache unless another id shares its weights.
+    pub fn remove_as(&self, id: &str, owner: Option<&str>) -> Result<ModelEntry> {
+        let entry = self.registry.remove(id, owner)?;
         self.evict_unshared(&entry);
         Ok(entry)
     }

@@ -18,6 +18,8 @@ pub enum ErrorKind {
     NotFound,
     /// A provider's moderation layer declined the content (JSON-RPC `-32007`).
     ContentRefused,
+    /// The caller is an agent and the entry is not its own (permission denied).
+    NotOwner,
     /// The engine or the provider failed for reasons the caller cannot fix by rewording.
     Internal,
 }
@@ -82,6 +84,14 @@ pub enum InferenceError {
         path: PathBuf,
         /// What is wrong with it.
         reason: String,
+    },
+    /// An agent tried to replace or remove a model it did not register.
+    #[error("model {id} was not registered by agent '{agent}'; an agent replaces or removes only its own models")]
+    NotOwner {
+        /// The model id.
+        id: String,
+        /// The calling agent.
+        agent: String,
     },
     /// The model exists but cannot serve this kind of call (e.g. `embed` on a GGUF model).
     #[error("model {id} is of kind {kind} and cannot {operation}")]
@@ -177,6 +187,7 @@ impl InferenceError {
             | Self::WrongModelKind { .. } => ErrorKind::InvalidParams,
             Self::ModelNotFound { .. } | Self::WeightsMissing { .. } => ErrorKind::NotFound,
             Self::ContentRefused { .. } => ErrorKind::ContentRefused,
+            Self::NotOwner { .. } => ErrorKind::NotOwner,
             Self::WeightsChanged { .. }
             | Self::Engine(_)
             | Self::ApiKeyMissing { .. }
@@ -244,6 +255,7 @@ impl InferenceError {
             },
             // Names and paths from the registry, not provider text.
             other @ (Self::WeightsMissing { .. }
+            | Self::NotOwner { .. }
             | Self::WeightsChanged { .. }
             | Self::InvalidGguf { .. }
             | Self::ApiKeyMissing { .. }

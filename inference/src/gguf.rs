@@ -12,8 +12,8 @@
 //! four dimensions, tensor names shorter than 64 bytes, power-of-two alignment, element
 //! rows divisible by the block size) so anything that passes here is also accepted there.
 
+use car_proto::safe_file::{open_regular, SafeFileError};
 use std::collections::HashSet;
-use std::fs::File;
 use std::io::{BufReader, Read, Seek};
 use std::path::Path;
 
@@ -33,6 +33,9 @@ pub enum GgufError {
     /// The file could not be opened or read.
     #[error("read failed: {0}")]
     Io(#[from] std::io::Error),
+    /// The path is a FIFO, a device, a directory or a symlink (never opened for reading).
+    #[error("the path {0}")]
+    NotRegular(car_proto::safe_file::SafeFileError),
     /// The first four bytes are not `GGUF`.
     #[error("bad magic {found:?}, expected \"GGUF\"")]
     BadMagic {
@@ -179,8 +182,13 @@ pub struct GgufSummary {
 }
 
 /// Validates the GGUF file at `path` and summarises it.
+/// The file is opened with `car_proto::safe_file::open_regular`: a FIFO, device or final
+/// symlink is refused at once ([`GgufError::NotRegular`]) and nothing is read.
 pub fn validate_file(path: &Path) -> Result<GgufSummary, GgufError> {
-    let file = File::open(path)?;
+    let file = open_regular(path).map_err(|e| match e {
+        SafeFileError::Io(e) => GgufError::Io(e),
+        other => GgufError::NotRegular(other),
+    })?;
     let len = file.metadata()?.len();
     validate(BufReader::with_capacity(64 * 1024, file), len)
 }

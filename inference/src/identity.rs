@@ -3,10 +3,10 @@
 //! Owns: `ModelIdentity` (the `infer.model-identity.v1` / `models.catalog-identity.v1`
 //! shape) and hashing weights files. Must not touch: the registry file or any engine.
 
-use std::fs::File;
 use std::io::Read;
 use std::path::Path;
 
+use car_proto::safe_file::{open_regular, SafeFileError};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -28,12 +28,17 @@ pub struct ModelIdentity {
 }
 
 /// Streams `path` through SHA-256 in 1 MiB chunks and returns `(hex digest, size)`.
+/// The file is opened with `car_proto::safe_file::open_regular`: a FIFO or device is
+/// refused (`invalid path`) without a read.
 pub fn hash_file(path: &Path) -> Result<(String, u64)> {
-    let mut file = File::open(path).map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => InferenceError::WeightsMissing {
-            path: path.to_path_buf(),
-        },
-        _ => InferenceError::io(path, e),
+    let mut file = open_regular(path).map_err(|e| match e {
+        SafeFileError::Io(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            InferenceError::WeightsMissing {
+                path: path.to_path_buf(),
+            }
+        }
+        SafeFileError::Io(e) => InferenceError::io(path, e),
+        other => InferenceError::invalid("path", format!("{} {other}", path.display())),
     })?;
     let mut hasher = Sha256::new();
     let mut buf = vec![0u8; 1024 * 1024];

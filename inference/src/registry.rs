@@ -12,11 +12,22 @@
 //! `^[A-Z][A-Z0-9_]*_API_KEY$`) and `api_key_secret` (`service/key` or `key`); see `keys`
 //! for the rules and why. Loading checks none of this: an entry written before these rules
 //! still loads, and its endpoint refuses the key at request time instead. Writes go to a
-//! temp file in the same directory, are synced, then renamed over `registry.json`.
+//! temp file in the same directory, are synced, then renamed over `registry.json`
+//! (`car_proto::safe_file::write_atomic`).
+//!
+//! Files are opened safely: the caller names the path, so the weights are opened through
+//! `car_proto::safe_file` (after `canonicalize`, so a model's own symlinks, such as a
+//! Hugging Face cache's, still resolve): a FIFO, a device or a link to one is refused at
+//! once, never read and never left blocking a thread.
+//!
+//! Ownership: an entry registered by an agent records that agent as its `owner`. An agent
+//! may replace (same-id register) or remove only entries it owns; an entry with no owner
+//! (registered by the host or an operator, or before owners were recorded) is managed only
+//! by them. Host and operator callers (owner `None`) manage every entry. The check runs
+//! before any file is hashed and again under the lock that records the change.
 
 use std::collections::BTreeMap;
 use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -77,6 +88,9 @@ pub struct ModelEntry {
     /// What it points at.
     #[serde(flatten)]
     pub source: ModelSource,
+    /// The agent that registered it; `None` for the host's and operators' entries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
 }
 
 impl ModelEntry {
@@ -184,18 +198,26 @@ impl ModelRegistry {
         &self.models_dir
     }
 
-    /// Validates, hashes and records a model; returns the new entry.
+    /// Validates, hashes and records a model for the host or an operator; returns the new
+    /// entry.
     pub fn register(&self, request: &RegisterRequest) -> Result<ModelEntry> {
-        self.register_replacing(request).map(|(entry, _)| entry)
+        self.register_replacing(request, None)
+            .map(|(entry, _)| entry)
     }
 
-    /// Registers a model; an entry with the same id is replaced (CAR's rule) and returned
-    /// as the second value.
+    /// Registers a model for `owner` (an agent id, or `None` for the host and operators);
+    /// an entry with the same id is replaced (CAR's rule) when `owner` may manage it, and
+    /// returned as the second value.
     pub fn register_replacing(
         &self,
         request: &RegisterRequest,
+        owner: Option<&str>,
     ) -> Result<(ModelEntry, Option<ModelEntry>)> {
-        let entry = match (&request.path, &request.base_url) {
+        if let Some(id) = &request.id {
+            // Refused before any file is opened or hashed.
+            self.check_owner(self.lock().get(id), owner)?;
+        }
+        let mut entry = match (&request.path, &request.base_url) {
             (Some(_), Some(_)) => {
                 return Err(InferenceError::invalid(
                     "path",
@@ -211,7 +233,9 @@ impl ModelRegistry {
             (Some(path), None) => local_entry(request.id.as_deref(), path)?,
             (None, Some(base_url)) => remote_entry(request, base_url)?,
         };
+        entry.owner = owner.map(str::to_owned);
         let mut entries = self.lock();
+        self.check_owner(entries.get(&entry.id), owner)?;
         let previous = entries.insert(entry.id.clone(), entry.clone());
         if let Err(e) = self.persist(&entries) {
             match &previous {
@@ -220,13 +244,18 @@ impl ModelRegistry {
             };
             return Err(e);
         }
-        tracing::info!(id = %entry.id, kind = entry.kind_name(), replaced = previous.is_some(), "model registered");
+        tracing::info!(id = %entry.id, kind = entry.kind_name(), replaced = previous.is_some(), owner = ?owner, "model registered");
         Ok((entry, previous))
     }
 
-    /// Removes a model; returns the removed entry. Files on disk are left alone.
-    pub fn remove(&self, id: &str) -> Result<ModelEntry> {
+    /// Removes a model for `owner` (see [`Self::register_replacing`]); returns the removed
+    /// entry. Files on disk are left alone.
+    pub fn remove(&self, id: &str, owner: Option<&str>) -> Result<ModelEntry> {
         let mut entries = self.lock();
+        let Some(existing) = entries.get(id) else {
+            return Err(InferenceError::ModelNotFound { id: id.to_owned() });
+        };
+        self.check_owner(Some(existing), owner)?;
         let entry = entries
             .remove(id)
             .ok_or_else(|| InferenceError::ModelNotFound { id: id.to_owned() })?;
@@ -234,8 +263,22 @@ impl ModelRegistry {
             entries.insert(entry.id.clone(), entry);
             return Err(e);
         }
-        tracing::info!(id, "model removed");
+        tracing::info!(id, owner = ?owner, "model removed");
         Ok(entry)
+    }
+
+    /// Whether `owner` may replace or remove `existing` (host and operators: always; an
+    /// agent: only its own entries).
+    fn check_owner(&self, existing: Option<&ModelEntry>, owner: Option<&str>) -> Result<()> {
+        match (existing, owner) {
+            (Some(entry), Some(agent)) if entry.owner.as_deref() != Some(agent) => {
+                Err(InferenceError::NotOwner {
+                    id: entry.id.clone(),
+                    agent: agent.to_owned(),
+                })
+            }
+            _ => Ok(()),
+        }
     }
 
     /// The entry for `id`.
@@ -265,14 +308,8 @@ impl ModelRegistry {
         };
         let json = serde_json::to_vec_pretty(&body)
             .map_err(|e| InferenceError::Engine(format!("registry serialisation failed: {e}")))?;
-        let mut tmp = tempfile::NamedTempFile::new_in(&self.models_dir)
-            .map_err(|e| InferenceError::io(&self.models_dir, e))?;
-        tmp.write_all(&json)
-            .and_then(|()| tmp.as_file().sync_all())
-            .map_err(|e| InferenceError::io(tmp.path(), e))?;
-        tmp.persist(&file)
-            .map_err(|e| InferenceError::io(&file, e.error))?;
-        Ok(())
+        car_proto::safe_file::write_atomic(&file, &json, 0o600)
+            .map_err(|e| InferenceError::io(&file, e))
     }
 }
 
@@ -335,10 +372,15 @@ fn local_entry(id: Option<&str>, path: &Path) -> Result<ModelEntry> {
     if path.is_dir() {
         check_embedding_dir(&path)?;
         let id = pick_id(id, &name)?;
-        let (sha256, size) = hash_file(&path.join("model.safetensors"))?;
+        // The weights may be a link (a Hugging Face cache's blob): resolve it, then open
+        // what it names safely.
+        let weights = path.join("model.safetensors");
+        let weights = fs::canonicalize(&weights).map_err(|e| InferenceError::io(&weights, e))?;
+        let (sha256, size) = hash_file(&weights)?;
         Ok(ModelEntry {
             id,
             source: ModelSource::Embedding { path, sha256, size },
+            owner: None,
         })
     } else {
         gguf::validate_file(&path).map_err(|source| InferenceError::InvalidGguf {
@@ -351,6 +393,7 @@ fn local_entry(id: Option<&str>, path: &Path) -> Result<ModelEntry> {
         Ok(ModelEntry {
             id,
             source: ModelSource::Gguf { path, sha256, size },
+            owner: None,
         })
     }
 }
@@ -417,6 +460,7 @@ fn remote_entry(request: &RegisterRequest, base_url: &str) -> Result<ModelEntry>
             api_key_env: request.api_key_env.clone(),
             api_key_secret: request.api_key_secret.clone(),
         },
+        owner: None,
     })
 }
 

@@ -53,12 +53,14 @@ fn duplicate_ids_and_removal() {
     let reg = ModelRegistry::open(home.path().join("models")).unwrap();
     reg.register(&local(&gguf, Some("m1"))).unwrap();
     // Registering the same id again replaces the entry (CAR's rule).
-    let (again, previous) = reg.register_replacing(&local(&gguf, Some("m1"))).unwrap();
+    let (again, previous) = reg
+        .register_replacing(&local(&gguf, Some("m1")), None)
+        .unwrap();
     assert_eq!(again.id, "m1");
     assert_eq!(previous.map(|p| p.id).as_deref(), Some("m1"));
     assert_eq!(reg.list().len(), 1);
-    assert_eq!(reg.remove("m1").unwrap().id, "m1");
-    let err = reg.remove("m1").unwrap_err();
+    assert_eq!(reg.remove("m1", None).unwrap().id, "m1");
+    let err = reg.remove("m1", None).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::NotFound);
     assert_eq!(err.to_string(), "model not found: m1");
     assert!(ModelRegistry::open(home.path().join("models"))
@@ -230,4 +232,70 @@ fn registry_files_from_before_api_key_secret_still_load() {
     assert!(json["models"][1].get("api_key_secret").is_none(), "{text}");
     assert_eq!(json["models"][0]["api_key_secret"], "svc/key");
     assert_eq!(ModelRegistry::open(&models).unwrap().list().len(), 2);
+}
+
+#[test]
+fn an_agent_replaces_and_removes_only_its_own_models() {
+    let home = tempfile::tempdir().unwrap();
+    let gguf = tiny_gguf(home.path(), "a.gguf");
+    let reg = ModelRegistry::open(home.path().join("models")).unwrap();
+    reg.register(&local(&gguf, Some("host-model"))).unwrap();
+    let (mine, _) = reg
+        .register_replacing(&local(&gguf, Some("mine")), Some("agent-a"))
+        .unwrap();
+    assert_eq!(mine.owner.as_deref(), Some("agent-a"));
+    for (id, agent) in [("host-model", "agent-a"), ("mine", "agent-b")] {
+        let err = reg
+            .register_replacing(&local(&gguf, Some(id)), Some(agent))
+            .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::NotOwner, "{err}");
+        assert!(err.to_string().contains(agent), "{err}");
+        let err = reg.remove(id, Some(agent)).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::NotOwner, "{err}");
+    }
+    // Nothing changed; the owner replaces and removes its own, the host manages all.
+    assert_eq!(reg.get("host-model").unwrap().owner, None);
+    reg.register_replacing(&local(&gguf, Some("mine")), Some("agent-a"))
+        .unwrap();
+    reg.remove("mine", Some("agent-a")).unwrap();
+    reg.remove("host-model", None).unwrap();
+    // The owner survives a reopen.
+    reg.register_replacing(&local(&gguf, Some("kept")), Some("agent-a"))
+        .unwrap();
+    let reopened = ModelRegistry::open(home.path().join("models")).unwrap();
+    assert_eq!(
+        reopened.get("kept").unwrap().owner.as_deref(),
+        Some("agent-a")
+    );
+}
+
+#[cfg(unix)]
+#[test]
+fn fifos_devices_and_links_to_devices_are_refused_without_a_read() {
+    let home = tempfile::tempdir().unwrap();
+    let reg = ModelRegistry::open(home.path().join("models")).unwrap();
+    let fifo = home.path().join("m.gguf");
+    let status = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let link = home.path().join("zero.gguf");
+    std::os::unix::fs::symlink("/dev/zero", &link).unwrap();
+    for path in [fifo.as_path(), Path::new("/dev/zero"), link.as_path()] {
+        // Would block forever (FIFO) or read forever (device) if opened plainly.
+        let err = reg.register(&local(path, None)).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidParams, "{err}");
+        assert!(err.to_string().contains("not a regular file"), "{err}");
+    }
+    // An embedding directory whose weights are a link to a FIFO is refused too (by the
+    // directory check's `stat`, or by the safe open if the link is swapped in after it).
+    let dir = home.path().join("emb");
+    fs::create_dir(&dir).unwrap();
+    fs::write(dir.join("tokenizer.json"), "{}").unwrap();
+    fs::write(dir.join("config.json"), "{}").unwrap();
+    std::os::unix::fs::symlink(&fifo, dir.join("model.safetensors")).unwrap();
+    let err = reg.register(&local(&dir, None)).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidParams, "{err}");
+    assert!(reg.list().is_empty());
 }

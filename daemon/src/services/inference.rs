@@ -36,6 +36,8 @@ pub(super) fn engine_error(e: InferenceError) -> RpcError {
         ErrorKind::ContentRefused => {
             RpcError::new(CONTENT_REFUSED, format!("content refused: {e}"))
         }
+        ErrorKind::NotOwner => RpcError::internal(format!("permission denied: {e}"))
+            .with_data(serde_json::json!({"reason": "not_owner"})),
         ErrorKind::Internal => {
             tracing::error!(error = %e, "inference failure");
             RpcError::internal(format!("inference: {e}"))

@@ -13,6 +13,13 @@
 //! "host_required"` otherwise; the method's label stays CAR's `operator`, so local models
 //! register from any session), and the key is named either by `api_key_env`, which must
 //! end in `_API_KEY`, or by `api_key_secret`, a `secret.*` entry.
+//!
+//! Owner scope (issue 24; CAR lets any caller replace or remove any id): a model an agent
+//! registers records the agent as `owner`, and an agent's `models.register` (same id) or
+//! `models.unregister` of an entry it does not own is refused (`-32603`, `data.reason:
+//! "not_owner"`) before any file is read; host and operator sessions manage every entry
+//! (`car_inference::ModelRegistry`). Local files are opened safely there too (FIFOs and
+//! devices refused at once).
 
 use car_inference::RegisterRequest;
 use car_proto::errors::RpcError;
@@ -151,7 +158,8 @@ async fn register_model(call: Call, p: RegisterParams) -> Result<RegisterReply, 
     let engine = service(&call).engine.clone();
     let entry = blocking({
         let engine = engine.clone();
-        move || engine.register(&request)
+        let owner = call.session.identity().agent_id;
+        move || engine.register_as(&request, owner.as_deref())
     })
     .await?;
     refresh_memory_embedder(&engine, &call.state.memory);
@@ -173,7 +181,8 @@ async fn unregister(call: Call, p: IdParams) -> Result<Value, RpcError> {
     let entry = blocking({
         let engine = engine.clone();
         let id = id.clone();
-        move || engine.remove(&id)
+        let owner = call.session.identity().agent_id;
+        move || engine.remove_as(&id, owner.as_deref())
     })
     .await?;
     refresh_memory_embedder(&engine, &call.state.memory);
