@@ -9,15 +9,6 @@ use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmRSS")
-}
-
 /// A raw TCP connection that completed the WebSocket upgrade, unauthenticated.
 async fn upgraded(d: &Daemon) -> TcpStream {
     let mut tcp = TcpStream::connect(("127.0.0.1", d.port)).await.unwrap();

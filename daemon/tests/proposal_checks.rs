@@ -204,3 +204,41 @@ async fn policy_check_reads_policy_files_and_session_policies() {
     let r = ws.call("policy.check", json!({"tool": ""})).await;
     assert_eq!(r["error"]["code"], -32602, "{r}");
 }
+
+/// Issue 24: a caller-chosen `cwd` whose `.car/policies/` holds a link to `/dev/zero` or
+/// `/dev/urandom`, a FIFO or an oversize file used to grow the daemon until the OOM killer
+/// ended it (or park a blocking thread forever). Each is refused at once, the answer fails
+/// closed, the daemon stays up and its memory does not grow by the file.
+#[tokio::test]
+async fn hostile_policy_files_are_refused_promptly_with_the_daemon_alive() {
+    let d = Daemon::start();
+    let mut ws = Ws::authed(&d).await;
+    let before = rss_kib(d.pid());
+    for kind in ["zero", "urandom", "fifo", "oversize"] {
+        let project = tempfile::tempdir().unwrap();
+        let dir = project.path().join(".car/policies");
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join(format!("{kind}.toml"));
+        match kind {
+            "fifo" => mkfifo(&file),
+            "oversize" => std::fs::write(&file, vec![b'#'; 2 << 20]).unwrap(),
+            device => std::os::unix::fs::symlink(format!("/dev/{device}"), &file).unwrap(),
+        }
+        let cwd = project.path().to_str().unwrap();
+        let r = tokio::time::timeout(
+            WAIT,
+            ws.call("policy.check", json!({"tool": "Read", "cwd": cwd})),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("policy.check over a {kind} file never answered"));
+        assert_eq!(r["result"]["decision"], "deny", "{kind}: {r}");
+        assert_eq!(r["result"]["basis"], "policy_load_failed", "{kind}: {r}");
+        let error = r["result"]["policy_sources"][1]["error"].as_str().unwrap();
+        assert!(error.contains(&format!("{kind}.toml")), "{kind}: {error}");
+    }
+    // Alive and serving, and no file's bytes were buffered.
+    let r = ws.call("policy.check", json!({"tool": "Read"})).await;
+    assert_eq!(r["result"]["decision"], "allow", "{r}");
+    let grown = rss_kib(d.pid()).saturating_sub(before);
+    assert!(grown < 32 * 1024, "the daemon grew by {grown} KiB");
+}

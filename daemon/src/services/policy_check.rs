@@ -25,6 +25,7 @@ use car_proto::errors::RpcError;
 use car_proto::methods::proposal_checks::{
     self as m, PolicyCheckParams, PolicyCheckReply, PolicyFinding, PolicySource,
 };
+use car_proto::safe_file::{self, ReadLimits};
 use serde_json::{Map, Value};
 
 use crate::handler::{Call, Routes};
@@ -64,36 +65,35 @@ fn string_list(table: &toml::Table, key: &str, file: &Path) -> Result<Vec<String
 }
 
 /// Reads a directory's rules; `Ok(None)` when it does not exist.
+///
+/// Every file is opened through `car_proto::safe_file` (regular files only, never through a
+/// final symlink, never blocking on a FIFO, at most [`MAX_FILE_BYTES`] read), because the
+/// directory is the caller's: a `.car/policies/x.toml` that is a FIFO or a link to
+/// `/dev/zero` is refused at once and the answer fails closed. The listing stops after
+/// [`MAX_FILES`] `*.toml` names, so a huge directory costs no more than a full one.
 fn load_dir(dir: &Path) -> Result<Option<Rules>, String> {
     let entries = match std::fs::read_dir(dir) {
         Ok(entries) => entries,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(format!("{}: {e}", dir.display())),
     };
-    let mut files: Vec<PathBuf> = entries
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
-        .collect();
-    files.sort();
-    if files.len() > MAX_FILES {
-        return Err(format!(
-            "{}: more than {MAX_FILES} policy files",
-            dir.display()
-        ));
+    let mut files: Vec<PathBuf> = Vec::new();
+    for path in entries.filter_map(|e| e.ok().map(|e| e.path())) {
+        if path.extension().is_some_and(|x| x == "toml") {
+            if files.len() == MAX_FILES {
+                return Err(format!(
+                    "{}: more than {MAX_FILES} policy files",
+                    dir.display()
+                ));
+            }
+            files.push(path);
+        }
     }
+    files.sort();
     let mut rules = Rules::default();
     for file in files {
-        let size = std::fs::metadata(&file)
-            .map_err(|e| format!("{}: {e}", file.display()))?
-            .len();
-        if size > MAX_FILE_BYTES {
-            return Err(format!(
-                "{}: larger than {MAX_FILE_BYTES} bytes",
-                file.display()
-            ));
-        }
-        let text =
-            std::fs::read_to_string(&file).map_err(|e| format!("{}: {e}", file.display()))?;
+        let text = safe_file::read_text(&file, ReadLimits::cap(MAX_FILE_BYTES))
+            .map_err(|e| format!("{}: {e}", file.display()))?;
         let table: toml::Table = text
             .parse()
             .map_err(|e: toml::de::Error| format!("{}: {}", file.display(), e.message()))?;
@@ -272,5 +272,40 @@ mod tests {
         assert!(load_dir(dir.path())
             .unwrap_err()
             .contains("deny_tool must be a list of strings"));
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn devices_fifos_links_and_oversize_files_are_refused_without_reading() {
+        for (name, make) in [
+            ("zero", "dev"),
+            ("urandom", "dev"),
+            ("fifo", "fifo"),
+            ("big", "big"),
+        ] {
+            let dir = tempfile::tempdir().unwrap();
+            let file = dir.path().join(format!("{name}.toml"));
+            match make {
+                "dev" => std::os::unix::fs::symlink(format!("/dev/{name}"), &file).unwrap(),
+                "fifo" => mkfifo(&file),
+                _ => std::fs::write(&file, vec![b'#'; MAX_FILE_BYTES as usize + 1]).unwrap(),
+            }
+            let err = load_dir(dir.path()).unwrap_err();
+            assert!(err.contains(&format!("{name}.toml")), "{err}");
+        }
+        let dir = tempfile::tempdir().unwrap();
+        for i in 0..=MAX_FILES {
+            std::fs::write(dir.path().join(format!("{i}.toml")), "").unwrap();
+        }
+        assert!(load_dir(dir.path()).unwrap_err().contains("more than"));
+    }
+
+    #[cfg(unix)]
+    fn mkfifo(path: &Path) {
+        let status = std::process::Command::new("mkfifo")
+            .arg(path)
+            .status()
+            .unwrap();
+        assert!(status.success());
     }
 }
