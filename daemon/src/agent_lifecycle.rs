@@ -2,9 +2,13 @@
 //! (`car-supervisor`).
 //!
 //! # Launch
-//! A child gets the daemon's environment, the spec's `env`, and `CAR_AGENT_ID`,
+//! A child gets a minimal environment (issue 24): the spec's `env`, `CAR_AGENT_ID`,
 //! `CAR_AGENT_TOKEN` (its registry token), `CAR_DAEMON_URL` (this daemon's WebSocket) and
-//! `CAR_HOME`, so a client library in it connects back bound to the agent. Its working
+//! `PATH` (the spec's, else the daemon's), so a client library in it connects back bound
+//! to the agent. Nothing else of the daemon's environment is inherited: not its
+//! `*_API_KEY`s, not `CAR_AUTH_TOKEN`, not `CAR_HOME` (which would lead it to the daemon's
+//! and host's token files). The daemon's variables cannot be set by a spec either: the
+//! `CAR_AGENT_*` and `CAR_DAEMON_URL` values written here win. Its working
 //! directory is the spec's `cwd`, else `CAR_HOME/agents/<id>/work` (created 0700). Restart
 //! policy, crash-loop limit (`max_restarts`, default [`DEFAULT_MAX_RESTARTS`]) and base
 //! backoff (`backoff_secs`, default 1 s) come from the spec.
@@ -147,9 +151,13 @@ impl AgentLifecycle {
             }
         };
         let mut env: BTreeMap<String, String> = spec.env.clone().unwrap_or_default();
+        if !env.contains_key("PATH") {
+            if let Some(path) = std::env::var_os("PATH").and_then(|p| p.into_string().ok()) {
+                env.insert("PATH".into(), path);
+            }
+        }
         env.insert("CAR_AGENT_ID".into(), id.clone());
         env.insert("CAR_AGENT_TOKEN".into(), token);
-        env.insert("CAR_HOME".into(), self.state_root.display().to_string());
         if let Some(url) = self.daemon_url.get() {
             env.insert("CAR_DAEMON_URL".into(), url.clone());
         }

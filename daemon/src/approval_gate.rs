@@ -15,6 +15,14 @@
 //! The preview is the params' JSON cut to [`PREVIEW_BYTES`], with the values of fields
 //! whose names look secret (`env`, `*token*`, `*key*`, `*secret*`, `*password*`) replaced
 //! by `"[redacted]"`: approvals are broadcast to every host subscriber.
+//!
+//! Because a cut preview can hide what matters (150 padding `args` once pushed the
+//! `program` past the cut), `details.decisive` always carries, whatever the params' size,
+//! the fields that decide what runs: `program`, `command`, `cwd` (each cut to
+//! [`DECISIVE_TEXT_BYTES`]), the first [`DECISIVE_ARGS`] `args`, how many `args` there are,
+//! and the *names* of `env` (never the values: a host sees `LD_PRELOAD` is set). They are
+//! taken from the params' top level and from any object one level down (an `agents.upsert`
+//! spec, a tool call's `parameters`).
 
 use std::time::Duration;
 
@@ -27,6 +35,69 @@ use crate::state::ServerState;
 
 /// Longest params preview (bytes of JSON).
 pub const PREVIEW_BYTES: usize = 1024;
+/// Longest `program` / `command` / `cwd` / arg shown in `details.decisive`.
+pub const DECISIVE_TEXT_BYTES: usize = 512;
+/// Leading `args` shown in `details.decisive`.
+pub const DECISIVE_ARGS: usize = 16;
+/// Most `env` names shown in `details.decisive`.
+pub const DECISIVE_ENV_NAMES: usize = 64;
+
+fn cut(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_string();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}
+
+fn shown(value: &Value) -> Value {
+    match value {
+        Value::String(s) => json!(cut(s, DECISIVE_TEXT_BYTES)),
+        other => json!(cut(&other.to_string(), DECISIVE_TEXT_BYTES)),
+    }
+}
+
+/// The fields that decide what a gated call runs (see the module docs).
+fn decisive(params: &Value) -> Value {
+    let mut out = serde_json::Map::new();
+    let mut scopes = vec![params];
+    if let Value::Object(map) = params {
+        scopes.extend(map.values().filter(|v| v.is_object()));
+    }
+    for scope in scopes {
+        let Value::Object(map) = scope else { continue };
+        for key in ["program", "command", "cwd"] {
+            if let Some(v) = map.get(key) {
+                out.entry(key).or_insert_with(|| shown(v));
+            }
+        }
+        if let Some(args) = map.get("args") {
+            if !out.contains_key("args") {
+                let items = args.as_array().map(Vec::as_slice).unwrap_or_default();
+                out.insert(
+                    "args".into(),
+                    items.iter().take(DECISIVE_ARGS).map(shown).collect(),
+                );
+                out.insert("args_count".into(), json!(items.len()));
+            }
+        }
+        if let Some(Value::Object(env)) = map.get("env") {
+            if !out.contains_key("env_names") {
+                let names: Vec<Value> = env
+                    .keys()
+                    .take(DECISIVE_ENV_NAMES)
+                    .map(|k| json!(cut(k, DECISIVE_TEXT_BYTES)))
+                    .collect();
+                out.insert("env_names".into(), Value::Array(names));
+                out.insert("env_count".into(), json!(env.len()));
+            }
+        }
+    }
+    Value::Object(out)
+}
 
 fn secret_looking(key: &str) -> bool {
     let key = key.to_ascii_lowercase();
@@ -61,11 +132,7 @@ fn preview(params: &Value) -> Value {
     if text.len() <= PREVIEW_BYTES {
         return serde_json::from_str(&text).unwrap_or(Value::Null);
     }
-    let mut cut = PREVIEW_BYTES;
-    while !text.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    json!(format!("{}…", &text[..cut]))
+    json!(cut(&text, PREVIEW_BYTES))
 }
 
 /// Forgets the parked waiter however the wait ends.
@@ -101,6 +168,7 @@ pub async fn admit(
         )),
         details: json!({
             "method": name,
+            "decisive": decisive(params),
             "params": preview(params),
             "session_id": session.label(),
         }),
@@ -131,5 +199,34 @@ pub async fn admit(
                 humantime::format_duration(timeout)
             ),
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decisive_fields_survive_padding_and_show_env_names_only() {
+        let padding: Vec<Value> = (0..150).map(|i| json!(format!("pad-{i:04}"))).collect();
+        let params = json!({"spec": {"id": "x", "args": padding, "command": "/tmp/evil",
+                                     "env": {"LD_PRELOAD": "/tmp/evil.so"}, "cwd": "/tmp"}});
+        let cut_preview = preview(&params);
+        let cut_preview = cut_preview.as_str().unwrap();
+        assert!(cut_preview.len() <= PREVIEW_BYTES + 3, "{cut_preview}");
+        assert!(
+            !cut_preview.contains("/tmp/evil"),
+            "the padding hides it here"
+        );
+        let d = decisive(&params);
+        assert_eq!(d["command"], "/tmp/evil");
+        assert_eq!(d["cwd"], "/tmp");
+        assert_eq!(d["args_count"], 150);
+        assert_eq!(d["args"].as_array().unwrap().len(), DECISIVE_ARGS);
+        assert_eq!(d["env_names"], json!(["LD_PRELOAD"]));
+        assert!(!d.to_string().contains("evil.so"));
+        let long = "x".repeat(10_000);
+        let d = decisive(&json!({"program": long}));
+        assert!(d["program"].as_str().unwrap().len() <= DECISIVE_TEXT_BYTES + 3);
     }
 }

@@ -13,7 +13,10 @@
 //! that clicks is another session than the parked call) except the session whose call is
 //! parked and any session bound to an agent — an agent must not approve what the gate
 //! holds for it. Approvals are kept after resolution (bounded: the oldest resolved ones
-//! go first past [`MAX_APPROVALS`]).
+//! go first past [`MAX_APPROVALS`]). Beyond CAR (issue 24): a `host.request_approval`
+//! `context` is at most [`MAX_APPROVAL_CONTEXT_BYTES`] of JSON, a session holds at most
+//! [`MAX_PENDING_PER_SESSION`] pending approvals, and when it closes they expire (removed,
+//! `approval.expired` published) instead of outliving it.
 //!
 //! # Events, `seq` and replay
 //! Every change publishes one `HostEvent` under the state lock, numbered `seq` from 1
@@ -40,6 +43,10 @@ pub const RING_EVENTS: usize = 4096;
 pub const RING_BYTES: usize = 4 << 20;
 /// Approvals kept at most (resolved ones are dropped first).
 pub const MAX_APPROVALS: usize = 1000;
+/// Pending `host.request_approval` approvals one session may hold.
+pub const MAX_PENDING_PER_SESSION: usize = 64;
+/// Largest `host.request_approval` `context` (bytes of JSON).
+pub const MAX_APPROVAL_CONTEXT_BYTES: usize = 64 * 1024;
 /// Agent and device rows at most, each.
 pub const MAX_ROWS: usize = 10_000;
 /// Events a snapshot carries.
@@ -438,9 +445,11 @@ impl HostState {
         self.publish(&mut inner, kind, agent_id, message, payload)
     }
 
-    /// The session `owner` ended: its agents and devices go.
+    /// The session `owner` ended: its agents and devices go, and its pending approvals
+    /// expire.
     pub fn on_session_closed(&self, owner: &str) {
         let mut inner = self.lock();
+        self.expire_client_approvals(&mut inner, owner);
         let agents: Vec<String> = inner
             .agents
             .values()

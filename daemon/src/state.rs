@@ -206,6 +206,19 @@ impl ServerState {
             .collect()
     }
 
+    /// [`Self::managed_agents`] as `session` may see them: `env` values only for the host
+    /// (every other caller sees the names with hidden values; issue 24).
+    pub fn managed_agents_seen_by(
+        &self,
+        session: &crate::session::Session,
+    ) -> Vec<car_proto::methods::agents::ManagedAgent> {
+        let host = session.identity().role == car_proto::methods::CallerRole::Host;
+        self.managed_agents()
+            .into_iter()
+            .map(|a| if host { a } else { a.with_env_values_hidden() })
+            .collect()
+    }
+
     /// Once the listeners are bound: start the agents that should run and the daemon's
     /// task timers.
     pub async fn boot(&self, daemon_url: String) {

@@ -16,6 +16,12 @@
 //! - Who may decide an intent: a subscribed connection that was sent it or whose current
 //!   filter matches it (so a supervisor that reconnects and subscribes again can answer
 //!   what it left parked). Anyone else is told the intent is unknown.
+//! - Never the submitter (issue 24; CAR lets any subscriber decide, the agent itself
+//!   included): an intent is not sent to, listed for or decidable by the connection that
+//!   submitted it, nor by any connection bound to the same agent. A decision from one is
+//!   refused (`-32603`, `data.reason: "self_decision"`). When only the submitter's own
+//!   subscriptions match, the proposal is unsupervised, exactly as with no supervisor: an
+//!   agent gains nothing by supervising itself.
 //! - The first decision wins; the intent is then gone (a second one is an error, as is
 //!   one for an intent that timed out). Disconnecting releases nothing: parked intents
 //!   wait out their timeout and are rejected (fail-closed).
@@ -40,12 +46,29 @@ pub const MAX_PARKED: usize = 10_000;
 #[derive(Debug)]
 struct Supervisor {
     session: Weak<Session>,
+    /// The agent the supervising connection is bound to.
+    agent_id: Option<String>,
     filter: Filter,
+}
+
+/// Who submitted a proposal: its connection and the agent it is bound to.
+#[derive(Debug, Clone, Default)]
+pub struct Submitter {
+    pub session_id: u64,
+    pub agent_id: Option<String>,
+}
+
+impl Submitter {
+    fn is(&self, session_id: u64, agent_id: Option<&str>) -> bool {
+        session_id == self.session_id
+            || agent_id.is_some_and(|a| self.agent_id.as_deref() == Some(a))
+    }
 }
 
 #[derive(Debug)]
 struct Parked {
     intent: SupervisionIntent,
+    submitter: Submitter,
     /// The supervisors it was sent to.
     notified: Vec<u64>,
     decide: oneshot::Sender<Decision>,
@@ -135,6 +158,7 @@ impl Supervision {
             session.id,
             Supervisor {
                 session: Arc::downgrade(session),
+                agent_id: session.identity().agent_id,
                 filter,
             },
         );
@@ -171,8 +195,22 @@ impl Supervision {
 
     fn may_decide(inner: &Inner, session_id: u64, parked: &Parked) -> bool {
         inner.supervisors.get(&session_id).is_some_and(|s| {
-            parked.notified.contains(&session_id) || matches(&s.filter, &parked.intent)
+            !parked.submitter.is(session_id, s.agent_id.as_deref())
+                && (parked.notified.contains(&session_id) || matches(&s.filter, &parked.intent))
         })
+    }
+
+    /// Whether `session_id` (a supervisor) is the submitter of the parked intent
+    /// `intent_id`.
+    fn is_own(inner: &Inner, session_id: u64, intent_id: &str) -> bool {
+        let agent = inner
+            .supervisors
+            .get(&session_id)
+            .and_then(|s| s.agent_id.as_deref());
+        inner
+            .parked
+            .iter()
+            .any(|p| p.intent.id == intent_id && p.submitter.is(session_id, agent))
     }
 
     /// The parked intents `session_id` may decide, oldest first.
@@ -195,6 +233,12 @@ impl Supervision {
     ) -> Result<(), RpcError> {
         let parked = {
             let mut inner = self.lock();
+            if Self::is_own(&inner, session_id, intent_id) {
+                return Err(RpcError::internal(format!(
+                    "permission denied: intent {intent_id:?} is this session's own proposal (or its agent's); another supervisor must decide it"
+                ))
+                .with_data(json!({"reason": "self_decision", "intent_id": intent_id})));
+            }
             let at = inner
                 .parked
                 .iter()
@@ -219,6 +263,7 @@ impl Supervision {
     pub async fn admit(
         &self,
         mut intent: SupervisionIntent,
+        submitter: Submitter,
         timeout: Duration,
     ) -> Result<Outcome, RpcError> {
         if self.subscribed.load(Ordering::SeqCst) == 0 {
@@ -235,9 +280,10 @@ impl Supervision {
             let mut inner = self.lock();
             let targets: Vec<Arc<Session>> = inner
                 .supervisors
-                .values()
-                .filter(|s| matches(&s.filter, &intent))
-                .filter_map(|s| s.session.upgrade())
+                .iter()
+                .filter(|(id, s)| !submitter.is(**id, s.agent_id.as_deref()))
+                .filter(|(_, s)| matches(&s.filter, &intent))
+                .filter_map(|(_, s)| s.session.upgrade())
                 .collect();
             if targets.is_empty() {
                 return Ok(Outcome::Unsupervised);
@@ -250,6 +296,7 @@ impl Supervision {
             }
             inner.parked.push(Parked {
                 intent: intent.clone(),
+                submitter,
                 notified: targets.iter().map(|s| s.id).collect(),
                 decide: tx,
             });
@@ -336,5 +383,29 @@ mod tests {
             &f(&[], &[], Some(Reversibility::Irreversible)),
             &i
         ));
+    }
+
+    #[test]
+    fn the_submitter_is_its_connection_and_every_connection_of_its_agent() {
+        let agent = Submitter {
+            session_id: 7,
+            agent_id: Some("a".into()),
+        };
+        assert!(agent.is(7, Some("a")));
+        assert!(
+            agent.is(9, Some("a")),
+            "a reconnected or second connection of the agent"
+        );
+        assert!(!agent.is(9, Some("b")));
+        assert!(!agent.is(9, None));
+        let operator = Submitter {
+            session_id: 7,
+            agent_id: None,
+        };
+        assert!(operator.is(7, None));
+        assert!(
+            !operator.is(8, None),
+            "another unbound connection may supervise it"
+        );
     }
 }

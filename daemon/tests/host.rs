@@ -430,3 +430,32 @@ async fn an_unanswered_approval_times_out_and_no_approvals_runs_at_once() {
     let r = caller.call("host.approvals", json!({})).await;
     assert_eq!(r["result"]["approvals"], json!([]));
 }
+
+/// Issue 24: 150 padding `args` used to push the `program` an attacker chose past the
+/// preview's cut; `details.decisive` always shows it, with the `env` names (not values).
+#[tokio::test]
+async fn a_padded_approval_still_shows_what_would_run() {
+    let d = Daemon::start();
+    let (mut host, _) = subscribed_host(&d, json!({})).await;
+    let mut caller = Ws::host(&d).await;
+    let padding: Vec<Value> = (0..150).map(|i| json!(format!("padding-{i:04}"))).collect();
+    caller
+        .request(
+            "agents.upsert",
+            json!({"id": "padded", "name": "P", "args": padding, "command": "/tmp/evil-program",
+                   "env": {"LD_PRELOAD": "/tmp/evil.so"}}),
+        )
+        .await;
+    let (_, event) = next_request(&mut host).await;
+    let details = &event["payload"]["details"];
+    assert!(
+        !details["params"].to_string().contains("/tmp/evil-program"),
+        "the padding pushes command past the cut: {details}"
+    );
+    let decisive = &details["decisive"];
+    assert_eq!(decisive["command"], "/tmp/evil-program", "{details}");
+    assert_eq!(decisive["args_count"], 150, "{details}");
+    assert_eq!(decisive["args"][0], "padding-0000", "{details}");
+    assert_eq!(decisive["env_names"], json!(["LD_PRELOAD"]), "{details}");
+    assert!(!event.to_string().contains("evil.so"), "{event}");
+}

@@ -384,3 +384,46 @@ async fn supervision_refuses_bad_input_naming_the_field() {
         assert_names(&r, field);
     }
 }
+
+/// Issue 24: an agent that subscribed as a supervisor used to allow its own intents
+/// ("first decision wins"). Its own proposals are now neither sent to it, listed for it nor
+/// decidable by it; another supervisor decides. (A second connection of the same agent
+/// replaces the first, so the same-agent rule is covered by the unit tests' submitter
+/// check and not driven here.)
+#[tokio::test]
+async fn an_agent_never_decides_its_own_intent() {
+    let d = Daemon::builder().args(["--no-approvals"]).start();
+    let mut host = Ws::host(&d).await;
+    let mut agent = common::registered_agent(&d, &mut host, "selfish").await;
+    register(&mut agent, &["work"]).await;
+    let r = agent.call("supervision.subscribe", json!({})).await;
+    assert_eq!(r["result"]["subscribed"], true, "{r}");
+
+    // Only its own subscriptions match: unsupervised, as with no supervisor at all.
+    let (reply, _) = common::tools::submit(&mut agent, vec![call("a", "work", json!({}))]).await;
+    assert_eq!(statuses(&reply), ["succeeded"], "{reply}");
+
+    // With another supervisor, the intent goes to it alone.
+    let mut other = supervisor(&d, json!({})).await;
+    let id = start(&mut agent, vec![call("b", "work", json!({}))]).await;
+    let intent = next(&mut other, "supervision.intent").await;
+    let r = agent
+        .call(
+            "supervision.decide",
+            json!({"intent_id": intent["id"], "decision": {"kind": "allow"}}),
+        )
+        .await;
+    assert_eq!(r["error"]["code"], -32603, "{r}");
+    assert_eq!(r["error"]["data"]["reason"], "self_decision", "{r}");
+    let r = agent.call("supervision.pending", json!({})).await;
+    assert_eq!(r["result"]["intents"], json!([]), "{r}");
+    // Still parked; the other supervisor's deny decides it.
+    let r = decide(&mut other, &intent, json!({"kind": "deny", "reason": "no"})).await;
+    assert_eq!(r["result"]["decided"], true, "{r}");
+    let (reply, calls) = finish(&mut agent, id).await;
+    assert!(calls.is_empty(), "denied: nothing ran: {calls:?}");
+    assert!(
+        reply.to_string().contains("denied by a supervisor"),
+        "{reply}"
+    );
+}

@@ -17,7 +17,8 @@
 //! its pid), stdin `/dev/null`, and stdout/stderr opened directly on
 //! `<logs_dir>/agents/<id>/{stdout,stderr}.log` with `O_APPEND` (mode `0600`, directory
 //! `0700`) — no pipes, so a child outlives the daemon and keeps logging. Its environment
-//! is the daemon's plus `spec.env`; `cwd: None` inherits the daemon's working directory.
+//! is exactly `spec.env` (plus [`DEFAULT_PATH`] when it has no `PATH`): the daemon's own
+//! environment, with its API keys and tokens, is never inherited; `cwd: None` inherits the daemon's working directory.
 //! Status goes `starting` → `running`.
 //!
 //! **Pid records and adoption.** After a spawn, `<run_dir>/<id>.json` = `{pid, pgid,
@@ -94,6 +95,9 @@ mod sys;
 mod types;
 
 pub use logs::TAIL_SCAN_BYTES;
+
+/// The `PATH` a child gets when its `LaunchSpec::env` has none.
+pub const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 pub use supervisor::Supervisor;
 pub use types::{
     AgentRuntime, LaunchSpec, LogStream, Restart, Status, SupervisorConfig, SupervisorError,

@@ -143,13 +143,19 @@ pub(crate) fn spawn(shared: &Shared, spec: &LaunchSpec) -> Result<Live, String> 
         )
     })?;
     let mut cmd = Command::new(&spec.command);
+    // The child's whole environment is `spec.env` (plus a default `PATH`): nothing of the
+    // daemon's own environment (API keys, tokens) leaks into it.
     cmd.args(&spec.args)
+        .env_clear()
         .envs(&spec.env)
         .stdin(Stdio::null())
         .stdout(Stdio::from(out))
         .stderr(Stdio::from(err))
         .process_group(0)
         .kill_on_drop(false);
+    if !spec.env.contains_key("PATH") {
+        cmd.env("PATH", crate::DEFAULT_PATH);
+    }
     if let Some(cwd) = &spec.cwd {
         cmd.current_dir(cwd);
     }

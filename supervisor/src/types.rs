@@ -68,7 +68,8 @@ pub struct LaunchSpec {
     pub args: Vec<String>,
     /// Working directory; `None` inherits the daemon's.
     pub cwd: Option<PathBuf>,
-    /// Set over the daemon's environment (which the child otherwise inherits).
+    /// The child's whole environment: the daemon's own is never inherited. Without a
+    /// `PATH` here the child gets [`crate::DEFAULT_PATH`].
     pub env: BTreeMap<String, String>,
     pub restart: Restart,
     /// Consecutive restarts (without a run of `stable_after`) allowed before `errored`.

@@ -95,6 +95,22 @@ pub struct ManagedAgent {
     pub token_path: String,
 }
 
+impl ManagedAgent {
+    /// What replaces each `env` value shown to anyone but the host.
+    pub const HIDDEN_ENV_VALUE: &'static str = "[redacted]";
+
+    /// The agent with its `env` values replaced by [`Self::HIDDEN_ENV_VALUE`] (the names
+    /// stay, so a reader still sees which variables are set). Stricter than CAR, which
+    /// returns them verbatim to every caller (docs/security.md).
+    pub fn with_env_values_hidden(mut self) -> Self {
+        if let Some(env) = self.spec.env.as_mut() {
+            env.values_mut()
+                .for_each(|v| *v = Self::HIDDEN_ENV_VALUE.to_string());
+        }
+        self
+    }
+}
+
 /// `{id}`.
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 pub struct IdParams {

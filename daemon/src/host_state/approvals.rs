@@ -6,7 +6,10 @@ use car_proto::methods::host::{AgentStatus, ApprovalStatus, HostApproval};
 use serde_json::{json, Value};
 use tokio::sync::oneshot;
 
-use super::{not_found, not_owner, now, ApprovalRequest, HostState, Inner, MAX_APPROVALS};
+use super::{
+    not_found, not_owner, now, ApprovalRequest, HostState, Inner, MAX_APPROVALS,
+    MAX_PENDING_PER_SESSION,
+};
 
 impl HostState {
     /// Creates an approval and publishes `approval.requested`; the receiver yields the
@@ -16,7 +19,66 @@ impl HostState {
         request: ApprovalRequest,
     ) -> (HostApproval, oneshot::Receiver<bool>) {
         let mut inner = self.lock();
-        let id = Self::fresh_id(&mut inner, "approval");
+        self.insert_approval(&mut inner, request)
+    }
+
+    /// `host.request_approval`: like [`Self::request_approval`], but refused (`-32603`,
+    /// `data.reason: "too_many_approvals"`) while the requesting session already has
+    /// [`MAX_PENDING_PER_SESSION`] pending approvals (checked under the same lock).
+    pub fn request_client_approval(
+        &self,
+        request: ApprovalRequest,
+    ) -> Result<HostApproval, RpcError> {
+        let mut inner = self.lock();
+        if let Some(client) = &request.client_id {
+            let pending = inner
+                .approvals
+                .values()
+                .filter(|a| {
+                    a.status == ApprovalStatus::Pending && a.client_id.as_ref() == Some(client)
+                })
+                .count();
+            if pending >= MAX_PENDING_PER_SESSION {
+                return Err(RpcError::internal(format!(
+                    "too many approvals: this session already has {pending} pending (at most {MAX_PENDING_PER_SESSION}); resolve some first"
+                ))
+                .with_data(json!({"reason": "too_many_approvals"})));
+            }
+        }
+        Ok(self.insert_approval(&mut inner, request).0)
+    }
+
+    /// The approvals `host.request_approval` raised for session `client` that are still
+    /// pending expire with it: removed (their context with them) and announced as
+    /// `approval.expired` with `payload.reason: "session_closed"`.
+    pub(super) fn expire_client_approvals(&self, inner: &mut Inner, client: &str) {
+        let expired: Vec<String> = inner
+            .approvals
+            .values()
+            .filter(|a| {
+                a.status == ApprovalStatus::Pending && a.client_id.as_deref() == Some(client)
+            })
+            .map(|a| a.id.clone())
+            .collect();
+        for id in expired {
+            let approval = inner.approvals.remove(&id).expect("listed above");
+            inner.waiters.remove(&id);
+            self.publish(
+                inner,
+                "approval.expired",
+                approval.agent_id.as_deref(),
+                Some(format!("{} expired: its session closed", approval.action)),
+                json!({"id": id, "reason": "session_closed"}),
+            );
+        }
+    }
+
+    fn insert_approval(
+        &self,
+        inner: &mut Inner,
+        request: ApprovalRequest,
+    ) -> (HostApproval, oneshot::Receiver<bool>) {
+        let id = Self::fresh_id(inner, "approval");
         let approval = HostApproval {
             id: id.clone(),
             agent_id: request.agent_id.clone(),
@@ -31,7 +93,7 @@ impl HostState {
             required_approvals: request.required_approvals.max(1),
             client_id: request.client_id,
         };
-        Self::trim_approvals(&mut inner);
+        Self::trim_approvals(inner);
         inner.approvals.insert(id.clone(), approval.clone());
         if let Some(parked) = request.parked_session {
             inner.parked_callers.insert(id.clone(), parked);
@@ -46,7 +108,7 @@ impl HostState {
         }
         let payload = serde_json::to_value(&approval).unwrap_or(Value::Null);
         self.publish(
-            &mut inner,
+            inner,
             "approval.requested",
             request.agent_id.as_deref(),
             Some(approval.action.clone()),

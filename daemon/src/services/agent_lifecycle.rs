@@ -46,9 +46,10 @@ fn may_manage(call: &Call, id: &str) -> Result<(), RpcError> {
     }
 }
 
+/// The agent `id` as the caller may see it (`env` values for the host only).
 fn managed(call: &Call, id: &str) -> Result<ManagedAgent, RpcError> {
     call.state
-        .managed_agents()
+        .managed_agents_seen_by(&call.session)
         .into_iter()
         .find(|a| a.spec.id.as_str() == id)
         .ok_or_else(|| RpcError::invalid_params(format!("id: no registered agent '{id}'")))
@@ -125,7 +126,9 @@ async fn wait(call: Call, p: WaitParams) -> Result<ManagedAgent, RpcError> {
     }
 }
 
+/// An agent reads only its own logs (CAR lets it read any agent's).
 async fn tail_log(call: Call, p: TailLogParams) -> Result<TailLogReply, RpcError> {
+    may_manage(&call, &p.id)?;
     managed(&call, &p.id)?;
     let stream = match p.stream.unwrap_or_default() {
         LogStreamParam::Combined => car_supervisor::LogStream::Combined,

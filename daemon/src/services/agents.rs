@@ -69,13 +69,19 @@ pub fn register(routes: &mut Routes) {
 async fn upsert(call: Call, spec: AgentSpec) -> Result<ManagedAgent, RpcError> {
     let spec = agent_registry::validate(spec)?;
     let agents = call.state.clone();
-    tokio::task::spawn_blocking(move || agents.agents.upsert(spec))
+    let agent = tokio::task::spawn_blocking(move || agents.agents.upsert(spec))
         .await
-        .map_err(|e| RpcError::internal(format!("agents.upsert failed: {e}")))?
+        .map_err(|e| RpcError::internal(format!("agents.upsert failed: {e}")))??;
+    Ok(if call.session.identity().role == CallerRole::Host {
+        agent
+    } else {
+        agent.with_env_values_hidden()
+    })
 }
 
+/// Every agent; `env` values are shown to the host only.
 async fn list(call: Call, _: NoParams) -> Result<Vec<ManagedAgent>, RpcError> {
-    Ok(call.state.managed_agents())
+    Ok(call.state.managed_agents_seen_by(&call.session))
 }
 
 async fn remove(call: Call, p: IdParams) -> Result<RemoveReply, RpcError> {

@@ -21,7 +21,9 @@ use car_proto::methods::CallerRole;
 use serde_json::{json, Value};
 
 use crate::handler::{Call, Routes};
-use crate::host_state::{self, AgentFields, ApprovalRequest, Replay, StatusChange};
+use crate::host_state::{
+    self, AgentFields, ApprovalRequest, Replay, StatusChange, MAX_APPROVAL_CONTEXT_BYTES,
+};
 
 /// `host.events` default and ceiling.
 const DEFAULT_EVENTS: u32 = 100;
@@ -263,12 +265,26 @@ async fn notify(call: Call, p: NotifyParams) -> Result<HostEvent, RpcError> {
 
 async fn request_approval(call: Call, p: RequestApprovalParams) -> Result<HostApproval, RpcError> {
     let details = object("context", p.context)?;
+    let size = details.to_string().len();
+    if size > MAX_APPROVAL_CONTEXT_BYTES {
+        return Err(RpcError::invalid_params(format!(
+            "context: is {size} bytes of JSON, over the cap of {MAX_APPROVAL_CONTEXT_BYTES}"
+        )));
+    }
+    if let Some(d) = &p.description {
+        if d.len() > MAX_APPROVAL_CONTEXT_BYTES {
+            return Err(RpcError::invalid_params(format!(
+                "description: is {} bytes, over the cap of {MAX_APPROVAL_CONTEXT_BYTES}",
+                d.len()
+            )));
+        }
+    }
     if p.required_approvals == Some(0) {
         return Err(RpcError::invalid_params(
             "required_approvals: must be at least 1",
         ));
     }
-    let (approval, _decision) = call.state.host.request_approval(ApprovalRequest {
+    call.state.host.request_client_approval(ApprovalRequest {
         agent_id: p.agent_id.map(|a| a.into_string()),
         action: p.title.into_string(),
         description: p.description,
@@ -276,8 +292,7 @@ async fn request_approval(call: Call, p: RequestApprovalParams) -> Result<HostAp
         required_approvals: p.required_approvals.unwrap_or(1),
         client_id: Some(call.session.label()),
         parked_session: None,
-    });
-    Ok(approval)
+    })
 }
 
 async fn resolve_approval(call: Call, p: ResolveApprovalParams) -> Result<HostApproval, RpcError> {

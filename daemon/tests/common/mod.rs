@@ -169,6 +169,55 @@ impl Ws {
 }
 
 /// An error response's code.
+/// The token an `agents.upsert` reply's `token_path` holds.
+pub fn agent_token(agent: &Value) -> String {
+    let path = agent["token_path"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{agent}"));
+    std::fs::read_to_string(path).unwrap().trim().to_string()
+}
+
+/// A connection authenticated as the registered agent `id` with its own token.
+pub async fn as_agent(d: &Daemon, id: &str, token: &str) -> Ws {
+    let mut ws = Ws::tcp(&d.ws_url).await;
+    let r = ws
+        .call("session.auth", json!({"token": token, "agent_id": id}))
+        .await;
+    assert_eq!(r["result"]["agent_id"], id, "{r}");
+    ws
+}
+
+/// Registers agent `id` through `host` (the daemon must run with `--no-approvals`) and
+/// returns a connection authenticated as it.
+pub async fn registered_agent(d: &Daemon, host: &mut Ws, id: &str) -> Ws {
+    let r = host
+        .call(
+            "agents.upsert",
+            json!({"id": id, "name": id, "command": "/bin/true"}),
+        )
+        .await;
+    as_agent(d, id, &agent_token(&r["result"])).await
+}
+
+/// The resident set of process `pid`, in KiB (`/proc/<pid>/status`).
+pub fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmRSS")
+}
+
+/// Makes a FIFO at `path` (with `mkfifo(1)`: the tests need no libc binding).
+pub fn mkfifo(path: &std::path::Path) {
+    let status = std::process::Command::new("mkfifo")
+        .arg(path)
+        .status()
+        .unwrap();
+    assert!(status.success(), "mkfifo {}", path.display());
+}
+
 pub fn code(response: &Value) -> i64 {
     response["error"]["code"]
         .as_i64()

@@ -182,25 +182,34 @@ async fn supervise(
     }
     let intent = intent(call, raw, actions, execution, scope);
     let timeout = call.state.config.supervision_timeout;
-    Ok(match supervision.admit(intent.clone(), timeout).await? {
-        Outcome::Unsupervised | Outcome::Allowed(_) => None,
-        Outcome::Denied { intent_id, reason } => Some(refusal(
-            "supervision",
-            format!("denied by a supervisor: {reason}"),
-            json!({"intent_id": intent_id, "decision": "deny"}),
-        )),
-        Outcome::Escalated { intent_id, reason } => {
-            escalate(call, &intent, &intent_id, &reason).await
-        }
-        Outcome::TimedOut(intent_id) => Some(refusal(
-            "supervision",
-            format!(
-                "no supervisor decided within {} (fail-closed)",
-                humantime::format_duration(timeout)
-            ),
-            json!({"intent_id": intent_id, "decision": "timeout"}),
-        )),
-    })
+    let submitter = crate::supervision::Submitter {
+        session_id: call.session.id,
+        agent_id: call.session.identity().agent_id,
+    };
+    Ok(
+        match supervision
+            .admit(intent.clone(), submitter, timeout)
+            .await?
+        {
+            Outcome::Unsupervised | Outcome::Allowed(_) => None,
+            Outcome::Denied { intent_id, reason } => Some(refusal(
+                "supervision",
+                format!("denied by a supervisor: {reason}"),
+                json!({"intent_id": intent_id, "decision": "deny"}),
+            )),
+            Outcome::Escalated { intent_id, reason } => {
+                escalate(call, &intent, &intent_id, &reason).await
+            }
+            Outcome::TimedOut(intent_id) => Some(refusal(
+                "supervision",
+                format!(
+                    "no supervisor decided within {} (fail-closed)",
+                    humantime::format_duration(timeout)
+                ),
+                json!({"intent_id": intent_id, "decision": "timeout"}),
+            )),
+        },
+    )
 }
 
 fn permission_gate(call: &Call, actions: &[Action]) -> Option<Refusal> {
