@@ -19,7 +19,8 @@
 //! oldest dropped), `status`, `last_run_at` and `run_count` are updated and the task is
 //! saved atomically. Runs of one task id are serialised through the store's lock, so two
 //! concurrent `scheduler.run` calls for one occurrence call the runner once.
-//! `enabled` is not consulted: an explicit run always runs.
+//! `enabled` is not consulted: an explicit run always runs. An id that names a stored
+//! command task is refused (`invalid id`) and the command task is left as it was.
 //!
 //! # Loops
 //!
@@ -39,6 +40,7 @@ use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 
 use crate::cadence::Cadence;
+use crate::store::StoredTask;
 use crate::task::{Execution, ExecutionStatus, Task, TaskStatus, Trigger};
 use crate::util;
 use crate::{SchedulerError, TaskStore};
@@ -117,7 +119,23 @@ async fn run_once(
 ) -> Result<(Task, Execution, bool), SchedulerError> {
     task.validate()?;
     let _guard = store.lock(&task.id).await;
-    if let Some(stored) = store.load_prompt(&task.id)? {
+    let stored = match store.load(&task.id)? {
+        // A command task (`tasks.schedule`, host-only) is never replaced by a prompt task
+        // (any caller's `scheduler.run`): that would swap a host's command for an agent's
+        // prompt under the same id (issue 24).
+        Some(StoredTask::Command(_)) => {
+            return Err(SchedulerError::invalid(
+                "id",
+                format!(
+                    "{:?} is a command task (tasks.schedule); a prompt task cannot replace it",
+                    task.id
+                ),
+            ))
+        }
+        Some(StoredTask::Prompt(stored)) => Some(stored),
+        None => None,
+    };
+    if let Some(stored) = stored {
         task.executions = stored.executions;
         task.run_count = stored.run_count;
         task.last_run_at = stored.last_run_at;

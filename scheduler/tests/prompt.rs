@@ -6,8 +6,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use car_scheduler::{
-    decode, run_task, run_task_loop, ExecutionStatus, NewTask, PromptRunner, SchedulerError, Task,
-    TaskStatus, TaskStore, Trigger,
+    decode, run_task, run_task_loop, CommandTask, ExecutionStatus, NewTask, PromptRunner,
+    ScheduleRequest, SchedulerError, Task, TaskStatus, TaskStore, Trigger,
 };
 use serde_json::{json, Map, Value};
 
@@ -240,4 +240,31 @@ async fn unsafe_ids_never_become_paths() {
     task.id = "../escape".into();
     let err = run_task(&store, task, &Echo::default()).await.unwrap_err();
     assert_eq!(err.field(), Some("id"));
+}
+
+/// Issue 24: `scheduler.run` with a command task's id used to overwrite that (host-only)
+/// command task with a prompt task.
+#[tokio::test]
+async fn a_prompt_run_never_replaces_a_command_task() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = TaskStore::new(dir.path());
+    let command = CommandTask::from_request(
+        decode::<ScheduleRequest>(
+            json!({"name": "backup", "program": "/bin/true", "cadence": {"interval_secs": 3600}}),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    store.save_command(&command).unwrap();
+    let mut task = new_task("manual", "").unwrap();
+    task.id = command.id.clone();
+    let runner = Echo::default();
+    let err = run_task(&store, task, &runner).await.unwrap_err();
+    assert_eq!(err.field(), Some("id"), "{err}");
+    assert!(err.to_string().contains("command task"), "{err}");
+    assert_eq!(runner.calls.load(Ordering::SeqCst), 0);
+    assert_eq!(
+        store.load_command(&command.id).unwrap().unwrap().id,
+        command.id
+    );
 }

@@ -7,7 +7,9 @@
 //! `tasks.schedule` with `durable: false` runs on the daemon's own timers, which are
 //! reloaded from the store when the daemon starts; `durable: true` (the default) installs
 //! a systemd user timer (on Linux; `--systemd-user-dir`), which fires with no daemon
-//! running. `scheduler.os_install` and `tasks.schedule` pass the approval gate.
+//! running. `scheduler.os_install`, `scheduler.os_uninstall` and `scheduler.os_reconcile`
+//! pass the approval gate (`gated()` below); `tasks.schedule` and `tasks.unschedule` are
+//! not gated but are host-only (`host(..)`): only the host token schedules a command.
 
 use crate::methods::{Access, Resource};
 use std::collections::BTreeMap;
