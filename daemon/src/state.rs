@@ -215,7 +215,7 @@ impl ServerState {
         let host = session.identity().role == car_proto::methods::CallerRole::Host;
         self.managed_agents()
             .into_iter()
-            .map(|a| if host { a } else { a.with_env_values_hidden() })
+            .map(|a| a.shown_to(host))
             .collect()
     }
 

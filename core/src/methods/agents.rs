@@ -99,6 +99,16 @@ impl ManagedAgent {
     /// What replaces each `env` value shown to anyone but the host.
     pub const HIDDEN_ENV_VALUE: &'static str = "[redacted]";
 
+    /// The agent as a caller sees it: whole for the host, [`Self::with_env_values_hidden`]
+    /// for everyone else.
+    pub fn shown_to(self, host: bool) -> Self {
+        if host {
+            self
+        } else {
+            self.with_env_values_hidden()
+        }
+    }
+
     /// The agent with its `env` values replaced by [`Self::HIDDEN_ENV_VALUE`] (the names
     /// stay, so a reader still sees which variables are set). Stricter than CAR, which
     /// returns them verbatim to every caller (docs/security.md).

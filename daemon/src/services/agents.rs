@@ -72,11 +72,7 @@ async fn upsert(call: Call, spec: AgentSpec) -> Result<ManagedAgent, RpcError> {
     let agent = tokio::task::spawn_blocking(move || agents.agents.upsert(spec))
         .await
         .map_err(|e| RpcError::internal(format!("agents.upsert failed: {e}")))??;
-    Ok(if call.session.identity().role == CallerRole::Host {
-        agent
-    } else {
-        agent.with_env_values_hidden()
-    })
+    Ok(agent.shown_to(call.session.identity().role == CallerRole::Host))
 }
 
 /// Every agent; `env` values are shown to the host only.
