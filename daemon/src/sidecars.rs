@@ -4,11 +4,13 @@
 //! served until shutdown.
 //!
 //! - The dashboard always binds loopback. It serves the read-only dashboard token
-//!   (`Credentials::dashboard_token`) at `GET /auth-token`; its port is recorded in
+//!   (`Credentials::dashboard_token`) at `GET /auth-token` in exchange for a one-time login
+//!   secret, whose URL the primary daemon writes to `<token dir>/dashboard-login` (`0600`)
+//!   and logs (a non-primary daemon only logs it); its port is recorded in
 //!   `ServerState::dashboard_port` so the WebSocket upgrade admits the page's `Origin`.
 //! - The MCP endpoint reaches the daemon the way every other client does: through
-//!   `car-daemon-client` over the daemon's own WebSocket, with the daemon token for the
-//!   core tools; the daemon tool groups connect with the caller's `Authorization: Bearer`.
+//!   `car-daemon-client` over the daemon's own WebSocket. It is given no credential: every
+//!   call connects with the caller's own `Authorization: Bearer` token.
 //!
 //! A default address that cannot be bound (another daemon holds 9102, or port + 1 is
 //! taken) is logged and the daemon runs without that endpoint; an address given explicitly
@@ -18,7 +20,6 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
-use car_daemon_client::ClientConfig;
 use tokio::net::TcpListener;
 
 use crate::state::ServerState;
@@ -61,8 +62,13 @@ fn dial_addr(bind: std::net::IpAddr, port: u16) -> SocketAddr {
     SocketAddr::new(ip, port)
 }
 
-/// Binds and starts the dashboard and the MCP endpoint; `ws_port` is the WebSocket's port.
-pub async fn start(state: &Arc<ServerState>, ws_port: u16) -> Result<Bound, Fatal> {
+/// Binds and starts the dashboard and the MCP endpoint; `ws_port` is the WebSocket's port,
+/// `login_file` where the dashboard publishes its login URL (the primary's token dir).
+pub async fn start(
+    state: &Arc<ServerState>,
+    ws_port: u16,
+    login_file: Option<std::path::PathBuf>,
+) -> Result<Bound, Fatal> {
     let mut bound = Bound::default();
     if let Some(port) = state.config.dashboard {
         let explicit = port.is_some();
@@ -79,6 +85,7 @@ pub async fn start(state: &Arc<ServerState>, ws_port: u16) -> Result<Bound, Fata
                     .credentials
                     .as_ref()
                     .map(|c| c.dashboard_token.expose().clone()),
+                login_file,
             };
             tokio::spawn(car_dashboard::serve(
                 listener,
@@ -97,15 +104,7 @@ pub async fn start(state: &Arc<ServerState>, ws_port: u16) -> Result<Bound, Fata
                 tracing::warn!(%local, "the MCP endpoint listens on a non-loopback address; its only guard is the Origin check");
             }
             let daemon_url = format!("ws://{}", dial_addr(state.config.bind, ws_port));
-            let mut daemon = ClientConfig::with_env(car_daemon_client::EnvSnapshot::with_car_home(
-                state.config_state_root(),
-            ))
-            .url(daemon_url.clone());
-            if let Some(creds) = &state.credentials {
-                daemon = daemon.token(creds.token.expose().clone());
-            }
             let config = car_mcp::HttpConfig {
-                daemon,
                 daemon_url,
                 enable_mutations: state.config.mcp_enable_mutations,
                 max_body_bytes: MCP_MAX_BODY_BYTES,

@@ -100,9 +100,15 @@ async fn bad_http_input_is_refused_and_the_daemon_stays_up() {
     assert_eq!(r.status, 405);
     assert_eq!(r.header("allow"), Some("POST, DELETE"));
 
-    // Still up: the session works, a tool call reaches the daemon, the WebSocket serves.
+    // Still up: the session works, a tool call (with the daemon token: every MCP call needs
+    // one) reaches the daemon, the WebSocket serves.
+    let bearer = format!("Bearer {}", d.token().trim());
     let r = post(
-        &[JSON, ("Mcp-Session-Id", &session)],
+        &[
+            JSON,
+            ("Mcp-Session-Id", &session),
+            ("Authorization", &bearer),
+        ],
         &rpc(
             9,
             "tools/call",

@@ -21,21 +21,14 @@ pub const SCHEMA_DIALECT: &str = "https://json-schema.org/draft/2020-12/schema";
 /// Which transports register a tool, and under what condition.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Group {
-    /// Memory, skills and `verify`: every transport, through the shared daemon client.
+    /// Memory, skills and `verify`: every transport.
     Core,
-    /// Read-only daemon tools: HTTP only, each call on a fresh daemon session authenticated
-    /// with the caller's `Authorization: Bearer` token.
+    /// Read-only daemon tools: HTTP only (like every HTTP tool, each call runs on a fresh
+    /// daemon session authenticated with the caller's `Authorization: Bearer` token).
     DaemonRead,
     /// Mutating or triggering daemon tools: like [`Group::DaemonRead`], and only when the
     /// embedder opts in (`HttpConfig::enable_mutations`).
     DaemonMutating,
-}
-
-impl Group {
-    /// Whether a call needs the caller's own bearer credential.
-    pub fn needs_bearer(self) -> bool {
-        !matches!(self, Group::Core)
-    }
 }
 
 /// The four MCP tool annotations (host UX hints, not a security boundary).

@@ -1,11 +1,22 @@
-//! How a tool call reaches the daemon: the shared client for the core tools, a fresh
-//! bearer-authenticated session per call for the daemon tool groups, and the projection of
-//! the daemon's answer into an MCP tool result.
+//! How a tool call or prompt reaches the daemon, and the projection of the daemon's answer
+//! into an MCP tool result.
+//!
+//! Two ways in, one per transport:
+//! - **stdio** ([`DaemonAccess::Process`]): `car-mcp` runs as the user who launched it and
+//!   reaches the daemon with the client it was handed, configured from the environment the
+//!   way every client is (`CAR_AUTH_TOKEN`, else the token file under `CAR_HOME`). A process
+//!   that cannot read the token cannot call anything.
+//! - **HTTP** ([`DaemonAccess::PerCaller`]): the endpoint holds no credential of its own.
+//!   Every tool call and `prompts/get` runs on a fresh daemon session authenticated with the
+//!   request's own `Authorization: Bearer` token (the daemon token, or any token the daemon
+//!   accepts in `session.auth`, so the daemon's access rules apply unchanged); a request
+//!   without one is refused before anything is dialled. CAR lets any local process call the
+//!   core tools with no header; we do not (docs/security.md). Each session is closed when
+//!   its call ends, so two callers never share an authenticated connection, and no daemon
+//!   token, environment variable or token file is ever substituted.
 //!
 //! This module owns credentials and connections; it knows nothing about JSON-RPC framing or
-//! HTTP. The bearer path never substitutes a credential: no daemon token, environment
-//! variable or token file is consulted, and each call's session is closed when it ends, so
-//! two callers never share an authenticated connection.
+//! HTTP.
 
 use car_daemon_client::{Client, ClientConfig, EnvSnapshot, Error};
 use serde_json::{json, Value};
@@ -21,77 +32,76 @@ pub struct Caller {
     pub agent_header: bool,
 }
 
-/// What the daemon tools dial: the shared client, and (on HTTP) the URL bearer sessions use.
+/// Why a call did not produce a result.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CallError {
+    /// No usable credential came with the request (nothing was sent to the daemon).
+    Unauthenticated(String),
+    /// The daemon (or the connection to it) failed the call.
+    Failed(String),
+}
+
+impl CallError {
+    /// The human-readable text.
+    pub fn message(&self) -> &str {
+        match self {
+            CallError::Unauthenticated(m) | CallError::Failed(m) => m,
+        }
+    }
+}
+
+/// How calls reach the daemon (see the module docs).
 #[derive(Debug, Clone)]
-pub struct DaemonAccess {
-    shared: Client,
-    bearer_url: Option<String>,
+pub enum DaemonAccess {
+    /// This process's own client (stdio).
+    Process(Client),
+    /// A fresh session per call to `url`, with the caller's bearer token (HTTP).
+    PerCaller { url: String },
 }
 
 impl DaemonAccess {
-    /// Core tools through `shared`; no daemon tool groups (stdio).
-    pub fn shared_only(shared: Client) -> Self {
-        Self {
-            shared,
-            bearer_url: None,
-        }
-    }
-
-    /// Core tools through `shared`; daemon tools on fresh sessions to `url`.
-    pub fn with_bearer_url(shared: Client, url: impl Into<String>) -> Self {
-        Self {
-            shared,
-            bearer_url: Some(url.into()),
-        }
-    }
-
-    /// The shared client (prompts and core tools).
-    pub fn shared(&self) -> &Client {
-        &self.shared
-    }
-
-    /// Runs `tool` with `arguments` as its method's params and projects the outcome into a
-    /// `CallToolResult`. Every failure, the daemon's input validation included, is an
-    /// `isError: true` result.
-    pub async fn call_tool(&self, tool: &Tool, arguments: Value, caller: &Caller) -> Value {
-        let outcome = if tool.def.group.needs_bearer() {
-            self.call_with_bearer(tool.def.method, arguments, caller)
-                .await
-        } else {
-            self.shared
-                .call(tool.def.method, arguments)
-                .await
-                .map_err(|e| describe(&e))
-        };
-        match outcome {
-            Ok(result) => success(tool, result),
-            Err(message) => failure(&message),
-        }
-    }
-
-    async fn call_with_bearer(
+    /// Runs `method` with `params` as the caller.
+    pub async fn call(
         &self,
         method: &str,
-        arguments: Value,
+        params: Value,
         caller: &Caller,
-    ) -> Result<Value, String> {
-        if caller.agent_header {
-            return Err("X-Car-Agent-Id is not supported here: a supervised agent must use its own WebSocket connection".into());
-        }
-        let Some(url) = &self.bearer_url else {
-            return Err("daemon tools are only served on the daemon's HTTP endpoint".into());
+    ) -> Result<Value, CallError> {
+        let url = match self {
+            DaemonAccess::Process(client) => {
+                return client
+                    .call(method, params)
+                    .await
+                    .map_err(|e| CallError::Failed(describe(&e)))
+            }
+            DaemonAccess::PerCaller { url } => url,
         };
+        if caller.agent_header {
+            return Err(CallError::Unauthenticated("X-Car-Agent-Id is not supported here: a supervised agent must use its own WebSocket connection".into()));
+        }
         let Some(token) = caller.bearer.as_deref() else {
-            return Err("this tool needs an Authorization: Bearer <daemon token> header".into());
+            return Err(CallError::Unauthenticated(
+                "this endpoint needs an Authorization: Bearer <daemon token> header".into(),
+            ));
         };
         let client = Client::new(
             ClientConfig::with_env(EnvSnapshot::empty())
                 .url(url)
                 .token(token),
         );
-        let outcome = client.call(method, arguments).await;
+        let outcome = client.call(method, params).await;
         client.close();
-        outcome.map_err(|e| describe(&e))
+        outcome.map_err(|e| CallError::Failed(describe(&e)))
+    }
+
+    /// Runs `tool` with `arguments` as its method's params and projects the outcome into a
+    /// `CallToolResult`. Every failure, a missing credential and the daemon's input
+    /// validation included, is an `isError: true` result.
+    pub async fn call_tool(&self, tool: &Tool, arguments: Value, caller: &Caller) -> Value {
+        match self.call(tool.def.method, arguments, caller).await {
+            Ok(result) => success(tool, result),
+            Err(error) => failure(error.message()),
+        }
     }
 }
 
@@ -151,43 +161,44 @@ mod tests {
         assert_eq!(out["isError"], false);
     }
 
-    fn unreachable_access(bearer_url: Option<&str>) -> DaemonAccess {
-        // Port 9 (discard) on loopback: nothing listens there in the test environment.
-        let shared =
-            Client::new(ClientConfig::with_env(EnvSnapshot::empty()).url("ws://127.0.0.1:9"));
-        match bearer_url {
-            Some(url) => DaemonAccess::with_bearer_url(shared, url),
-            None => DaemonAccess::shared_only(shared),
-        }
-    }
+    /// Port 9 (discard) on loopback: nothing listens there in the test environment.
+    const NOWHERE: &str = "ws://127.0.0.1:9";
 
     #[tokio::test]
-    async fn daemon_tools_refuse_without_a_bearer_or_with_an_agent_header() {
-        let access = unreachable_access(Some("ws://127.0.0.1:9"));
-        let stats = tool("events_stats");
-        let out = access
-            .call_tool(&stats, json!({}), &Caller::default())
-            .await;
-        assert_eq!(out["isError"], true);
-        assert!(out["content"][0]["text"]
-            .as_str()
-            .unwrap()
-            .contains("Authorization: Bearer"));
+    async fn every_http_tool_refuses_without_a_bearer_or_with_an_agent_header() {
+        let access = DaemonAccess::PerCaller {
+            url: NOWHERE.into(),
+        };
+        for name in ["events_stats", "memory_query", "memory_add_fact", "verify"] {
+            let out = access
+                .call_tool(&tool(name), json!({}), &Caller::default())
+                .await;
+            assert_eq!(out["isError"], true, "{name}");
+            assert!(
+                out["content"][0]["text"]
+                    .as_str()
+                    .unwrap()
+                    .contains("Authorization: Bearer"),
+                "{name}: {out}"
+            );
+        }
         let caller = Caller {
             bearer: Some("t".into()),
             agent_header: true,
         };
-        let out = access.call_tool(&stats, json!({}), &caller).await;
-        assert!(out["content"][0]["text"]
-            .as_str()
-            .unwrap()
-            .contains("X-Car-Agent-Id"));
+        let refused = access.call("memory.query", json!({}), &caller).await;
+        assert!(
+            matches!(&refused, Err(CallError::Unauthenticated(m)) if m.contains("X-Car-Agent-Id")),
+            "{refused:?}"
+        );
     }
 
     #[tokio::test]
     async fn an_unreachable_daemon_is_a_tool_error() {
-        let access = unreachable_access(None);
-        let out = access
+        let process = DaemonAccess::Process(Client::new(
+            ClientConfig::with_env(EnvSnapshot::empty()).url(NOWHERE),
+        ));
+        let out = process
             .call_tool(
                 &tool("memory_query"),
                 json!({"query": "x"}),
@@ -195,12 +206,14 @@ mod tests {
             )
             .await;
         assert_eq!(out["isError"], true);
-        let out = access
-            .call_tool(&tool("events_stats"), json!({}), &Caller::default())
-            .await;
-        assert!(out["content"][0]["text"]
-            .as_str()
-            .unwrap()
-            .contains("only served"));
+        let per_caller = DaemonAccess::PerCaller {
+            url: NOWHERE.into(),
+        };
+        let caller = Caller {
+            bearer: Some("t".into()),
+            agent_header: false,
+        };
+        let failed = per_caller.call("events.stats", json!({}), &caller).await;
+        assert!(matches!(failed, Err(CallError::Failed(_))), "{failed:?}");
     }
 }

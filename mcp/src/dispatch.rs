@@ -178,7 +178,7 @@ impl McpServer {
             })),
             "tools/call" => self.call_tool(params, caller).await,
             "prompts/list" => Ok(prompts::list()),
-            "prompts/get" => prompts::get(self.access.shared(), &params).await,
+            "prompts/get" => prompts::get(&self.access, &params, caller).await,
             "resources/list" => Ok(json!({"resources": []})),
             "resources/read" => {
                 let uri = params.get("uri").and_then(Value::as_str).unwrap_or("");
@@ -247,20 +247,19 @@ fn initialize(params: &Value) -> Value {
             "completions": {},
         },
         "serverInfo": {"name": "car-runtime", "version": car_proto::CAR_VERSION},
-        "instructions": "CAR's graph memory, skills and static plan verification. Tools never execute a proposal; daemon tools need an Authorization: Bearer header on HTTP.",
+        "instructions": "CAR's graph memory, skills and static plan verification. Tools never execute a proposal; on HTTP every tool call and prompt needs an Authorization: Bearer header.",
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use car_daemon_client::{Client, ClientConfig, EnvSnapshot};
 
     fn server(enable_mutations: bool) -> McpServer {
-        let config = ClientConfig::with_env(EnvSnapshot::with_car_home("/nonexistent"))
-            .url("ws://127.0.0.1:9");
         McpServer::http(
-            DaemonAccess::with_bearer_url(Client::new(config), "ws://127.0.0.1:9"),
+            DaemonAccess::PerCaller {
+                url: "ws://127.0.0.1:9".into(),
+            },
             enable_mutations,
         )
     }

@@ -58,10 +58,9 @@ pub struct Endpoint {
 impl Endpoint {
     /// The endpoint `config` describes.
     pub fn new(config: HttpConfig) -> Self {
-        let access = DaemonAccess::with_bearer_url(
-            car_daemon_client::Client::new(config.daemon),
-            config.daemon_url,
-        );
+        let access = DaemonAccess::PerCaller {
+            url: config.daemon_url,
+        };
         Self {
             server: McpServer::http(access, config.enable_mutations),
             sessions: Sessions::new(config.session_idle),

@@ -10,9 +10,10 @@
 //!
 //! - `catalog`: the static tool table (tool name → daemon method, annotations, group) and
 //!   the self-contained `inputSchema` / `outputSchema` generated from `car_proto::methods`;
-//! - `daemon`: the shared daemon client for core tools, a fresh `session.auth`-ed session per
-//!   call for the daemon tool groups (`Authorization: Bearer` on HTTP), and the projection
-//!   of a daemon answer into a tool result (`isError: true` for every daemon error);
+//! - `daemon`: how calls reach the daemon — stdio with the process's own client (token from
+//!   the environment like every client), HTTP with a fresh `session.auth`-ed session per
+//!   call on the request's `Authorization: Bearer` token (no header, no call) — and the
+//!   projection of a daemon answer into a tool result (`isError: true` for every error);
 //! - `prompts`: the `car_context` prompt over `memory.build_context`, and completion;
 //! - `guard`, `session`, `http`: the HTTP header rules, sessions, and the hyper server;
 //! - `stdio`: newline-delimited JSON-RPC on stdin/stdout.
@@ -58,12 +59,12 @@ mod stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
-use car_daemon_client::{Client, ClientConfig};
+use car_daemon_client::Client;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 pub use catalog::{Group, Hints, ToolDef, TOOLS};
-pub use daemon::{Caller, DaemonAccess};
+pub use daemon::{CallError, Caller, DaemonAccess};
 pub use dispatch::{classify, McpServer, Message};
 pub use session::MAX_SESSIONS;
 pub use stdio::MAX_LINE_BYTES;
@@ -86,10 +87,8 @@ pub const DEFAULT_SESSION_IDLE: Duration = Duration::from_secs(24 * 60 * 60);
 /// How the daemon runs its Streamable HTTP endpoint.
 #[derive(Debug, Clone)]
 pub struct HttpConfig {
-    /// How the endpoint reaches the daemon (URL + the daemon's own token) for the tools
-    /// that need no caller credential.
-    pub daemon: ClientConfig,
-    /// The daemon URL that per-request bearer connections dial (daemon tool groups).
+    /// The daemon URL each request's bearer-authenticated session dials. The endpoint holds
+    /// no credential of its own.
     pub daemon_url: String,
     /// Register the mutating daemon tools (`workflow_run`, `workflow_resume`,
     /// `scheduler_schedule`, `scheduler_unschedule`).
@@ -113,6 +112,6 @@ where
     R: tokio::io::AsyncBufRead + Unpin,
     W: tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
-    let server = Arc::new(McpServer::stdio(DaemonAccess::shared_only(client)));
+    let server = Arc::new(McpServer::stdio(DaemonAccess::Process(client)));
     stdio::serve(server, input, output).await
 }

@@ -1,13 +1,13 @@
 //! The `car_context` prompt (over `memory.build_context`) and `completion/complete`.
 //!
 //! This module owns the prompt catalog and argument completion; it reaches the daemon only
-//! through the shared client it is handed. `car_context` takes `query` (required) and `mode`
+//! through the [`DaemonAccess`] it is handed, as the caller. `car_context` takes `query` (required) and `mode`
 //! (`full`, the default, or `fast`). This daemon's `memory.build_context` has one assembly
 //! path, so both modes produce the same context; `mode` is validated so a host's typo is
 //! reported rather than silently ignored.
 
-use car_daemon_client::Client;
-use car_proto::errors::RpcError;
+use crate::daemon::{CallError, Caller, DaemonAccess};
+use car_proto::errors::{self, RpcError};
 use serde_json::{json, Value};
 
 /// The one prompt.
@@ -31,7 +31,11 @@ pub fn list() -> Value {
 }
 
 /// `prompts/get`.
-pub async fn get(client: &Client, params: &Value) -> Result<Value, RpcError> {
+pub async fn get(
+    access: &DaemonAccess,
+    params: &Value,
+    caller: &Caller,
+) -> Result<Value, RpcError> {
     let name = params
         .get("name")
         .and_then(Value::as_str)
@@ -60,10 +64,13 @@ pub async fn get(client: &Client, params: &Value) -> Result<Value, RpcError> {
             )));
         }
     }
-    let context = client
-        .call("memory.build_context", json!({"query": query}))
+    let context = access
+        .call("memory.build_context", json!({"query": query}), caller)
         .await
-        .map_err(|e| RpcError::internal(format!("memory.build_context failed: {e}")))?;
+        .map_err(|e| match e {
+            CallError::Unauthenticated(m) => RpcError::new(errors::AUTH_REQUIRED, m),
+            CallError::Failed(m) => RpcError::internal(format!("memory.build_context failed: {m}")),
+        })?;
     let text = match context {
         Value::String(text) => text,
         other => other.to_string(),

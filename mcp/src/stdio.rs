@@ -154,9 +154,7 @@ mod tests {
     async fn run(input: &[u8]) -> Vec<Value> {
         let config = ClientConfig::with_env(EnvSnapshot::with_car_home("/nonexistent"))
             .url("ws://127.0.0.1:9");
-        let server = Arc::new(McpServer::stdio(DaemonAccess::shared_only(Client::new(
-            config,
-        ))));
+        let server = Arc::new(McpServer::stdio(DaemonAccess::Process(Client::new(config))));
         let (out_w, mut out_r) = tokio::io::duplex(1 << 20);
         serve(server, BufReader::new(input), out_w).await.unwrap();
         let mut text = String::new();

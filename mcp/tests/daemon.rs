@@ -24,16 +24,18 @@ fn text(result: &Value) -> String {
 #[tokio::test]
 async fn http_happy_path_shares_the_daemons_memory() {
     let daemon = Daemon::start();
-    let e = endpoint(&daemon.ws_url, &daemon.home, false).await;
+    let e = endpoint(&daemon.ws_url, false).await;
 
     let init = post(e.addr, &[], &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
         "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})).await;
     assert_eq!(init.status, 200);
     assert_eq!(init.json()["result"]["protocolVersion"], "2025-06-18");
     let session = init.header("mcp-session-id").unwrap().to_string();
+    let bearer = format!("Bearer {}", daemon.token().trim());
     let headers = [
         ("Mcp-Session-Id", session.as_str()),
         ("MCP-Protocol-Version", "2025-06-18"),
+        ("Authorization", bearer.as_str()),
     ];
     let r = post(
         e.addr,
@@ -170,10 +172,94 @@ async fn http_happy_path_shares_the_daemons_memory() {
     assert!(prompt["result"]["messages"][0]["content"]["text"].is_string());
 }
 
+/// CAR serves the memory and skill tools to any local process with no header; here a
+/// request without the daemon token (or with a wrong one) reads, writes and deletes nothing.
+#[tokio::test]
+async fn a_stranger_without_the_token_reads_and_writes_nothing() {
+    let daemon = Daemon::start();
+    let e = endpoint(&daemon.ws_url, false).await;
+    let owner = Client::new(
+        ClientConfig::with_env(EnvSnapshot::with_car_home(&daemon.home)).url(&daemon.ws_url),
+    );
+    owner
+        .call(
+            "memory.add_fact",
+            json!({"subject": "private", "body": "the vault code is 4711", "fact_id": "secret-1"}),
+        )
+        .await
+        .unwrap();
+
+    for bad in [
+        None,
+        Some("Bearer not-the-token"),
+        Some("Basic Zm9vOmJhcg=="),
+    ] {
+        let headers: Vec<(&str, &str)> = bad.iter().map(|h| ("Authorization", *h)).collect();
+        let calls = [
+            call(1, "memory_query", json!({"query": "vault code"})),
+            call(
+                2,
+                "memory_add_fact",
+                json!({"subject": "x", "body": "planted"}),
+            ),
+            call(3, "memory_delete", json!({"id": "secret-1"})),
+            call(
+                4,
+                "skill_ingest",
+                json!({"name": "s", "code": "x", "description": "d"}),
+            ),
+            call(5, "skill_list", json!({})),
+            call(6, "verify", json!({"proposal": {"actions": []}})),
+        ];
+        for request in calls {
+            let r = post(e.addr, &headers, &request).await.json();
+            assert_eq!(r["result"]["isError"], true, "{bad:?} {request}: {r}");
+            assert!(!text(&r["result"]).contains("4711"), "{r}");
+        }
+        let prompt = post(
+            e.addr,
+            &headers,
+            &json!({"jsonrpc": "2.0", "id": 7, "method": "prompts/get",
+                "params": {"name": "car_context", "arguments": {"query": "vault code"}}}),
+        )
+        .await
+        .json();
+        assert!(prompt["error"].is_object(), "{prompt}");
+        assert!(!prompt.to_string().contains("4711"), "{prompt}");
+        if bad.is_none() {
+            assert_eq!(prompt["error"]["code"], -32001, "{prompt}");
+        }
+    }
+    // Listing stays open (metadata only, as in CAR).
+    let list = post(
+        e.addr,
+        &[],
+        &json!({"jsonrpc": "2.0", "id": 8, "method": "tools/list"}),
+    )
+    .await
+    .json();
+    assert!(list["result"]["tools"].as_array().unwrap().len() > 10);
+
+    // Nothing was written or deleted.
+    let hits = owner
+        .call("memory.query", json!({"query": "vault code planted"}))
+        .await
+        .unwrap();
+    let bodies: Vec<&str> = hits
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|h| h["body"].as_str())
+        .collect();
+    assert!(bodies.contains(&"the vault code is 4711"), "{hits}");
+    assert!(!bodies.contains(&"planted"), "{hits}");
+    owner.close();
+}
+
 #[tokio::test]
 async fn daemon_tools_need_the_callers_bearer_token() {
     let daemon = Daemon::start();
-    let e = endpoint(&daemon.ws_url, &daemon.home, true).await;
+    let e = endpoint(&daemon.ws_url, true).await;
     let token = daemon.token();
     let bearer = format!("Bearer {}", token.trim());
 

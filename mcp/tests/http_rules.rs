@@ -10,10 +10,6 @@ use serde_json::{json, Value};
 
 const NO_DAEMON: &str = "ws://127.0.0.1:9";
 
-fn home() -> std::path::PathBuf {
-    std::env::temp_dir().join("car-mcp-no-daemon")
-}
-
 fn initialize() -> Value {
     json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
@@ -25,7 +21,7 @@ fn ping() -> Value {
 
 #[tokio::test]
 async fn origin_rule_guards_post_and_delete() {
-    let e = endpoint(NO_DAEMON, &home(), false).await;
+    let e = endpoint(NO_DAEMON, false).await;
     for origin in [
         "http://evil.example.com",
         "null",
@@ -57,7 +53,7 @@ async fn origin_rule_guards_post_and_delete() {
 
 #[tokio::test]
 async fn protocol_version_rule_runs_before_the_body_is_parsed() {
-    let e = endpoint(NO_DAEMON, &home(), false).await;
+    let e = endpoint(NO_DAEMON, false).await;
     for version in ["2024-11-05", "2025-06-18", "2025-11-25"] {
         assert_eq!(
             post(e.addr, &[("MCP-Protocol-Version", version)], &ping())
@@ -109,7 +105,7 @@ async fn protocol_version_rule_runs_before_the_body_is_parsed() {
 
 #[tokio::test]
 async fn sessions_are_minted_checked_and_ended() {
-    let e = endpoint(NO_DAEMON, &home(), false).await;
+    let e = endpoint(NO_DAEMON, false).await;
     let r = post(e.addr, &[], &initialize()).await;
     assert_eq!(r.status, 200);
     assert_eq!(r.header("content-type"), Some("application/json"));
@@ -156,7 +152,7 @@ async fn sessions_are_minted_checked_and_ended() {
 
 #[tokio::test]
 async fn notifications_and_responses_are_accepted_with_an_empty_body() {
-    let e = endpoint(NO_DAEMON, &home(), false).await;
+    let e = endpoint(NO_DAEMON, false).await;
     for message in [
         json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
         json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}}),
@@ -170,7 +166,7 @@ async fn notifications_and_responses_are_accepted_with_an_empty_body() {
 
 #[tokio::test]
 async fn malformed_bodies_get_json_rpc_errors() {
-    let e = endpoint(NO_DAEMON, &home(), false).await;
+    let e = endpoint(NO_DAEMON, false).await;
     let json_post = |body: &'static [u8]| {
         send(
             e.addr,
@@ -219,7 +215,7 @@ async fn malformed_bodies_get_json_rpc_errors() {
 
 #[tokio::test]
 async fn oversized_bodies_are_refused_by_declared_and_actual_length() {
-    let e = endpoint_with(NO_DAEMON, &home(), false, 1024).await;
+    let e = endpoint_with(NO_DAEMON, false, 1024).await;
     let big = vec![b' '; 4096];
     let r = send(
         e.addr,
@@ -263,7 +259,7 @@ async fn oversized_bodies_are_refused_by_declared_and_actual_length() {
 
 #[tokio::test]
 async fn get_is_405_and_health_is_exempt() {
-    let e = endpoint(NO_DAEMON, &home(), false).await;
+    let e = endpoint(NO_DAEMON, false).await;
     let r = send(
         e.addr,
         "GET",
@@ -300,7 +296,7 @@ async fn get_is_405_and_health_is_exempt() {
 
 #[tokio::test]
 async fn tool_call_envelope_errors_are_invalid_params() {
-    let e = endpoint(NO_DAEMON, &home(), false).await;
+    let e = endpoint(NO_DAEMON, false).await;
     for params in [
         json!({}),
         json!({"name": "no_such_tool"}),

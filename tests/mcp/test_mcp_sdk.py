@@ -1,6 +1,6 @@
 """CAR's MCP server driven by the official MCP Python SDK (PyPI ``mcp``), over Streamable
 HTTP (the daemon's ``/mcp``) and over stdio (the ``car-mcp`` binary): list tools, add a fact,
-query it back, verify a proposal, and the daemon tools' bearer rule.
+query it back, verify a proposal, and the bearer rule (HTTP: no token, no call).
 """
 
 import json
@@ -10,6 +10,7 @@ import anyio
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamablehttp_client
+from mcp.shared.exceptions import McpError
 
 # CAR's sixteen tools (MCP.md, "The tool list — 16 tools").
 CORE_TOOLS = {
@@ -82,21 +83,33 @@ async def exercise_core_tools(session, label):
 
 def test_streamable_http(daemon):
     async def run():
+        # No header: listing works, every call is refused and nothing reaches memory.
         async with streamablehttp_client(daemon.mcp_url) as (read, write, _session_id):
             async with ClientSession(read, write) as session:
-                names = await exercise_core_tools(session, "http")
-                assert DAEMON_READ_TOOLS <= names
-                assert "workflow_run" not in names
-                refused = await session.call_tool("events_stats", {})
-                assert refused.isError
-                assert "Authorization" in text_of(refused)
-                prompt = await session.get_prompt("car_context", {"query": "pangolin"})
-                assert prompt.messages[0].role == "user"
+                await session.initialize()
+                listed = {t.name for t in (await session.list_tools()).tools}
+                assert DAEMON_READ_TOOLS <= listed
+                for name, args in [("memory_query", {"query": "x"}),
+                                   ("memory_add_fact", {"subject": "s", "body": "b"}),
+                                   ("events_stats", {})]:
+                    refused = await session.call_tool(name, args)
+                    assert refused.isError, name
+                    assert "Authorization" in text_of(refused)
+                try:
+                    await session.get_prompt("car_context", {"query": "pangolin"})
+                except McpError as e:
+                    assert e.error.code == -32001
+                else:
+                    raise AssertionError("prompts/get without a token was answered")
 
         headers = {"Authorization": f"Bearer {daemon.token}"}
         async with streamablehttp_client(daemon.mcp_url, headers=headers) as (read, write, _):
             async with ClientSession(read, write) as session:
-                await session.initialize()
+                names = await exercise_core_tools(session, "http")
+                assert DAEMON_READ_TOOLS <= names
+                assert "workflow_run" not in names
+                prompt = await session.get_prompt("car_context", {"query": "pangolin"})
+                assert prompt.messages[0].role == "user"
                 stats = await session.call_tool("events_stats", {})
                 assert not stats.isError, text_of(stats)
                 events = await session.call_tool("events_query", {"limit": 2})

@@ -6,7 +6,6 @@
 
 use std::net::SocketAddr;
 
-use car_daemon_client::{ClientConfig, EnvSnapshot};
 use car_mcp::HttpConfig;
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -25,31 +24,19 @@ impl Drop for Endpoint {
     }
 }
 
-/// Serves `/mcp` for the daemon at `ws_url`, discovering its token under `car_home`.
-pub async fn endpoint(
-    ws_url: &str,
-    car_home: &std::path::Path,
-    enable_mutations: bool,
-) -> Endpoint {
-    endpoint_with(
-        ws_url,
-        car_home,
-        enable_mutations,
-        car_mcp::DEFAULT_MAX_BODY_BYTES,
-    )
-    .await
+/// Serves `/mcp` for the daemon at `ws_url` (the endpoint holds no token: callers bring one).
+pub async fn endpoint(ws_url: &str, enable_mutations: bool) -> Endpoint {
+    endpoint_with(ws_url, enable_mutations, car_mcp::DEFAULT_MAX_BODY_BYTES).await
 }
 
 pub async fn endpoint_with(
     ws_url: &str,
-    car_home: &std::path::Path,
     enable_mutations: bool,
     max_body_bytes: usize,
 ) -> Endpoint {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let config = HttpConfig {
-        daemon: ClientConfig::with_env(EnvSnapshot::with_car_home(car_home)).url(ws_url),
         daemon_url: ws_url.to_string(),
         enable_mutations,
         max_body_bytes,
