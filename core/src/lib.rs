@@ -16,11 +16,13 @@
 //! - [`namespace`]: the memory-namespace file-name encoding;
 //! - [`frame`]: the 26-byte binary frame header codec;
 //! - [`redact`]: [`redact::Redacted`], the wrapper that keeps secrets out of `Debug` output;
-//! - [`safe_file`]: the one safe-file API every crate uses for paths a caller named.
+//! - [`safe_file`]: the one safe-file API every crate uses for paths a caller named;
+//! - [`token`]: minting bearer secrets and comparing them in constant time.
 //!
 //! It must not touch sockets, threads, async runtimes or the file system (path resolution
-//! is pure: it is handed the environment it reads), with one exception: [`safe_file`], the
-//! blocking open/read/replace rules every engine shares (engines depend on this crate only).
+//! is pure: it is handed the environment it reads), with two exceptions: [`safe_file`], the
+//! blocking open/read/replace rules every engine shares (engines depend on this crate only),
+//! and [`token::mint_token`], which reads the operating system's random source.
 
 pub mod capabilities;
 pub mod deadline;
@@ -35,6 +37,7 @@ pub mod paths;
 pub mod redact;
 pub mod safe_file;
 pub mod schema;
+pub mod token;
 
 /// The wire protocol version. Bumped only on a backward-incompatible change to request or
 /// response shapes; independent of the package version.

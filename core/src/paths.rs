@@ -22,6 +22,8 @@ use std::path::{Path, PathBuf};
 pub const APP_DIR: &str = "ai.parslee.car";
 pub const AUTH_TOKEN_FILE: &str = "auth-token";
 pub const HOST_TOKEN_FILE: &str = "host-token";
+/// The dashboard's one-time login URL (written by the primary daemon, `0600`).
+pub const DASHBOARD_LOGIN_FILE: &str = "dashboard-login";
 pub const SOCKET_FILE: &str = "car-server.sock";
 pub const LOCK_FILE: &str = "daemon.lock";
 
@@ -97,6 +99,7 @@ pub struct Paths {
     pub token_dir: PathBuf,
     pub auth_token: PathBuf,
     pub host_token: PathBuf,
+    pub dashboard_login: PathBuf,
     pub run_dir: PathBuf,
     pub lock_file: PathBuf,
     pub shared_socket: PathBuf,
@@ -185,6 +188,7 @@ pub fn resolve(env: &PathEnv) -> Result<Paths, PathError> {
         relocated: car_home.is_some(),
         auth_token: token_dir.join(AUTH_TOKEN_FILE),
         host_token: token_dir.join(HOST_TOKEN_FILE),
+        dashboard_login: token_dir.join(DASHBOARD_LOGIN_FILE),
         lock_file: run_dir.join(LOCK_FILE),
         memory_dir: state_root.join("memory"),
         token_dir,
@@ -220,6 +224,10 @@ mod tests {
         assert_eq!(
             p.host_token,
             PathBuf::from("/home/u/.config/ai.parslee.car/host-token")
+        );
+        assert_eq!(
+            p.dashboard_login,
+            PathBuf::from("/home/u/.config/ai.parslee.car/dashboard-login")
         );
         assert_eq!(
             p.shared_socket,

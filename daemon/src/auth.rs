@@ -13,24 +13,8 @@ use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-use base64::Engine;
 use car_proto::redact::Redacted;
-use subtle::ConstantTimeEq;
-
-/// Bytes of entropy in a token (43 base64url characters without padding).
-pub const TOKEN_BYTES: usize = 32;
-
-/// A fresh random token: 32 bytes, base64url without padding.
-pub fn mint_token() -> String {
-    let mut bytes = [0u8; TOKEN_BYTES];
-    getrandom::fill(&mut bytes).expect("the operating system's random source");
-    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
-}
-
-/// Length-checked constant-time comparison.
-pub fn tokens_match(expected: &str, presented: &str) -> bool {
-    expected.len() == presented.len() && bool::from(expected.as_bytes().ct_eq(presented.as_bytes()))
-}
+pub use car_proto::token::{mint_token, tokens_match};
 
 /// The daemon's credentials while auth is on (`Debug` shows neither).
 #[derive(Debug, Clone)]
@@ -181,19 +165,6 @@ pub fn take_token_file(path: &Path) -> Result<String, String> {
 mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
-
-    #[test]
-    fn tokens_are_43_base64url_chars_and_distinct() {
-        let a = mint_token();
-        assert_eq!(a.len(), 43);
-        assert!(a
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'));
-        assert_ne!(a, mint_token());
-        assert!(tokens_match(&a, &a.clone()));
-        assert!(!tokens_match(&a, &a[..42]));
-        assert!(!tokens_match(&a, &mint_token()));
-    }
 
     #[test]
     fn writes_0600_atomically_and_refuses_symlinks() {

@@ -138,7 +138,8 @@ pub async fn run(config: Config, paths: Paths) -> Result<(), Fatal> {
         state.clone(),
     ));
     let ws_url = format!("ws://{local}");
-    let sidecars = sidecars::start(&state, local.port()).await?;
+    let login_file = instance.primary.then(|| paths.dashboard_login.clone());
+    let sidecars = sidecars::start(&state, local.port(), login_file).await?;
     state.boot(ws_url.clone()).await;
     tracing::info!(
         %ws_url,
@@ -183,6 +184,10 @@ pub async fn run(config: Config, paths: Paths) -> Result<(), Fatal> {
         if instance.primary {
             auth::remove_if_ours(&paths.auth_token, creds.token.expose());
             auth::remove_if_ours(&paths.host_token, creds.host_token.expose());
+            // A spent or current login URL opens nothing once this daemon is gone.
+            if let Err(e) = std::fs::remove_file(&paths.dashboard_login) {
+                tracing::debug!(error = %e, "no dashboard login file to remove");
+            }
         }
     }
     if let Err(e) = std::fs::remove_file(&instance.socket) {

@@ -169,23 +169,9 @@ fn agent_token(agent: &Value) -> String {
     std::fs::read_to_string(path).unwrap().trim().to_string()
 }
 
-/// The dashboard's observer token, as its page obtains it.
+/// The dashboard's observer token, as its page obtains it (the one-time login exchanged).
 fn observer_token(d: &Daemon) -> String {
-    let base = d.dashboard_url.as_deref().expect("dashboard");
-    let authority = base.trim_start_matches("http://").trim_end_matches('/');
-    let origin = format!("http://{authority}");
-    let r = car_test_harness::http_wire::request(
-        authority,
-        "GET",
-        "/auth-token",
-        &[
-            ("Origin", origin.as_str()),
-            ("Sec-Fetch-Site", "same-origin"),
-        ],
-        b"",
-    );
-    assert_eq!(r.status, 200, "{}", r.text());
-    r.json()["token"].as_str().expect("a token").to_string()
+    d.observer_token().expect("a token while auth is on")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,6 +1,7 @@
 //! The dashboard's read-only token (issue 16): served by `GET /auth-token` on the dashboard
-//! port, distinct from the daemon and host tokens; a session holding it sees what a host
-//! sees (every agent's runs) and is refused every method that is not a read.
+//! port in exchange for the one-time login secret (issue 24), distinct from the daemon and
+//! host tokens; a session holding it sees what a host sees (every agent's runs) and is
+//! refused every method that is not a read.
 
 mod common;
 
@@ -14,23 +15,59 @@ fn get(base: &str, path: &str) -> (u16, String) {
     (r.status, r.text())
 }
 
-fn dashboard_token(d: &Daemon) -> Value {
-    let (status, body) = get(
-        d.dashboard_url.as_deref().expect("dashboard"),
+/// CAR's `GET /auth-token` hands the observer token to any local process that omits
+/// `Origin`; here a request without the login secret gets a 401 whose body authenticates
+/// nothing, and the login URL the daemon wrote (`0600`, also in its log) opens it once.
+#[tokio::test]
+async fn a_credential_less_auth_token_request_yields_nothing_that_authenticates() {
+    use std::os::unix::fs::PermissionsExt;
+    let mut d = Daemon::start();
+    let base = d.dashboard_url.clone().expect("dashboard");
+    let (status, body) = get(&base, "/auth-token");
+    assert_eq!(status, 401, "{body}");
+    // Nothing in the answer opens a session.
+    let mut ws = Ws::tcp(&d.ws_url).await;
+    let reply: Value = serde_json::from_str(&body).unwrap();
+    for candidate in [reply["token"].as_str().unwrap_or(""), body.as_str()] {
+        let r = ws.call("session.auth", json!({"token": candidate})).await;
+        assert!(r.get("error").is_some(), "{r}");
+        ws = Ws::tcp(&d.ws_url).await;
+    }
+
+    let login = d.dashboard_login_url();
+    assert!(login.starts_with(&format!("{base}#login=")), "{login}");
+    let mode = std::fs::metadata(d.dashboard_login_path())
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600);
+    assert!(d.stderr().contains(&login), "the daemon logs the login URL");
+    let token = d.observer_token().expect("a token while auth is on");
+    let r = ws.call("session.auth", json!({"token": token})).await;
+    assert_eq!(r["result"]["role"], "observer", "{r}");
+    // The login URL was spent; the file now holds the next one.
+    assert_ne!(d.dashboard_login_url(), login);
+    let secret = login.split_once("#login=").unwrap().1;
+    let authority = base.trim_start_matches("http://").trim_end_matches('/');
+    let r = car_test_harness::http_wire::request(
+        authority,
+        "GET",
         "/auth-token",
+        &[("X-Car-Login", secret)],
+        b"",
     );
-    assert_eq!(status, 200, "{body}");
-    serde_json::from_str::<Value>(&body).expect("JSON body")["token"].clone()
+    assert_eq!(r.status, 401, "a spent login opens nothing: {}", r.text());
+
+    // The login file goes with the daemon.
+    let path = d.dashboard_login_path();
+    assert!(d.terminate().success());
+    assert!(!path.exists(), "the login file is removed at shutdown");
 }
 
 #[tokio::test]
 async fn the_dashboard_token_reads_everything_and_changes_nothing() {
     let d = Daemon::start();
-    let token = dashboard_token(&d);
-    let token = token
-        .as_str()
-        .expect("a token while auth is on")
-        .to_string();
+    let token = d.observer_token().expect("a token while auth is on");
     assert_ne!(token, d.token());
     assert_ne!(token, d.host_token());
 
@@ -93,7 +130,10 @@ async fn the_dashboard_token_reads_everything_and_changes_nothing() {
 #[tokio::test]
 async fn without_auth_the_dashboard_serves_no_token() {
     let d = Daemon::builder().args(["--no-auth"]).start();
-    assert_eq!(dashboard_token(&d), Value::Null);
+    assert_eq!(d.observer_token(), None);
+    let (status, body) = get(d.dashboard_url.as_deref().unwrap(), "/auth-token");
+    assert_eq!(status, 200, "{body}");
+    assert!(!d.dashboard_login_path().exists(), "no login without auth");
 }
 
 #[tokio::test]

@@ -1,7 +1,11 @@
 // car-server dashboard: a read-only observer of the daemon, in plain browser JavaScript.
 //
-// Flow: GET /auth-token (the daemon's read-only dashboard token and its WebSocket URL) →
-// WebSocket → session.auth {token} (skipped when auth is off) → server.handshake →
+// Flow: the one-time login — the page is opened at the URL the daemon wrote to its
+// dashboard-login file and logged (`/#login=<secret>`); it strips the secret from the
+// address bar and exchanges it once at GET /auth-token (header X-Car-Login) for the
+// daemon's read-only dashboard token and its WebSocket URL, kept in sessionStorage (this
+// origin, this tab) so reloads and reconnects need no new login → WebSocket →
+// session.auth {token} (skipped when auth is off) → server.handshake →
 // host.subscribe. After that the page polls what has no push channel (server.status,
 // runs.list, agents.list, models.list, events.query) every POLL_MS, and applies the
 // pushes: host.event (agents, approvals, host events) and runs.trace.event (one
@@ -21,6 +25,16 @@ const MAX_RUNS = 50;
 const MAX_HOST_EVENTS = 100;
 const EVENT_LOG_LIMIT = 20;
 const METHOD_NOT_FOUND = -32601;
+const CREDENTIALS_KEY = 'car-dashboard-credentials';
+
+// The login secret, taken from the URL fragment once, before anything else runs.
+const loginSecret = (() => {
+  const match = /^#login=([A-Za-z0-9_-]+)$/.exec(location.hash);
+  if (location.hash.startsWith('#login=')) {
+    history.replaceState(null, '', location.pathname + location.search);
+  }
+  return match ? match[1] : null;
+})();
 
 // ---- DOM helpers -------------------------------------------------------------------
 
@@ -171,6 +185,28 @@ const hostEventSeqs = new Set();
 let rpc = null;
 let generation = 0;
 let statusAvailable = true;
+
+/** The login was refused or is missing: the page needs a fresh login URL. */
+class LoginError extends Error {}
+
+/** The dashboard token and WebSocket URL: kept from an earlier exchange in this tab, or
+ * obtained by exchanging the login secret (once; a refused secret is not retried). */
+let pendingLogin = loginSecret;
+async function credentials() {
+  const kept = sessionStorage.getItem(CREDENTIALS_KEY);
+  if (kept) return JSON.parse(kept);
+  const headers = pendingLogin ? { 'X-Car-Login': pendingLogin } : {};
+  pendingLogin = null;
+  const response = await fetch('/auth-token', { cache: 'no-store', headers });
+  if (response.status === 401) {
+    const body = await response.json().catch(() => ({}));
+    throw new LoginError(body.error || 'login required');
+  }
+  if (!response.ok) throw new Error(`GET /auth-token answered ${response.status}`);
+  const config = await response.json();
+  if (config.token !== null) sessionStorage.setItem(CREDENTIALS_KEY, JSON.stringify(config));
+  return config;
+}
 
 async function tokenFingerprint(token) {
   if (!globalThis.crypto || !crypto.subtle) return null;
@@ -470,9 +506,7 @@ async function connect() {
   pill('auth-state', 'pending', 'not authenticated');
   let client;
   try {
-    const response = await fetch('/auth-token', { cache: 'no-store' });
-    if (!response.ok) throw new Error(`GET /auth-token answered ${response.status}`);
-    const config = await response.json();
+    const config = await credentials();
     client = new Rpc(config.ws_url, (m, p) => onNotification(client, m, p), (event) => {
       if (gen !== generation) return;
       generation++;
@@ -508,8 +542,16 @@ async function connect() {
   } catch (error) {
     if (gen !== generation) return;
     showError(error);
-    if (error instanceof RpcError && rpc === client) {
-      if (byId('auth-state').dataset.state === 'pending') pill('auth-state', 'failed', 'auth failed');
+    if (error instanceof LoginError) {
+      // Nothing to retry: only a fresh login URL helps.
+      pill('connection', 'closed', 'not connected');
+      pill('auth-state', 'login-required', 'login required');
+    } else if (error instanceof RpcError && rpc === client) {
+      if (byId('auth-state').dataset.state === 'pending') {
+        pill('auth-state', 'failed', 'auth failed');
+        // A kept token the daemon no longer accepts (it restarted): forget it.
+        sessionStorage.removeItem(CREDENTIALS_KEY);
+      }
       client.close();
     } else {
       generation++;

@@ -2,7 +2,8 @@
 //!
 //! What it owns: one small HTTP/1 server (hyper) that serves a static page (`assets/`,
 //! compiled in) and `GET /auth-token`, which hands the page the daemon's read-only
-//! **dashboard token** and the WebSocket URL. Everything the page shows it reads itself,
+//! **dashboard token** and the WebSocket URL in exchange for a one-time login secret
+//! ([`login`]: the URL the daemon writes to a `0600` file and logs, as Jupyter does). Everything the page shows it reads itself,
 //! over the daemon's ordinary JSON-RPC WebSocket, as a read-only observer session: this
 //! crate never talks to the daemon's state and has no JSON-RPC in it.
 //!
@@ -20,6 +21,7 @@
 //! [`DRAIN_TIMEOUT`]).
 
 mod assets;
+pub mod login;
 pub mod routes;
 
 use std::convert::Infallible;
@@ -45,6 +47,8 @@ pub struct DashboardConfig {
     pub ws_port: u16,
     /// The read-only dashboard token `GET /auth-token` serves; `None` when auth is off.
     pub token: Option<String>,
+    /// Where the login URL is published (`0600`); `None`: in the log only.
+    pub login_file: Option<std::path::PathBuf>,
 }
 
 /// Most connections served at once.
@@ -55,16 +59,36 @@ pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Serves the dashboard on `listener` until `shutdown` is cancelled.
-pub async fn serve(listener: TcpListener, config: DashboardConfig, shutdown: CancellationToken) {
-    let own_addr = match listener.local_addr() {
-        Ok(addr) => addr,
-        Err(e) => {
-            tracing::error!(error = %e, "dashboard listener has no local address; not serving");
-            return;
+///
+/// The login URL is minted and published when this is called, before the returned future
+/// is first polled, so an embedder that announces readiness after spawning it has the
+/// login file in place.
+pub fn serve(
+    listener: TcpListener,
+    config: DashboardConfig,
+    shutdown: CancellationToken,
+) -> impl std::future::Future<Output = ()> + Send + 'static {
+    let site = listener.local_addr().map(|own_addr| {
+        Arc::new(Site::new(
+            config.ws_port,
+            own_addr,
+            config.token,
+            config.login_file,
+        ))
+    });
+    async move {
+        match site {
+            Ok(site) => accept_loop(listener, site, shutdown).await,
+            Err(e) => {
+                tracing::error!(error = %e, "dashboard listener has no local address; not serving")
+            }
         }
-    };
-    let site = Arc::new(Site::new(config.ws_port, own_addr, config.token));
-    tracing::info!(addr = %own_addr, ws_port = config.ws_port, "dashboard listening");
+    }
+}
+
+async fn accept_loop(listener: TcpListener, site: Arc<Site>, shutdown: CancellationToken) {
+    let own_addr = site.own_addr;
+    tracing::info!(addr = %own_addr, ws_port = site.ws_port, "dashboard listening");
     let permits = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let mut connections = JoinSet::new();
     loop {

@@ -5,7 +5,9 @@
 //! must be loopback, else 403 — a DNS-rebinding page reaches us under its own host name;
 //! then the path (404), then the method (405, `Allow: GET`); `GET /auth-token` adds the
 //! cross-site checks (`Origin` exactly this dashboard's own origin when present,
-//! `Sec-Fetch-Site` `same-origin` or `none` when present). Every response carries the same
+//! `Sec-Fetch-Site` `same-origin` or `none` when present) and then, while auth is on, the
+//! one-time login ([`crate::login`]): without the current login secret in `X-Car-Login` the
+//! answer is 401 and carries no token. Every response carries the same
 //! security headers and a strict CSP; no response ever carries CORS headers, so a foreign
 //! page can never read one.
 
@@ -18,30 +20,44 @@ use hyper::{Method, Response, StatusCode, Uri};
 use serde_json::json;
 
 use crate::assets::Assets;
+use crate::login::{Exchange, Login, LOGIN_HEADER};
 use car_proto::loopback::{is_loopback_authority, is_own_origin};
 
 /// What a response is built from: fixed at start-up.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Site {
     pub ws_port: u16,
     /// The address this dashboard listens on: its own origin's port (and address).
     pub own_addr: SocketAddr,
     pub token: Option<String>,
+    /// The one-time login guarding `token` (present exactly when `token` is).
+    pub login: Option<Login>,
     pub assets: Assets,
     csp: HeaderValue,
 }
 
 impl Site {
-    pub fn new(ws_port: u16, own_addr: SocketAddr, token: Option<String>) -> Self {
+    /// The site for a dashboard on `own_addr`; with a `token`, a [`Login`] is minted and
+    /// published in `login_file`.
+    pub fn new(
+        ws_port: u16,
+        own_addr: SocketAddr,
+        token: Option<String>,
+        login_file: Option<std::path::PathBuf>,
+    ) -> Self {
         let csp = format!(
             "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; \
              connect-src 'self' ws://127.0.0.1:{ws_port} ws://localhost:{ws_port}; \
              object-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
         );
+        let login = token
+            .is_some()
+            .then(|| Login::new(format!("http://{own_addr}/"), login_file));
         Site {
             ws_port,
             own_addr,
             token,
+            login,
             assets: Assets::new(),
             csp: HeaderValue::from_str(&csp).expect("the CSP is ASCII"),
         }
@@ -130,13 +146,38 @@ fn host_refusal(uri: &Uri, headers: &HeaderMap) -> Option<String> {
 }
 
 /// `GET /auth-token`: the read-only dashboard token, for this dashboard's own page or a
-/// native client only.
+/// native client only, in exchange for the current one-time login secret.
 fn auth_token(site: &Site, headers: &HeaderMap) -> Response<Full<Bytes>> {
     if let Some(reason) = cross_site_refusal(site.own_addr, headers) {
         tracing::warn!(%reason, "dashboard token request refused");
         let mut response = error(StatusCode::FORBIDDEN, &reason);
         no_store(response.headers_mut());
         return response;
+    }
+    if let Some(login) = &site.login {
+        let where_ = match login.file() {
+            Some(file) => format!(
+                "the login URL in {} (also in the daemon's log)",
+                file.display()
+            ),
+            None => "the login URL in the daemon's log".to_string(),
+        };
+        let refusal = match presented_login(headers) {
+            Err(reason) => Some(reason),
+            Ok(presented) => match login.exchange(presented) {
+                Exchange::Accepted => None,
+                Exchange::Missing => Some(format!("login required: open {where_}")),
+                Exchange::Refused => Some(format!(
+                    "this login link is not valid (each one opens the dashboard once): open {where_}"
+                )),
+            },
+        };
+        if let Some(reason) = refusal {
+            tracing::info!(%reason, "dashboard token request refused");
+            let mut response = error(StatusCode::UNAUTHORIZED, &reason);
+            no_store(response.headers_mut());
+            return response;
+        }
     }
     let body = json!({"token": site.token, "ws_url": site.ws_url()});
     let mut response = json_response(StatusCode::OK, &body);
@@ -173,6 +214,20 @@ fn cross_site_refusal(own: SocketAddr, headers: &HeaderMap) -> Option<String> {
             Err(_) => Some("Sec-Fetch-Site header is not text".into()),
         },
         (None, _) => None,
+    }
+}
+
+/// The `X-Car-Login` value, if one was sent; more than one, or one that is not text, is
+/// refused.
+fn presented_login(headers: &HeaderMap) -> Result<Option<&str>, String> {
+    let mut values = headers.get_all(LOGIN_HEADER).iter();
+    match (values.next(), values.next()) {
+        (None, _) => Ok(None),
+        (Some(_), Some(_)) => Err("more than one X-Car-Login header".into()),
+        (Some(value), None) => value
+            .to_str()
+            .map(|v| Some(v.trim()))
+            .map_err(|_| "X-Car-Login header is not text".into()),
     }
 }
 

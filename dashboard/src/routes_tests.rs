@@ -8,7 +8,14 @@ fn site(token: Option<&str>) -> Site {
         WS,
         "127.0.0.1:9101".parse().unwrap(),
         token.map(str::to_string),
+        None,
     )
+}
+
+/// The current login secret of `site` (as the page reads it from its URL fragment).
+fn login_secret(site: &Site) -> String {
+    let url = site.login.as_ref().expect("a login while auth is on").url();
+    url.split_once("#login=").unwrap().1.to_string()
 }
 
 fn get(site: &Site, path: &str, headers: &[(&str, &str)]) -> Response<Full<Bytes>> {
@@ -155,6 +162,9 @@ fn auth_token_for_native_clients_and_the_own_page() {
         ],
         vec![LOCAL, ("sec-fetch-site", "none")],
     ] {
+        let secret = login_secret(&site);
+        let mut headers = headers;
+        headers.push(("x-car-login", secret.as_str()));
         let response = get(&site, "/auth-token", &headers);
         assert_eq!(response.status(), StatusCode::OK, "{headers:?}");
         assert_eq!(header(&response, "cache-control"), Some("no-store"));
@@ -200,6 +210,56 @@ fn auth_token_refuses_cross_site_requests() {
         );
         assert!(body.get("token").is_none(), "{body}");
     }
+}
+
+/// CAR serves the dashboard token to any local process that asks; here only the current
+/// one-time login secret opens it, once.
+#[test]
+fn without_the_current_login_secret_no_token_is_served() {
+    let site = site(Some("dash-token"));
+    let spent = login_secret(&site);
+    let response = get(&site, "/auth-token", &[LOCAL, ("x-car-login", &spent)]);
+    assert_eq!(response.status(), StatusCode::OK);
+    let current = login_secret(&site);
+    assert_ne!(current, spent, "an exchange mints the next secret");
+    for headers in [
+        vec![LOCAL],
+        vec![LOCAL, ("sec-fetch-site", "none")],
+        vec![LOCAL, ("x-car-login", spent.as_str())],
+        vec![LOCAL, ("x-car-login", "guess")],
+        vec![LOCAL, ("x-car-login", "")],
+        vec![
+            LOCAL,
+            ("x-car-login", current.as_str()),
+            ("x-car-login", current.as_str()),
+        ],
+    ] {
+        let response = get(&site, "/auth-token", &headers);
+        assert_eq!(response.status(), StatusCode::UNAUTHORIZED, "{headers:?}");
+        assert_eq!(header(&response, "cache-control"), Some("no-store"));
+        let body = body(response);
+        assert!(!body.to_string().contains("dash-token"), "{body}");
+        assert!(
+            body["error"]
+                .as_str()
+                .is_some_and(|e| e.to_lowercase().contains("login")),
+            "{body}"
+        );
+    }
+    // The refusals did not spend the current secret.
+    assert_eq!(login_secret(&site), current);
+    // A cross-site request is refused before the secret is even looked at.
+    let response = get(
+        &site,
+        "/auth-token",
+        &[
+            LOCAL,
+            ("origin", "https://evil.example"),
+            ("x-car-login", &current),
+        ],
+    );
+    assert_eq!(response.status(), StatusCode::FORBIDDEN);
+    assert_eq!(login_secret(&site), current);
 }
 
 #[test]

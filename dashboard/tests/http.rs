@@ -17,6 +17,8 @@ struct Dashboard {
     port: u16,
     shutdown: CancellationToken,
     task: JoinHandle<()>,
+    /// Holds the login file.
+    dir: tempfile::TempDir,
 }
 
 impl Dashboard {
@@ -24,16 +26,31 @@ impl Dashboard {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
         let shutdown = CancellationToken::new();
+        let dir = tempfile::tempdir().unwrap();
         let config = DashboardConfig {
             ws_port: 9100,
             token: token.map(str::to_string),
+            login_file: Some(dir.path().join(car_dashboard::login::LOGIN_FILE)),
         };
         let task = tokio::spawn(serve(listener, config, shutdown.clone()));
         Dashboard {
             port,
             shutdown,
             task,
+            dir,
         }
+    }
+
+    /// The login URL the dashboard published.
+    fn login_url(&self) -> String {
+        let file = self.dir.path().join(car_dashboard::login::LOGIN_FILE);
+        std::fs::read_to_string(file).unwrap().trim().to_string()
+    }
+
+    /// The current login secret (the URL's fragment).
+    fn login_secret(&self) -> String {
+        let url = self.login_url();
+        url.split_once("#login=").unwrap().1.to_string()
     }
 
     fn own_origin(&self) -> String {
@@ -166,7 +183,10 @@ async fn auth_token_rules() {
         &[("Sec-Fetch-Site", "none")],
     ];
     for headers in allowed {
-        let reply = dash.get("/auth-token", headers).await;
+        let secret = dash.login_secret();
+        let mut headers = headers.to_vec();
+        headers.push(("X-Car-Login", &secret));
+        let reply = dash.get("/auth-token", &headers).await;
         assert_eq!(reply.status, 200, "{headers:?}");
         assert_eq!(reply.header("content-type"), Some("application/json"));
         assert_eq!(reply.header("cache-control"), Some("no-store"));
@@ -185,8 +205,11 @@ async fn auth_token_rules() {
         &[("Sec-Fetch-Site", "cross-site")],
         &[("Origin", &own), ("Sec-Fetch-Site", "same-site")],
     ];
+    let secret = dash.login_secret();
     for headers in refused {
-        let reply = dash.get("/auth-token", headers).await;
+        let mut headers = headers.to_vec();
+        headers.push(("X-Car-Login", &secret));
+        let reply = dash.get("/auth-token", &headers).await;
         assert_eq!(reply.status, 403, "{headers:?}");
         assert_eq!(reply.header("cache-control"), Some("no-store"));
         let body = reply.json();
@@ -194,6 +217,49 @@ async fn auth_token_rules() {
         assert!(!String::from_utf8_lossy(&reply.body).contains("dash-token"));
         assert_security_headers(&reply);
     }
+}
+
+/// The one-time login over a real socket: the published URL names this dashboard, the file
+/// is `0600`, a credential-less request (CAR's `GET /auth-token`) gets a 401 with no token,
+/// and each secret opens the token once.
+#[tokio::test]
+async fn the_token_is_served_once_per_login_secret() {
+    use std::os::unix::fs::PermissionsExt;
+    let dash = Dashboard::start(Some("dash-token")).await;
+    let url = dash.login_url();
+    assert!(
+        url.starts_with(&format!("http://127.0.0.1:{}/#login=", dash.port)),
+        "{url}"
+    );
+    let file = dash.dir.path().join(car_dashboard::login::LOGIN_FILE);
+    assert_eq!(
+        std::fs::metadata(&file).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    for headers in [vec![], vec![("Sec-Fetch-Site", "none")]] {
+        let reply = dash.get("/auth-token", &headers).await;
+        assert_eq!(reply.status, 401, "{headers:?}");
+        assert!(!String::from_utf8_lossy(&reply.body).contains("dash-token"));
+        assert!(
+            reply.json()["error"]
+                .as_str()
+                .unwrap()
+                .contains(&file.display().to_string()),
+            "the refusal says where the login URL is"
+        );
+    }
+    let secret = dash.login_secret();
+    let reply = dash.get("/auth-token", &[("X-Car-Login", &secret)]).await;
+    assert_eq!(reply.status, 200);
+    assert_eq!(reply.json()["token"], "dash-token");
+    let again = dash.get("/auth-token", &[("X-Car-Login", &secret)]).await;
+    assert_eq!(again.status, 401, "a login secret opens the token once");
+    assert!(!String::from_utf8_lossy(&again.body).contains("dash-token"));
+    assert_ne!(
+        dash.login_secret(),
+        secret,
+        "the file holds the next secret"
+    );
 }
 
 #[tokio::test]

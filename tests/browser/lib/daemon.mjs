@@ -3,7 +3,8 @@
 // from the token file it writes (CAR_HOME/ai.parslee.car/auth-token, docs/daemon.md).
 //
 // Readiness is a condition, never a sleep: the --ready-file exists, the token file exists,
-// and the dashboard answers GET /auth-token.
+// the dashboard login file exists (CAR_HOME/ai.parslee.car/dashboard-login, the one-time
+// login URL) and the dashboard answers GET /auth-token (401 without the login secret).
 
 import { spawn } from 'node:child_process';
 import { mkdtemp, mkdir, readFile, rm } from 'node:fs/promises';
@@ -135,16 +136,32 @@ export class Daemon {
       alive();
       return (await readFile(join(this.carHome, 'ai.parslee.car', 'auth-token'), 'utf8')).trim();
     });
+    await waitFor('the dashboard login file', async () => {
+      alive();
+      return this.loginUrl();
+    });
     await waitFor('the dashboard', async () => {
       alive();
       const reply = await httpGet(`${this.dashboardUrl}/auth-token`);
-      return reply.status === 200;
+      return reply.status === 401;
     });
   }
 
-  /** What GET /auth-token serves a native client. */
+  /** The dashboard's current one-time login URL, as the daemon wrote it. */
+  async loginUrl() {
+    return (await readFile(join(this.carHome, 'ai.parslee.car', 'dashboard-login'), 'utf8')).trim();
+  }
+
+  /** The current login secret (the login URL's fragment). */
+  async loginSecret() {
+    return (await this.loginUrl()).split('#login=')[1];
+  }
+
+  /** What GET /auth-token serves a native client that exchanges the current login secret
+   * (which spends it: the file then holds the next one). */
   async dashboardConfig() {
-    const reply = await httpGet(`${this.dashboardUrl}/auth-token`);
+    const reply = await httpGet(`${this.dashboardUrl}/auth-token`,
+      { 'X-Car-Login': await this.loginSecret() });
     if (reply.status !== 200) throw new Error(`GET /auth-token answered ${reply.status}`);
     return JSON.parse(reply.body);
   }

@@ -1,7 +1,8 @@
 // The dashboard page against a real daemon: a run the test records (a model turn with a
 // tool call, then the tool's result and a failed call, then the outcome) appears on the
-// page, live, with the page authenticated by the read-only token GET /auth-token served;
-// and that token really is read-only.
+// page, live, with the page logged in through the one-time login URL the daemon wrote and
+// authenticated by the read-only token GET /auth-token served for it; that token really is
+// read-only; and a page opened without the login URL gets no token.
 
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
@@ -64,7 +65,10 @@ test('the dashboard shows a run with its tool calls and results, live', async (t
       problems.push(`CSP: ${message.text()}`);
     }
   });
-  await page.goto(`${daemon.dashboardUrl}/`);
+  // The login URL the daemon wrote (dashboardConfig above spent the first one).
+  const loginUrl = await daemon.loginUrl();
+  assert.match(loginUrl, new RegExp(`^${daemon.dashboardUrl}/#login=[A-Za-z0-9_-]{43}$`));
+  await page.goto(loginUrl);
 
   const runNode = `article[data-run-id="${run.run_id}"]`;
   const call = page.locator(`${runNode} .tool-call[data-kind="call"][data-tool-name="lookup_weather"]`);
@@ -116,6 +120,23 @@ test('the dashboard shows a run with its tool calls and results, live', async (t
   assert.deepEqual([...png.subarray(0, 8)], [0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
 
   assert.equal(await page.evaluate(() => document.body.dataset.pwned), undefined);
+
+  // The secret left the address bar, was spent, and a reload of this tab needs no new one.
+  assert.equal(page.url(), `${daemon.dashboardUrl}/`);
+  assert.notEqual(await daemon.loginUrl(), loginUrl, 'the daemon minted the next login');
+  await page.reload();
+  await page.locator('#auth-state[data-state="authenticated"]').waitFor(WAIT);
+
+  // A fresh tab on the bare page, and one on the spent login URL: no token, no session.
+  for (const url of [`${daemon.dashboardUrl}/`, loginUrl]) {
+    const fresh = await context.newPage();
+    await fresh.goto(url);
+    await fresh.locator('#auth-state[data-state="login-required"]').waitFor(WAIT);
+    assert.match(await fresh.locator('#last-error').textContent(), /login/);
+    const stored = await fresh.evaluate(() => sessionStorage.length);
+    assert.equal(stored, 0, `${url}: nothing stored`);
+    await fresh.close();
+  }
   assert.deepEqual(problems, []);
 });
 

@@ -34,7 +34,8 @@ test('a rebound host name is refused by the WebSocket and the dashboard', async 
     assert.match(JSON.parse(reply.body).error, /evil\.example/);
   }
   // Controls: loopback names pass.
-  assert.equal((await httpGet(`${daemon.dashboardUrl}/auth-token`, { Host: `localhost:${daemon.dashboardPort}` })).status, 200);
+  assert.equal((await httpGet(`${daemon.dashboardUrl}/auth-token`,
+    { Host: `localhost:${daemon.dashboardPort}`, 'X-Car-Login': await daemon.loginSecret() })).status, 200);
   assert.deepEqual(await tryUpgrade(daemon.wsUrl, { headers: { Host: `localhost:${P}` } }), { opened: true });
 
   // The same attack in a browser: evil.example resolves to 127.0.0.1, so the attacker's

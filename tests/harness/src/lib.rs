@@ -232,6 +232,40 @@ impl Daemon {
         std::fs::read_to_string(self.host_token_path()).expect("read host-token")
     }
 
+    /// `$CAR_HOME/ai.parslee.car/dashboard-login`: the dashboard's one-time login URL.
+    pub fn dashboard_login_path(&self) -> PathBuf {
+        self.home.join("ai.parslee.car").join("dashboard-login")
+    }
+
+    /// The dashboard's current login URL, as the daemon wrote it.
+    pub fn dashboard_login_url(&self) -> String {
+        std::fs::read_to_string(self.dashboard_login_path())
+            .expect("read dashboard-login")
+            .trim()
+            .to_string()
+    }
+
+    /// The dashboard's read-only token, obtained as its page does: the current login
+    /// secret (the login URL's fragment) exchanged once at `GET /auth-token`. `None` when
+    /// the token is `null` (auth off).
+    pub fn observer_token(&self) -> Option<String> {
+        let base = self.dashboard_url.as_deref().expect("a dashboard");
+        let authority = base.trim_start_matches("http://").trim_end_matches('/');
+        let origin = format!("http://{authority}");
+        let login = std::fs::read_to_string(self.dashboard_login_path()).unwrap_or_default();
+        let secret = login.trim().split_once("#login=").map_or("", |(_, s)| s);
+        let mut headers = vec![
+            ("Origin", origin.as_str()),
+            ("Sec-Fetch-Site", "same-origin"),
+        ];
+        if !secret.is_empty() {
+            headers.push(("X-Car-Login", secret));
+        }
+        let reply = http_wire::request(authority, "GET", "/auth-token", &headers, b"");
+        assert_eq!(reply.status, 200, "GET /auth-token: {}", reply.text());
+        reply.json()["token"].as_str().map(str::to_string)
+    }
+
     /// Everything the daemon wrote to stderr so far.
     pub fn stderr(&self) -> String {
         std::fs::read_to_string(&self.stderr_path).unwrap_or_default()
