@@ -30,14 +30,12 @@ async fn a_host_subscribes_resolves_approvals_and_sees_its_connection_end() {
     assert_eq!(snapshot["subscribed"], true, "{snapshot}");
     assert_eq!(host.host_connection_epoch().await.unwrap(), 1);
 
-    // A gated call from another host connection parks; this host approves it.
+    // A gated call from an ordinary (daemon-token) connection parks; this host approves it.
+    // (A host's own calls are never held: it is the approver.)
     let other = client(&d);
     let parked = tokio::spawn(async move {
         other
-            .call_host_management(
-                "agents.upsert",
-                json!({"id": "x", "name": "X", "command": "/bin/sh"}),
-            )
+            .call("scheduler.os_uninstall", json!({"label": "x"}))
             .await
     });
     let approval = loop {
@@ -54,7 +52,15 @@ async fn a_host_subscribes_resolves_approvals_and_sees_its_connection_end() {
         .await
         .unwrap();
     assert_eq!(resolved["status"], "approved", "{resolved}");
-    let agent = within("the parked upsert", parked).await.unwrap().unwrap();
+    let ran = within("the parked call", parked).await.unwrap().unwrap();
+    assert_eq!(ran["removed"], false, "{ran}");
+    let agent = host
+        .call_host_management(
+            "agents.upsert",
+            json!({"id": "x", "name": "X", "command": "/bin/sh"}),
+        )
+        .await
+        .unwrap();
     assert_eq!(agent["spec"]["id"], "x", "{agent}");
 
     // Undeclared methods are refused before anything is sent.

@@ -4,9 +4,11 @@
 //! A call of a gated method, or a gated built-in tool inside a proposal, creates a system
 //! approval (`client_id: null`, `action: "ws.method:<method>"` or `"tool:<name>"`, the
 //! params preview in `details`), which publishes `approval.requested` on the host stream,
-//! and parks until another session resolves it with `host.resolve_approval` (not the
-//! parked session itself, nor one bound to an agent: `crate::host_state`) or the gate's
-//! timeout passes. Approve → the call runs. Deny or timeout → `-32003` with
+//! and parks until a host session resolves it with `host.resolve_approval` (only the host
+//! token, and never a connection with the parked call's credential: `crate::host_state`)
+//! or the gate's timeout passes. A host session's own gated call is not parked: no one
+//! could approve it, and the host is the approver (so a gated method declared host-only,
+//! such as `agents.upsert`, is never held). Approve → the call runs. Deny or timeout → `-32003` with
 //! `data.reason` `approval_denied` / `approval_timeout` and the approval id; the
 //! connection stays open and the approval row stays (pending after a timeout) for
 //! forensics. A call whose connection goes away while parked is dropped and its waiter
@@ -158,6 +160,13 @@ pub async fn admit(
     if !state.config.approvals.holds(name) {
         return Ok(());
     }
+    let parked = session.principal();
+    if parked.is_host {
+        // Only a host session with another credential may approve (`crate::host_state`),
+        // so a host's call would wait for no one: the host's own call is its approval.
+        tracing::debug!(session = session.id, %name, "a host session's gated call runs without an approval");
+        return Ok(());
+    }
     let identity = session.identity();
     let (approval, decision) = state.host.request_approval(ApprovalRequest {
         agent_id: identity.agent_id.clone(),
@@ -174,7 +183,7 @@ pub async fn admit(
         }),
         required_approvals: 1,
         client_id: None,
-        parked_session: Some(session.label()),
+        parked: Some(parked),
     });
     let _waiting = Waiting {
         host: &state.host,

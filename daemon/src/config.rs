@@ -425,18 +425,22 @@ mod tests {
     #[test]
     fn the_approval_gate_is_configured_by_flags() {
         let config = Config::from_args(Args::try_parse_from(["car-server"]).unwrap()).unwrap();
-        assert!(config.approvals.holds("agents.upsert") && config.approvals.holds("write_file"));
+        assert!(
+            config.approvals.holds("scheduler.os_install") && config.approvals.holds("write_file")
+        );
         assert_eq!(config.approvals.timeout, Duration::from_secs(60));
         let config = Config::from_args(
             Args::try_parse_from(["car-server", "--approval-methods", "state.set,edit_file"])
                 .unwrap(),
         )
         .unwrap();
-        assert!(config.approvals.holds("state.set") && !config.approvals.holds("agents.upsert"));
+        assert!(
+            config.approvals.holds("state.set") && !config.approvals.holds("scheduler.os_install")
+        );
         let off =
             Config::from_args(Args::try_parse_from(["car-server", "--no-approvals"]).unwrap())
                 .unwrap();
-        assert!(!off.approvals.holds("agents.upsert"));
+        assert!(!off.approvals.holds("scheduler.os_install"));
         let err = Config::from_args(
             Args::try_parse_from(["car-server", "--approval-methods", "nope.nothing"]).unwrap(),
         )

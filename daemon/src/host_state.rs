@@ -8,11 +8,14 @@
 //! connection ends, its agents and devices are removed (`agent.unregistered` /
 //! `device.unregistered` with `payload.reason: "session_closed"`), so a reconnecting
 //! program can register the same id again. An approval raised by `host.request_approval`
-//! is resolved only by the session that raised it; a system approval (the dispatcher's
-//! gate, `client_id: null`) by any authenticated session (the reference's rule: the UI
-//! that clicks is another session than the parked call) except the session whose call is
-//! parked and any session bound to an agent — an agent must not approve what the gate
-//! holds for it. Approvals are kept after resolution (bounded: the oldest resolved ones
+//! is resolved only by the session that raised it. A system approval (the dispatcher's
+//! gate, a supervisor's escalation: `client_id: null`) is resolved only by a **host
+//! session** (the host token), and never by a connection holding the parked call's
+//! credential — not its own socket, and not a second socket with the same token. CAR lets
+//! any authenticated session resolve one, so any caller could approve its own gated call
+//! from a second socket; here only the host approves, and the gate never parks a host's
+//! own calls (`crate::approval_gate`), which no one could then approve. Approvals are kept
+//! after resolution (bounded: the oldest resolved ones
 //! go first past [`MAX_APPROVALS`]). Beyond CAR (issue 24): a `host.request_approval`
 //! `context` is at most [`MAX_APPROVAL_CONTEXT_BYTES`] of JSON, a session holds at most
 //! [`MAX_PENDING_PER_SESSION`] pending approvals, and when it closes they expire (removed,
@@ -80,8 +83,8 @@ struct Inner {
     approvals: BTreeMap<String, HostApproval>,
     /// Parked gate calls waiting for their approval's resolution.
     waiters: HashMap<String, oneshot::Sender<bool>>,
-    /// The session whose call a system approval parks (it may not resolve it).
-    parked_callers: HashMap<String, String>,
+    /// Who a system approval parks (no connection with its credential may resolve it).
+    parked_callers: HashMap<String, Principal>,
     ring: VecDeque<(HostEvent, usize)>,
     ring_bytes: usize,
     next_seq: u64,
@@ -147,8 +150,18 @@ pub struct ApprovalRequest {
     pub required_approvals: u32,
     /// `None`: a system approval.
     pub client_id: Option<String>,
-    /// For a system approval: the session whose call is parked.
-    pub parked_session: Option<String>,
+    /// For a system approval: who is parked on it.
+    pub parked: Option<Principal>,
+}
+
+/// A party to an approval: its session label, the credential it authenticated with
+/// (`host`, `operator`, `agent:<id>`, `grant:<consumer>`, `observer`: every socket holding
+/// the same token shares it), and whether it holds the host token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Principal {
+    pub session: String,
+    pub credential: String,
+    pub is_host: bool,
 }
 
 impl HostState {

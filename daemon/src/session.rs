@@ -239,6 +239,33 @@ impl Session {
         format!("sess-{}", self.id)
     }
 
+    /// This connection as an approval party: its label, the credential it authenticated
+    /// with (every socket holding the same token shares it) and whether that is the host
+    /// token (not the dashboard's observer view of it).
+    pub fn principal(&self) -> crate::host_state::Principal {
+        self.with_identity(|identity| {
+            let is_host = identity.role == CallerRole::Host && !identity.observer;
+            let credential = if identity.observer {
+                "observer".to_string()
+            } else if let Some(grant) = &identity.grant {
+                format!("grant:{}", grant.consumer_id)
+            } else {
+                match identity.role {
+                    CallerRole::Host => "host".to_string(),
+                    CallerRole::Operator => "operator".to_string(),
+                    CallerRole::Agent => {
+                        format!("agent:{}", identity.agent_id.as_deref().unwrap_or(""))
+                    }
+                }
+            };
+            crate::host_state::Principal {
+                session: self.label(),
+                credential,
+                is_host,
+            }
+        })
+    }
+
     /// Runs `f` on this connection's runtime under its lock. `f` must not block.
     pub fn runtime<R>(&self, f: impl FnOnce(&mut Runtime) -> R) -> R {
         f(&mut self.runtime.lock().expect("runtime lock"))

@@ -342,70 +342,93 @@ async fn next_request(host: &mut Ws) -> (String, Value) {
     }
 }
 
+fn uninstall_params(label: &str) -> Value {
+    json!({"label": label})
+}
+
+/// Waits on `ws` for the reply to request `id`.
+async fn reply_to(ws: &mut Ws, id: u64) -> Value {
+    loop {
+        let v = ws.recv_json().await;
+        if v["id"] == json!(id) {
+            return v;
+        }
+    }
+}
+
+/// Issue 24: CAR lets any authenticated session resolve a gate approval, so a caller
+/// approved its own gated call from a second socket with the same token. Only a host
+/// session resolves one here, never one holding the parked call's credential.
 #[tokio::test]
-async fn a_gated_method_parks_until_a_host_approves_or_denies() {
+async fn a_gated_call_is_approved_only_by_a_host_never_by_its_own_credential() {
     let d = Daemon::start();
     let (mut host, _) = subscribed_host(&d, json!({})).await;
-    let mut caller = Ws::host(&d).await;
+    let mut caller = Ws::authed(&d).await;
 
     let id = caller
-        .request(
-            "agents.upsert",
-            json!({"id": "gated", "name": "G", "command": "/bin/sh", "env": {"API_TOKEN": "hunter2"}}),
-        )
+        .request("scheduler.os_uninstall", uninstall_params("gated-one"))
         .await;
     let (approval, event) = next_request(&mut host).await;
-    assert_eq!(event["payload"]["action"], "ws.method:agents.upsert");
-    assert_eq!(event["payload"]["client_id"], Value::Null);
-    assert!(
-        !event.to_string().contains("hunter2"),
-        "the preview is redacted: {event}"
+    assert_eq!(
+        event["payload"]["action"],
+        "ws.method:scheduler.os_uninstall"
     );
-    // Still parked: agents.list (ungated) shows nothing yet.
-    let r = host.call("agents.list", json!({})).await;
-    assert_eq!(r["result"], json!([]), "{r}");
-    // The parked caller cannot approve its own call, nor can a session bound to an agent.
-    let r = caller
-        .call(
-            "host.resolve_approval",
-            json!({"approval_id": approval, "resolution": "approve"}),
-        )
+    assert_eq!(event["payload"]["client_id"], Value::Null);
+    let approve = json!({"approval_id": approval, "resolution": "approve"});
+    // The parked socket, and a second socket with the same (daemon) token: self-approval.
+    let mut second = Ws::authed(&d).await;
+    for ws in [&mut caller, &mut second] {
+        let r = ws.call("host.resolve_approval", approve.clone()).await;
+        assert_eq!(code(&r), -32603, "{r}");
+        assert_eq!(r["error"]["data"]["reason"], "self_approval", "{r}");
+    }
+    // An agent, and the dashboard's observer: not a host.
+    let mut registrar = Ws::host(&d).await;
+    let mut agent = common::registered_agent(&d, &mut registrar, "approver-agent").await;
+    let r = agent.call("host.resolve_approval", approve.clone()).await;
+    assert_eq!(r["error"]["data"]["reason"], "host_only", "{r}");
+    let mut observer = Ws::tcp(&d.ws_url).await;
+    let token = d.observer_token().unwrap();
+    observer.call("session.auth", json!({"token": token})).await;
+    let r = observer
+        .call("host.resolve_approval", approve.clone())
         .await;
-    assert_eq!(r["error"]["data"]["reason"], "self_approval", "{r}");
-    let r = host
-        .call(
-            "host.resolve_approval",
-            json!({"approval_id": approval, "resolution": "approve"}),
-        )
-        .await;
+    assert!(r.get("error").is_some(), "{r}");
+    // Still pending; the host approves and the call runs.
+    let r = host.call("host.approvals", json!({})).await;
+    assert_eq!(r["result"]["approvals"][0]["status"], "pending", "{r}");
+    let r = host.call("host.resolve_approval", approve).await;
     assert_eq!(r["result"]["status"], "approved", "{r}");
-    let r = loop {
-        let v = caller.recv_json().await;
-        if v["id"] == json!(id) {
-            break v;
-        }
-    };
-    assert_eq!(r["result"]["spec"]["id"], "gated", "{r}");
+    let r = reply_to(&mut caller, id).await;
+    assert_eq!(
+        r["result"]["removed"], false,
+        "approved: the handler ran: {r}"
+    );
 
     // Denied: -32003, the connection stays usable.
-    let id = caller.request("agents.upsert", upsert_params("nope")).await;
+    let id = caller
+        .request("scheduler.os_uninstall", uninstall_params("gated-two"))
+        .await;
     let (approval, _) = next_request(&mut host).await;
     host.call(
         "host.resolve_approval",
         json!({"approval_id": approval, "approved": false}),
     )
     .await;
-    let r = loop {
-        let v = caller.recv_json().await;
-        if v["id"] == json!(id) {
-            break v;
-        }
-    };
+    let r = reply_to(&mut caller, id).await;
     assert_eq!(code(&r), -32003, "{r}");
     assert_eq!(r["error"]["data"]["reason"], "approval_denied");
     assert_eq!(r["error"]["data"]["approval_id"], approval.as_str());
-    let r = caller.call("agents.list", json!({})).await;
-    assert_eq!(r["result"].as_array().unwrap().len(), 1, "{r}");
+    let r = caller.call("tasks.list", json!({})).await;
+    assert!(r.get("result").is_some(), "{r}");
+
+    // The host's own call of a gated method is not held (it is the approver).
+    let r = host
+        .call("scheduler.os_uninstall", uninstall_params("host-own"))
+        .await;
+    assert_eq!(r["result"]["removed"], false, "{r}");
+    let r = host.call("agents.upsert", upsert_params("host-own")).await;
+    assert_eq!(r["result"]["spec"]["id"], "host-own", "{r}");
 }
 
 #[tokio::test]
@@ -413,8 +436,10 @@ async fn an_unanswered_approval_times_out_and_no_approvals_runs_at_once() {
     let d = Daemon::builder()
         .args(["--approval-timeout", "300ms"])
         .start();
-    let mut caller = Ws::host(&d).await;
-    let r = caller.call("agents.upsert", upsert_params("late")).await;
+    let mut caller = Ws::authed(&d).await;
+    let r = caller
+        .call("scheduler.os_uninstall", uninstall_params("late"))
+        .await;
     assert_eq!(code(&r), -32003, "{r}");
     assert_eq!(r["error"]["data"]["reason"], "approval_timeout");
     let r = caller.call("host.approvals", json!({})).await;
@@ -424,9 +449,11 @@ async fn an_unanswered_approval_times_out_and_no_approvals_runs_at_once() {
     );
 
     let d = Daemon::builder().args(["--no-approvals"]).start();
-    let mut caller = Ws::host(&d).await;
-    let r = caller.call("agents.upsert", upsert_params("free")).await;
-    assert_eq!(r["result"]["spec"]["id"], "free", "{r}");
+    let mut caller = Ws::authed(&d).await;
+    let r = caller
+        .call("scheduler.os_uninstall", uninstall_params("free"))
+        .await;
+    assert_eq!(r["result"]["removed"], false, "{r}");
     let r = caller.call("host.approvals", json!({})).await;
     assert_eq!(r["result"]["approvals"], json!([]));
 }
@@ -437,13 +464,13 @@ async fn an_unanswered_approval_times_out_and_no_approvals_runs_at_once() {
 async fn a_padded_approval_still_shows_what_would_run() {
     let d = Daemon::start();
     let (mut host, _) = subscribed_host(&d, json!({})).await;
-    let mut caller = Ws::host(&d).await;
+    let mut caller = Ws::authed(&d).await;
     let padding: Vec<Value> = (0..150).map(|i| json!(format!("padding-{i:04}"))).collect();
     caller
         .request(
-            "agents.upsert",
-            json!({"id": "padded", "name": "P", "args": padding, "command": "/tmp/evil-program",
-                   "env": {"LD_PRELOAD": "/tmp/evil.so"}}),
+            "scheduler.os_install",
+            json!({"args": padding, "program": "/tmp/evil-program",
+                   "task": {"id": "padded", "env": {"LD_PRELOAD": "/tmp/evil.so"}}}),
         )
         .await;
     let (_, event) = next_request(&mut host).await;
@@ -453,7 +480,7 @@ async fn a_padded_approval_still_shows_what_would_run() {
         "the padding pushes command past the cut: {details}"
     );
     let decisive = &details["decisive"];
-    assert_eq!(decisive["command"], "/tmp/evil-program", "{details}");
+    assert_eq!(decisive["program"], "/tmp/evil-program", "{details}");
     assert_eq!(decisive["args_count"], 150, "{details}");
     assert_eq!(decisive["args"][0], "padding-0000", "{details}");
     assert_eq!(decisive["env_names"], json!(["LD_PRELOAD"]), "{details}");

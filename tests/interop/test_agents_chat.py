@@ -1,5 +1,4 @@
-"""Chat turns over the wire with CAR's client on both ends, and the approval gate on
-`agents.upsert`.
+"""Chat turns over the wire with CAR's client on both ends, and the approval gate.
 
 The agent is `chat_agent.py`: a separate process in the interop venv, bound to a
 registered agent by `CAR_AGENT_ID` + `CAR_AGENT_TOKEN`, serving `agent.chat` through
@@ -8,10 +7,10 @@ The host is a `CarRuntime` of the test: `agents_chat` sends the turn and
 `register_daemon_notification_handler("agents.chat.event", …)` receives what the daemon
 forwards (websocket-protocol-v0.48.md `agents.chat`, host-protocol.md "agents.chat").
 
-The gate (websocket-protocol-v0.48.md "High-risk method approval gate"; this daemon gates
-`agents.upsert`, docs/protocol-choices.md "Approvals"): `HostClient.agents_upsert` parks,
-an `approval.requested` `host.event` carries the approval, `host.resolve_approval` lets it
-run or denies it (`-32003`)."""
+The gate (websocket-protocol-v0.48.md "High-risk method approval gate"; the gated set is
+ours, docs/protocol-choices.md "Approvals"): an operator's `scheduler.os_uninstall` parks,
+an `approval.requested` `host.event` carries the approval, a host session's
+`host.resolve_approval` lets it run or denies it (`-32003`)."""
 
 from __future__ import annotations
 
@@ -218,36 +217,48 @@ def test_chat_with_an_unknown_or_unattached_agent_is_refused(rt: car_runtime.Car
         chat(rt, agent_id="idle", prompt="hi")
 
 
-# --- the approval gate on agents.upsert --------------------------------------------------
+# --- the approval gate -------------------------------------------------------------------
+#
+# Stricter than CAR (docs/security.md, "Only a host approves"): a gate approval is resolved
+# only by a host session, never by a connection holding the parked call's credential, and a
+# host's own calls are not held. So the parked call here is an operator's (CAR's
+# `CarRuntime.scheduler_os_uninstall`, gated) and the approver is a host-token session;
+# CAR's `host_resolve_approval` from a second operator `CarRuntime` is refused.
 
 GATE = pytest.mark.daemon_args("--approval-timeout", "60s")
-SECRET_ENV = "gate-env-value-5d1e"
 
 
 class Parked:
-    """`HostClient(rt).agents_upsert(spec)` on a thread of its own, parked at the gate."""
+    """`CarRuntime.scheduler_os_uninstall {label}` on a thread of its own, parked at the gate."""
 
-    def __init__(self, rt: car_runtime.CarRuntime, spec: Dict[str, Any]) -> None:
+    def __init__(self, rt: car_runtime.CarRuntime, label: str) -> None:
         self.result: Optional[str] = None
         self.error: Optional[BaseException] = None
-        self.thread = threading.Thread(target=self._run, args=(rt, json.dumps(spec)), daemon=True)
+        params = json.dumps({"label": label})
+        self.thread = threading.Thread(target=self._run, args=(rt, params), daemon=True)
         self.thread.start()
 
-    def _run(self, rt: car_runtime.CarRuntime, spec_json: str) -> None:
+    def _run(self, rt: car_runtime.CarRuntime, params: str) -> None:
         try:
-            self.result = car_runtime.HostClient(rt).agents_upsert(spec_json)
+            self.result = rt.scheduler_os_uninstall(params)
         except BaseException as e:  # noqa: BLE001  (reported to the test)
             self.error = e
 
     def outcome(self, timeout: float = 30.0) -> Any:
         self.thread.join(timeout)
-        assert not self.thread.is_alive(), "agents.upsert still parked"
+        assert not self.thread.is_alive(), "scheduler.os_uninstall still parked"
         return self.error if self.error is not None else json.loads(self.result or "null")
+
+
+def is_denial(error: Any) -> bool:
+    return isinstance(error, (RuntimeError, car_runtime.DaemonRpcError)) and (
+        getattr(error, "code", None) == -32003 or "-32003" in str(error))
 
 
 @pytest.fixture
 def ui(daemon: Daemon) -> Iterator[Any]:
-    """A second `CarRuntime` subscribed to the host stream, with its `host.event` inbox."""
+    """A second `CarRuntime` (the same operator token) subscribed to the host stream, with
+    its `host.event` inbox."""
     runtime = car_runtime.CarRuntime()
     box = Inbox()
     runtime.register_daemon_notification_handler("host.event", box)
@@ -258,87 +269,89 @@ def ui(daemon: Daemon) -> Iterator[Any]:
         runtime.close()
 
 
-def gated_spec(id: str) -> Dict[str, Any]:
-    return {"id": id, "name": f"Gated {id}", "command": sys.executable, "env": {"API_KEY": SECRET_ENV}}
+def approval_for(box: Inbox, label: str) -> Dict[str, Any]:
+    """The approval the gate raised for `scheduler.os_uninstall` of `label` (from host.event)."""
 
+    def find(items: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+        return [e for e in items
+                if e["kind"] == "approval.requested" and label in json.dumps(e["payload"].get("details"))]
 
-def approval_for(box: Inbox, agent_id: str) -> Dict[str, Any]:
-    """The approval the gate raised for `agents.upsert` of `agent_id` (from host.event)."""
-
-    def find(items: List[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
-        for e in items:
-            if e["kind"] == "approval.requested" and agent_id in json.dumps(e["payload"].get("details")):
-                return e
-        return None
-
-    event: Dict[str, Any] = box.wait_for(find, f"approval.requested for {agent_id}")
+    event: Dict[str, Any] = box.wait_for(find, f"approval.requested for {label}")[0]
     approval: Dict[str, Any] = event["payload"]
     assert approval["status"] == "pending" and approval["options"] == ["approve", "deny"]
-    assert approval["action"] == "ws.method:agents.upsert", approval  # the reference's action name
-    assert SECRET_ENV not in json.dumps(event), "an env value is never broadcast"
+    assert approval["action"] == "ws.method:scheduler.os_uninstall", approval  # the reference's action name
+    assert approval["client_id"] is None  # system-level
     return approval
 
 
 @GATE
-def test_a_host_approves_a_parked_upsert(daemon: Daemon, rt: car_runtime.CarRuntime, ui: Any) -> None:
+def test_a_host_approves_a_parked_call(daemon: Daemon, rt: car_runtime.CarRuntime, ui: Any) -> None:
     runtime, box = ui
-    parked = Parked(rt, gated_spec("approved-agent"))
-    approval = approval_for(box, "approved-agent")
+    parked = Parked(rt, "car-gate-approved")
+    approval = approval_for(box, "car-gate-approved")
     assert approval["id"] in [a["id"] for a in json.loads(runtime.host_approvals())["approvals"]]
     assert parked.thread.is_alive(), "parked until a host answers"
     with RawHost(daemon) as host:
         resolved = host.call("host.resolve_approval", {"approval_id": approval["id"], "approved": True})
     assert resolved["result"]["status"] == "approved", resolved
-    added = parked.outcome()
-    assert not isinstance(added, BaseException), added
-    assert added["spec"]["id"] == "approved-agent" and Path(added["token_path"]).is_file()
-    assert "approved-agent" in managed(rt)
+    ran = parked.outcome()
+    assert not is_denial(ran), ran
     box.wait_for(lambda items: [e for e in items if e["kind"] == "approval.resolved"
                                 and e["payload"]["id"] == approval["id"]], "approval.resolved")
 
 
 @GATE
-def test_a_host_denies_a_parked_upsert(daemon: Daemon, rt: car_runtime.CarRuntime, ui: Any) -> None:
+def test_a_host_denies_a_parked_call(daemon: Daemon, rt: car_runtime.CarRuntime, ui: Any) -> None:
     _, box = ui
-    parked = Parked(rt, gated_spec("denied-agent"))
-    approval = approval_for(box, "denied-agent")
+    parked = Parked(rt, "car-gate-denied")
+    approval = approval_for(box, "car-gate-denied")
     with RawHost(daemon) as host:
         resolved = host.call("host.resolve_approval", {"approval_id": approval["id"], "approved": False})
     assert resolved["result"]["status"] == "denied", resolved
-    error = parked.outcome()
-    assert isinstance(error, (RuntimeError, car_runtime.DaemonRpcError)), error
-    code = getattr(error, "code", None)
-    assert code == -32003 or "-32003" in str(error), repr(error)
-    assert "denied-agent" not in managed(rt)
+    assert is_denial(parked.outcome())
 
 
 @GATE
-def test_cars_host_resolve_approval_approves_a_parked_upsert(rt: car_runtime.CarRuntime, ui: Any) -> None:
-    """CAR's own client as the approving UI: `CarRuntime.host_resolve_approval` on the
-    approval the gate raised. The reference: a gate approval is system-level (`client_id`
-    none) and "Any authenticated session may resolve. This is intentional: the parking
-    dispatch is one session, the local UI doing the click is a different session"; CAR's
-    client has no other way to send it (`daemon_call_host_management` refuses `host.*`)."""
+def test_the_parked_calls_own_credential_cannot_approve_it(
+        daemon: Daemon, rt: car_runtime.CarRuntime, ui: Any) -> None:
+    """CAR's reference lets any authenticated session resolve a gate approval ("the parking
+    dispatch is one session, the local UI doing the click is a different session"), so a
+    caller could approve its own call from a second socket. Here CAR's own
+    `host_resolve_approval` from a second `CarRuntime` with the same token is refused, and
+    the call stays parked until a host answers."""
     runtime, box = ui
-    parked = Parked(rt, gated_spec("ui-approved"))
-    approval = approval_for(box, "ui-approved")
-    assert approval["client_id"] is None  # system-level
-    resolved = json.loads(runtime.host_resolve_approval(json.dumps({"approval_id": approval["id"], "approved": True})))
-    assert resolved["status"] == "approved"
-    added = parked.outcome()
-    assert not isinstance(added, BaseException), added
-    assert added["spec"]["id"] == "ui-approved"
+    parked = Parked(rt, "car-gate-self")
+    approval = approval_for(box, "car-gate-self")
+    with pytest.raises((RuntimeError, car_runtime.DaemonRpcError)) as refused:
+        runtime.host_resolve_approval(json.dumps({"approval_id": approval["id"], "approved": True}))
+    assert "self_approval" in str(refused.value) or "credential" in str(refused.value), repr(refused.value)
+    assert parked.thread.is_alive(), "still parked"
+    rows = {a["id"]: a for a in json.loads(runtime.host_approvals())["approvals"]}
+    assert rows[approval["id"]]["status"] == "pending"
+    with RawHost(daemon) as host:
+        resolved = host.call("host.resolve_approval", {"approval_id": approval["id"], "approved": False})
+    assert resolved["result"]["status"] == "denied", resolved
+    assert is_denial(parked.outcome())
+
+
+@GATE
+def test_a_hosts_own_upsert_is_not_held(rt: car_runtime.CarRuntime, ui: Any) -> None:
+    """`HostClient.agents_upsert` is the host's own call: it runs at once (the host is the
+    approver; no one else could approve it)."""
+    _, box = ui
+    added = json.loads(car_runtime.HostClient(rt).agents_upsert(json.dumps(
+        {"id": "host-own", "name": "Host own", "command": sys.executable})))
+    assert added["spec"]["id"] == "host-own" and Path(added["token_path"]).is_file()
+    assert "host-own" in managed(rt)
+    assert not [e for e in box.snapshot() if e["kind"] == "approval.requested"]
 
 
 @pytest.mark.daemon_args("--approval-timeout", "1s")
-def test_an_unanswered_upsert_times_out_and_the_approval_stays(rt: car_runtime.CarRuntime, ui: Any) -> None:
+def test_an_unanswered_call_times_out_and_the_approval_stays(rt: car_runtime.CarRuntime, ui: Any) -> None:
     runtime, box = ui
-    parked = Parked(rt, gated_spec("unanswered"))
-    approval = approval_for(box, "unanswered")
-    error = parked.outcome()
-    assert isinstance(error, (RuntimeError, car_runtime.DaemonRpcError)), error
-    assert getattr(error, "code", None) == -32003 or "-32003" in str(error), repr(error)
+    parked = Parked(rt, "car-gate-unanswered")
+    approval = approval_for(box, "car-gate-unanswered")
+    assert is_denial(parked.outcome())
     # "The approval row stays in Pending for forensics; the connection is not closed."
     rows = {a["id"]: a for a in json.loads(runtime.host_approvals())["approvals"]}
     assert rows[approval["id"]]["status"] == "pending"
-    assert "unanswered" not in managed(rt)

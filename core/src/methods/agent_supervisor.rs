@@ -212,7 +212,7 @@ crate::method!(
 crate::method!(
     /// `agents.install AgentManifest` → `{report, agent}`.
     Install = host("agents.install", "install an agent from a manifest (command-shaped externals are registered)");
-    access: Access::owned(Resource::Agents).gated();
+    access: Access::owned(Resource::Agents);
     InstallParams => InstallReply;
     module_fn("agents_install", &[req_at("manifest_json", "", JsonArg)], json())
 );

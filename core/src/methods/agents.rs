@@ -224,7 +224,7 @@ pub struct ChatApproveReply {
 crate::method!(
     /// `agents.upsert AgentSpec` → `ManagedAgent` (mints the agent's token when new).
     Upsert = host("agents.upsert", "add or replace an agent in the registry (minting its token when new)");
-    access: Access::owned(Resource::Agents).gated();
+    access: Access::owned(Resource::Agents);
     AgentSpec => ManagedAgent;
     module_fn("agents_upsert", &[req_at("spec_json", "", JsonArg)], json())
 );

@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 use tokio::sync::oneshot;
 
 use super::{
-    not_found, not_owner, now, ApprovalRequest, HostState, Inner, MAX_APPROVALS,
+    not_found, not_owner, now, ApprovalRequest, HostState, Inner, Principal, MAX_APPROVALS,
     MAX_PENDING_PER_SESSION,
 };
 
@@ -95,7 +95,7 @@ impl HostState {
         };
         Self::trim_approvals(inner);
         inner.approvals.insert(id.clone(), approval.clone());
-        if let Some(parked) = request.parked_session {
+        if let Some(parked) = request.parked {
             inner.parked_callers.insert(id.clone(), parked);
         }
         let (tx, rx) = oneshot::channel();
@@ -146,8 +146,7 @@ impl HostState {
     /// Resolves a pending approval (see the module docs for who may).
     pub fn resolve_approval(
         &self,
-        caller: &str,
-        caller_is_agent: bool,
+        caller: &Principal,
         id: &str,
         approved: bool,
         notes: Option<String>,
@@ -159,18 +158,22 @@ impl HostState {
             .get_mut(id)
             .ok_or_else(|| not_found("approval_id", "approval", id))?;
         match &approval.client_id {
-            Some(owner) if owner != caller => return Err(not_owner("approval", id)),
-            None if caller_is_agent => {
+            Some(owner) if *owner != caller.session => return Err(not_owner("approval", id)),
+            None if inner
+                .parked_callers
+                .get(id)
+                .is_some_and(|parked| parked.credential == caller.credential) =>
+            {
                 return Err(RpcError::internal(format!(
-                    "permission denied: approval '{id}' was raised by the daemon's approval gate; a session bound to an agent cannot resolve it"
-                ))
-                .with_data(json!({"reason": "agent_cannot_approve"})))
-            }
-            None if inner.parked_callers.get(id).map(String::as_str) == Some(caller) => {
-                return Err(RpcError::internal(format!(
-                    "permission denied: approval '{id}' holds this session's own call; another session must resolve it"
+                    "permission denied: approval '{id}' holds a call made with this connection's own credential; only a host session with another credential may resolve it"
                 ))
                 .with_data(json!({"reason": "self_approval"})))
+            }
+            None if !caller.is_host => {
+                return Err(RpcError::internal(format!(
+                    "permission denied: approval '{id}' was raised by the daemon's approval gate; only a host session (the host token) may resolve it"
+                ))
+                .with_data(json!({"reason": "host_only"})))
             }
             _ => {}
         }

@@ -94,33 +94,46 @@ fn only_the_owner_mutates_and_closing_the_owner_removes_its_rows() {
 }
 
 #[test]
-fn a_system_approval_is_resolved_by_another_unbound_session_and_wakes_its_waiter() {
+fn a_system_approval_is_resolved_only_by_a_host_with_another_credential() {
     let host = HostState::new();
+    let who = |session: &str, credential: &str, is_host: bool| Principal {
+        session: session.into(),
+        credential: credential.into(),
+        is_host,
+    };
     let (approval, mut rx) = host.request_approval(ApprovalRequest {
         agent_id: None,
-        action: "ws.method:agents.upsert".into(),
+        action: "scheduler.os_install".into(),
         description: None,
         details: json!({}),
         required_approvals: 1,
         client_id: None,
-        parked_session: Some("sess-1".into()),
+        parked: Some(who("sess-1", "operator", false)),
     });
-    let err = host
-        .resolve_approval("sess-9", true, &approval.id, true, None)
-        .unwrap_err();
-    assert_eq!(err.data.as_ref().unwrap()["reason"], "agent_cannot_approve");
-    let err = host
-        .resolve_approval("sess-1", false, &approval.id, true, None)
-        .unwrap_err();
-    assert_eq!(err.data.as_ref().unwrap()["reason"], "self_approval");
+    for (caller, reason) in [
+        (who("sess-1", "operator", false), "self_approval"),
+        (who("sess-2", "operator", false), "self_approval"),
+        (who("sess-3", "agent:a1", false), "host_only"),
+        (who("sess-4", "observer", false), "host_only"),
+    ] {
+        let err = host
+            .resolve_approval(&caller, &approval.id, true, None)
+            .unwrap_err();
+        assert_eq!(err.data.as_ref().unwrap()["reason"], reason, "{caller:?}");
+    }
     assert!(rx.try_recv().is_err(), "still parked");
     let resolved = host
-        .resolve_approval("sess-9", false, &approval.id, false, Some("no".into()))
+        .resolve_approval(
+            &who("sess-9", "host", true),
+            &approval.id,
+            false,
+            Some("no".into()),
+        )
         .unwrap();
     assert_eq!(resolved.status, ApprovalStatus::Denied);
     assert_eq!(rx.try_recv(), Ok(false));
     let again = host
-        .resolve_approval("sess-9", false, &approval.id, true, None)
+        .resolve_approval(&who("sess-9", "host", true), &approval.id, true, None)
         .unwrap_err();
     assert_eq!(again.data.as_ref().unwrap()["reason"], "already_resolved");
 }

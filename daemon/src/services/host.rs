@@ -17,7 +17,6 @@ use car_proto::methods::host::{
     RegisterDeviceParams, RequestApprovalParams, Resolution, ResolveApprovalParams,
     SetStatusParams, SubscribeParams, SubscribeReply, UpdateDeviceParams,
 };
-use car_proto::methods::CallerRole;
 use serde_json::{json, Value};
 
 use crate::handler::{Call, Routes};
@@ -291,7 +290,7 @@ async fn request_approval(call: Call, p: RequestApprovalParams) -> Result<HostAp
         details,
         required_approvals: p.required_approvals.unwrap_or(1),
         client_id: Some(call.session.label()),
-        parked_session: None,
+        parked: None,
     })
 }
 
@@ -309,12 +308,7 @@ async fn resolve_approval(call: Call, p: ResolveApprovalParams) -> Result<HostAp
             ))
         }
     };
-    let is_agent = call.session.identity().role == CallerRole::Agent;
-    call.state.host.resolve_approval(
-        &call.session.label(),
-        is_agent,
-        &p.approval_id,
-        approved,
-        p.notes,
-    )
+    call.state
+        .host
+        .resolve_approval(&call.session.principal(), &p.approval_id, approved, p.notes)
 }

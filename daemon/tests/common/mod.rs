@@ -187,8 +187,8 @@ pub async fn as_agent(d: &Daemon, id: &str, token: &str) -> Ws {
     ws
 }
 
-/// Registers agent `id` through `host` (the daemon must run with `--no-approvals`) and
-/// returns a connection authenticated as it.
+/// Registers agent `id` through `host` (a host session: its own `agents.upsert` is not held
+/// by the approval gate) and returns a connection authenticated as it.
 pub async fn registered_agent(d: &Daemon, host: &mut Ws, id: &str) -> Ws {
     let r = host
         .call(

@@ -136,6 +136,12 @@ async fn escalate(
     reason: &str,
 ) -> Option<Refusal> {
     let state = &call.state;
+    if call.session.principal().is_host {
+        // The host is who an escalation asks, and only a host with another credential may
+        // resolve a system approval (`crate::host_state`): a host's own proposal goes on.
+        tracing::info!(intent = %intent_id, %reason, "a supervisor escalated the host's own proposal: the host's submission is its approval");
+        return None;
+    }
     let mut shown = intent.clone();
     shown.id = intent_id.to_string();
     let (approval, decision) = state.host.request_approval(ApprovalRequest {
@@ -145,7 +151,7 @@ async fn escalate(
         details: json!({"intent": shown, "session_id": call.session.label()}),
         required_approvals: 1,
         client_id: None,
-        parked_session: Some(call.session.label()),
+        parked: Some(call.session.principal()),
     });
     let _waiting = Waiting(&state.host, approval.id.clone());
     tracing::info!(intent = %intent_id, approval = %approval.id, "supervisor escalated a proposal to the host");
