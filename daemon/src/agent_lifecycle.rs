@@ -29,7 +29,9 @@ use std::time::Duration;
 use car_proto::errors::RpcError;
 use car_proto::methods::agent_supervisor::AgentStatus;
 use car_proto::methods::agents::{AgentSpec, ManagedAgent, RestartPolicy};
-use car_supervisor::{LaunchSpec, Restart, Status, Supervisor, SupervisorConfig, SupervisorError};
+use car_supervisor::{
+    Confinement, LaunchSpec, Restart, Status, Supervisor, SupervisorConfig, SupervisorError,
+};
 
 use crate::agent_registry::AgentRegistry;
 
@@ -48,6 +50,8 @@ pub struct AgentLifecycle {
     daemon_url: OnceLock<String>,
     /// Set on a daemon that is not its state root's primary: the primary supervises.
     observer: OnceLock<String>,
+    /// The daemon's credential directory, hidden from children beside the state root.
+    credential_dir: OnceLock<PathBuf>,
 }
 
 pub fn status_of(status: Status) -> AgentStatus {
@@ -88,7 +92,14 @@ impl AgentLifecycle {
             wanted: Mutex::new(wanted),
             daemon_url: OnceLock::new(),
             observer: OnceLock::new(),
+            credential_dir: OnceLock::new(),
         }
+    }
+
+    /// Hides `dir` (the token directory, when it is outside the state root) from every
+    /// child started from now on.
+    pub fn hide_credentials(&self, dir: PathBuf) {
+        let _ = self.credential_dir.set(dir);
     }
 
     /// CAR's observe-only mode: another daemon is primary for this state root, so this one
@@ -161,7 +172,16 @@ impl AgentLifecycle {
         if let Some(url) = self.daemon_url.get() {
             env.insert("CAR_DAEMON_URL".into(), url.clone());
         }
+        // The state root (every agent's token, the secrets, the stores) and the credential
+        // directory are hidden; the agent's own directory and working directory are not.
+        let mut hidden = vec![self.state_root.clone()];
+        hidden.extend(self.credential_dir.get().cloned());
+        let confine = Confinement {
+            hidden,
+            exposed: vec![self.state_root.join("agents").join(&id), cwd.clone()],
+        };
         Ok(LaunchSpec {
+            confine: Some(confine),
             id,
             command: PathBuf::from(command),
             args: spec.args.clone().unwrap_or_default(),

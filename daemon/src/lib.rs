@@ -130,6 +130,7 @@ pub async fn run(config: Config, paths: Paths) -> Result<(), Fatal> {
         shutdown.clone(),
     )
     .await?;
+    state.lifecycle.hide_credentials(paths.token_dir.clone());
 
     let tcp_task = tokio::spawn(transport::accept_tcp(tcp, state.clone()));
     let unix_task = tokio::spawn(transport::accept_unix(

@@ -1,7 +1,9 @@
 //! Issue 24: what one principal may see of the agents. `agents.list` (and every reply that
 //! carries an agent) used to return each agent's `env` verbatim to any caller, API keys
 //! included; now the values are shown to the host only. `agents.tail_log` used to read any
-//! agent's output; an agent now reads only its own. Drives a real daemon.
+//! agent's output; an agent now reads only its own. Supervised agents get a minimal
+//! environment and, with Landlock, cannot read the daemon's or other agents' files. Drives
+//! a real daemon.
 
 mod common;
 
@@ -16,8 +18,8 @@ fn spec(id: &str) -> Value {
            "env": {"OPENAI_API_KEY": KEY}})
 }
 
-/// A daemon whose approval gate is off (`agents.upsert` is gated by default; the gate is
-/// tested in `host.rs`).
+/// A daemon whose approval gate is off, so nothing here depends on it (the gate is tested
+/// in `host.rs`).
 fn no_gate() -> Daemon {
     Daemon::builder().args(["--no-approvals"]).start()
 }
@@ -149,4 +151,80 @@ async fn a_supervised_agent_gets_a_minimal_environment() {
     for planted in ["sk-daemon-planted", &d.token(), &d.host_token()] {
         assert!(!text.contains(planted), "{planted} leaked: {text}");
     }
+}
+
+/// Issue 24: the state root holds every agent's token (and the daemon's, with `CAR_HOME`),
+/// so without confinement a supervised agent reads them all. With Landlock it reads none
+/// but its own; only a kernel without Landlock skips this, saying so.
+#[tokio::test]
+async fn with_landlock_a_supervised_agent_cannot_read_the_token_files() {
+    let d = no_gate();
+    let mut host = Ws::host(&d).await;
+    let other = host.call("agents.upsert", spec("other")).await["result"].clone();
+    let own_token = d.home.join("agents").join("peeker").join("token");
+    let others_token = std::path::PathBuf::from(other["token_path"].as_str().unwrap());
+    let probes = [
+        d.token_path(),
+        d.host_token_path(),
+        others_token.clone(),
+        d.home.join("secrets"),
+        own_token.clone(),
+        std::path::PathBuf::from("/etc/passwd"),
+    ];
+    let script = r#"for f in "$@"; do if { [ -d "$f" ] && ls "$f" || cat "$f"; } >/dev/null 2>&1; then echo "read $f"; else echo "denied $f"; fi; done"#;
+    let mut args = vec![json!("-c"), json!(script), json!("sh")];
+    args.extend(probes.iter().map(|p| json!(p.display().to_string())));
+    let r = host
+        .call(
+            "agents.upsert",
+            json!({"id": "peeker", "name": "peeker", "command": "/bin/sh", "args": args}),
+        )
+        .await;
+    assert!(r["result"].is_object(), "{r}");
+    std::fs::create_dir_all(d.home.join("secrets")).unwrap();
+
+    let health = host.call("agents.health", json!({})).await;
+    let rows = health["result"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{health}"));
+    let file_access = rows[0]["file_access"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{health}"));
+    if file_access == "unconfined" {
+        eprintln!("skipped: this kernel has no Landlock (agents.health file_access: unconfined)");
+        return;
+    }
+    assert_eq!(file_access, "confined", "{health}");
+
+    let r = host.call("agents.start", json!({"id": "peeker"})).await;
+    assert!(r["result"].is_object(), "{r}");
+    let r = host
+        .call(
+            "agents.wait",
+            json!({"id": "peeker", "targets": ["stopped", "errored", "backoff"]}),
+        )
+        .await;
+    assert!(r["result"].is_object(), "{r}");
+    let log = host
+        .call(
+            "agents.tail_log",
+            json!({"id": "peeker", "n": 50, "stream": "stdout"}),
+        )
+        .await;
+    let lines: Vec<&str> = log["result"]["lines"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{log}"))
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    let expect = |verdict: &str, path: &std::path::Path| {
+        let line = format!("{verdict} {}", path.display());
+        assert!(lines.contains(&line.as_str()), "{line} not in {lines:?}");
+    };
+    expect("denied", &d.token_path());
+    expect("denied", &d.host_token_path());
+    expect("denied", &others_token);
+    expect("denied", &d.home.join("secrets"));
+    expect("read", &own_token);
+    expect("read", std::path::Path::new("/etc/passwd"));
 }

@@ -19,6 +19,9 @@
 //! `0700`) — no pipes, so a child outlives the daemon and keeps logging. Its environment
 //! is exactly `spec.env` (plus [`DEFAULT_PATH`] when it has no `PATH`): the daemon's own
 //! environment, with its API keys and tokens, is never inherited; `cwd: None` inherits the daemon's working directory.
+//! A spec's `confine` ([`Confinement`]) is applied with Landlock where the kernel has it
+//! (module `confine`): the child cannot read or write the hidden paths (the daemon's state
+//! root and credential directory) except the ones exposed to it (its own directory).
 //! Status goes `starting` → `running`.
 //!
 //! **Pid records and adoption.** After a spawn, `<run_dir>/<id>.json` = `{pid, pgid,
@@ -84,6 +87,7 @@
 //! * `LaunchSpec`'s `Debug` prints env keys only (the token lives there).
 #![cfg(unix)]
 
+pub mod confine;
 mod logs;
 mod policy;
 mod procinfo;
@@ -94,6 +98,7 @@ mod supervisor;
 mod sys;
 mod types;
 
+pub use confine::Confinement;
 pub use logs::TAIL_SCAN_BYTES;
 
 /// The `PATH` a child gets when its `LaunchSpec::env` has none.

@@ -159,6 +159,20 @@ pub(crate) fn spawn(shared: &Shared, spec: &LaunchSpec) -> Result<Live, String> 
     if let Some(cwd) = &spec.cwd {
         cmd.current_dir(cwd);
     }
+    let mut confined = false;
+    if let (Some(confinement), true) = (&spec.confine, shared.confines) {
+        if let Some(ruleset) = crate::confine::prepare(confinement)
+            .map_err(|e| format!("spawn failed: {command}: {e}"))?
+        {
+            confined = true;
+            // SAFETY: the hook only makes two system calls (no allocation, no locks), as
+            // required between fork and exec.
+            #[allow(unsafe_code)]
+            unsafe {
+                cmd.pre_exec(move || crate::confine::restrict_self(&ruleset));
+            }
+        }
+    }
     let child = cmd
         .spawn()
         .map_err(|e| format!("spawn failed: {command}: {e}"))?;
@@ -184,7 +198,7 @@ pub(crate) fn spawn(shared: &Shared, spec: &LaunchSpec) -> Result<Live, String> 
             "cannot write pid record; a later daemon will not adopt this child"
         );
     }
-    tracing::info!(agent = %spec.id, pid, command = %command, "spawned agent");
+    tracing::info!(agent = %spec.id, pid, command = %command, confined, "spawned agent");
     Ok(Live {
         pid,
         pgid,

@@ -33,6 +33,8 @@ pub(crate) struct Shared {
     pub events: broadcast::Sender<(String, AgentRuntime)>,
     /// Serialises rotations (the 1 s ticks and `tail_log`) so two never shift at once.
     pub rotate_lock: Mutex<()>,
+    /// The kernel supports Landlock: a spec's `confine` is applied.
+    pub confines: bool,
 }
 
 impl Shared {

@@ -51,17 +51,26 @@ impl fmt::Debug for Supervisor {
 impl Supervisor {
     pub fn new(config: SupervisorConfig) -> Self {
         let (events, _) = broadcast::channel(EVENT_CAPACITY);
+        let confines = crate::confine::available();
+        if !confines {
+            tracing::warn!("this kernel has no Landlock: supervised agents' file access is not confined (agents.health reports file_access: unconfined)");
+        }
         Supervisor {
             inner: Arc::new(Inner {
                 shared: Arc::new(Shared {
                     config,
                     events,
                     rotate_lock: Mutex::new(()),
+                    confines,
                 }),
                 slots: Mutex::new(HashMap::new()),
                 closed: AtomicBool::new(false),
             }),
         }
+    }
+    /// Whether children's file access is confined (the kernel supports Landlock).
+    pub fn confines_file_access(&self) -> bool {
+        self.inner.shared.confines
     }
 
     pub fn config(&self) -> &SupervisorConfig {

@@ -76,6 +76,8 @@ pub struct LaunchSpec {
     pub max_restarts: u32,
     /// Base backoff: restart k (1-based) waits `min(backoff * 2^(k-1), max_backoff)`.
     pub backoff: Duration,
+    /// File access the child is denied (Landlock, where the kernel has it).
+    pub confine: Option<crate::confine::Confinement>,
 }
 
 impl LaunchSpec {
@@ -90,6 +92,7 @@ impl LaunchSpec {
             restart: Restart::Never,
             max_restarts: 5,
             backoff: Duration::from_secs(1),
+            confine: None,
         }
     }
 }

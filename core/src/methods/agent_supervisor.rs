@@ -122,6 +122,20 @@ pub struct HealthRow {
     pub reason: Option<String>,
     pub status: AgentStatus,
     pub restart_count: u32,
+    /// Whether the agent's file access is confined (Landlock): `unconfined` where the
+    /// kernel lacks it.
+    pub file_access: FileAccess,
+}
+
+/// `agents.health`'s `file_access`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum FileAccess {
+    /// The agent cannot read or write the daemon's state root and credential directory
+    /// (except its own agent directory).
+    Confined,
+    /// The kernel has no Landlock: the agent can reach whatever its user can.
+    Unconfined,
 }
 
 /// `agents.install` params: CAR's `AgentManifest` (`{agent: {id, name, …}, transport:

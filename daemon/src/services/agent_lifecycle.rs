@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use car_proto::errors::RpcError;
 use car_proto::methods::agent_supervisor::{
-    self as m, AgentStatus, HealthRow, InstallParams, InstallReply, InstallReport, LogStreamParam,
-    StopParams, StopSignal, TailLogParams, TailLogReply, WaitParams,
+    self as m, AgentStatus, FileAccess, HealthRow, InstallParams, InstallReply, InstallReport,
+    LogStreamParam, StopParams, StopSignal, TailLogParams, TailLogReply, WaitParams,
 };
 use car_proto::methods::agents::{AgentSpec, IdParams, ManagedAgent};
 use car_proto::methods::fields::NoParams;
@@ -175,6 +175,11 @@ async fn tail_log(call: Call, p: TailLogParams) -> Result<TailLogReply, RpcError
 
 async fn health(call: Call, _: NoParams) -> Result<Vec<HealthRow>, RpcError> {
     let supervisor = call.state.lifecycle.supervisor();
+    let file_access = if supervisor.confines_file_access() {
+        FileAccess::Confined
+    } else {
+        FileAccess::Unconfined
+    };
     Ok(call
         .state
         .managed_agents()
@@ -205,6 +210,7 @@ async fn health(call: Call, _: NoParams) -> Result<Vec<HealthRow>, RpcError> {
                 reason,
                 status,
                 restart_count: agent.restart_count,
+                file_access,
             }
         })
         .collect())
