@@ -264,6 +264,8 @@ export interface GeneratedMethods {
   proposalSubmit(paramsJson?: string): Promise<string>
   /** `runs.cancel` (owner role): cancel a running run: stop its work and end it cancelled. */
   runsCancel(paramsJson?: string): Promise<string>
+  /** `runs.delete` (owner role): delete an ended run and its trace. */
+  runsDelete(paramsJson?: string): Promise<string>
   /** `runs.get_trace` (owner role): a run and its trace records. */
   runsGetTrace(paramsJson?: string): Promise<string>
   /** `runs.list` (owner role): runs visible to this session, newest first. */

@@ -57,6 +57,7 @@ const GENERATED_METHODS = {
   policyUnregister: 'policy.unregister',
   proposalSubmit: 'proposal.submit',
   runsCancel: 'runs.cancel',
+  runsDelete: 'runs.delete',
   runsGetTrace: 'runs.get_trace',
   runsList: 'runs.list',
   runsRecordTurns: 'runs.record_turns',
@@ -706,6 +707,10 @@ const MEMBERS = {
   /** `runs.cancel` (owner role): cancel a running run: stop its work and end it cancelled. */
   async runsCancel(paramsJson = '{}') {
     return this.daemonCall('runs.cancel', paramsJson)
+  },
+  /** `runs.delete` (owner role): delete an ended run and its trace. */
+  async runsDelete(paramsJson = '{}') {
+    return this.daemonCall('runs.delete', paramsJson)
   },
   /** `runs.get_trace` (owner role): a run and its trace records. */
   async runsGetTrace(paramsJson = '{}') {

@@ -695,6 +695,11 @@ impl CarDaemonClient {
         self.daemon_call("runs.cancel".to_string(), params_json)
     }
 
+    /// `runs.delete` (owner role): delete an ended run and its trace.
+    pub fn runs_delete(&self, params_json: String) -> Result<String, CarError> {
+        self.daemon_call("runs.delete".to_string(), params_json)
+    }
+
     /// `runs.get_trace` (owner role): a run and its trace records.
     pub fn runs_get_trace(&self, params_json: String) -> Result<String, CarError> {
         self.daemon_call("runs.get_trace".to_string(), params_json)

@@ -608,6 +608,10 @@ class GeneratedMethods:
         """`runs.cancel` (owner role): cancel a running run: stop its work and end it cancelled."""
         return self.daemon_call("runs.cancel", params_json)
 
+    def runs_delete(self, params_json: str = "{}") -> str:
+        """`runs.delete` (owner role): delete an ended run and its trace."""
+        return self.daemon_call("runs.delete", params_json)
+
     def runs_get_trace(self, params_json: str = "{}") -> str:
         """`runs.get_trace` (owner role): a run and its trace records."""
         return self.daemon_call("runs.get_trace", params_json)
@@ -931,6 +935,7 @@ GENERATED_METHODS: Dict[str, str] = {
     "policy_unregister": "policy.unregister",
     "proposal_submit": "proposal.submit",
     "runs_cancel": "runs.cancel",
+    "runs_delete": "runs.delete",
     "runs_get_trace": "runs.get_trace",
     "runs_list": "runs.list",
     "runs_record_turns": "runs.record_turns",

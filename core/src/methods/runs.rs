@@ -311,7 +311,31 @@ crate::method!(
     UnsubscribeParams => UnsubscribeReply
 );
 
+/// `runs.delete` params.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+pub struct DeleteParams {
+    pub run_id: Name,
+}
+
+/// `runs.delete` result: `deleted` is false for an unknown run or one this session may not
+/// delete (the two are not told apart).
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+pub struct DeleteReply {
+    pub run_id: String,
+    pub deleted: bool,
+}
+
+crate::method!(
+    /// `runs.delete {run_id}` → `{run_id, deleted}` (ours: CAR keeps runs forever). The
+    /// identity that started the run, or a host, deletes an ended run with its trace; a
+    /// running run is refused (`-32602`, `data.reason: "run_running"`).
+    Delete = owner("runs.delete", "delete an ended run and its trace");
+    access: Access::owned(Resource::Runs);
+    DeleteParams => DeleteReply
+);
+
 pub const DECLARATIONS: &[Declaration] = &[
+    Declaration::of::<Delete>(),
     Declaration::of::<RecordModelTurn>(),
     Declaration::of::<RecordTurns>(),
     Declaration::of::<Unsubscribe>(),

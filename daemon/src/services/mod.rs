@@ -29,6 +29,7 @@ mod policy_check;
 pub mod proposal;
 pub mod run_lifecycle;
 mod run_records;
+pub mod run_retention;
 mod run_turns;
 pub mod runs;
 pub mod scheduler;

@@ -16,7 +16,8 @@
 //! agent (`-32603 permission denied` with `data.reason: "not_owner"` otherwise); an unknown
 //! run id answers `runs.get_trace` with CAR's not-found marker `{run_id, not_found: true}`.
 //! Trace records ([`super::run_records`]) stream as `runs.trace.event` `{run_id, agent_id,
-//! record, cursor, status}` after the `runs.subscribe` snapshot.
+//! record, cursor, status}` after the `runs.subscribe` snapshot. Ended runs are kept per
+//! owner by count and age, and `runs.delete` removes one ([`super::run_retention`]).
 
 use car_proto::errors::RpcError;
 use car_proto::methods::CallerRole;
@@ -148,6 +149,7 @@ pub fn register(routes: &mut Routes) {
         .add::<m::Unsubscribe, _, _>(unsubscribe);
     super::run_turns::register(routes);
     super::run_lifecycle::register(routes);
+    super::run_retention::register(routes);
 }
 
 /// `runs.unsubscribe {run_id?}` → `{run_id, removed}`: stops this connection's
@@ -226,6 +228,7 @@ async fn start(call: Call, p: StartParams) -> Result<Value, RpcError> {
                 let mut pending = Pending::default();
                 pending.append(&tx, &run_id2, "started", &json!({"intent": intent, "outcome_description": outcome_description, "agent_id": agent_id}))?;
                 let (_, run) = load(&tx, &run_id2)?.expect("row just inserted");
+                super::run_retention::prune(&tx, &owner2)?;
                 tx.commit().map_err(db_error)?;
                 pending.publish(&events);
                 Ok((run, true))
