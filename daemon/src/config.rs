@@ -112,6 +112,14 @@ pub struct Args {
     #[arg(long, env = "CAR_AUTH_DEADLINE", default_value = "10s", value_parser = parse_duration)]
     pub auth_deadline: Duration,
 
+    /// Events kept in the durable event log (the newest; older ones are deleted).
+    #[arg(long, env = "CAR_MAX_EVENTS", default_value_t = 1_000_000)]
+    pub max_events: u64,
+
+    /// Events older than this are deleted from the event log.
+    #[arg(long, env = "CAR_EVENT_MAX_AGE", default_value = "30d", value_parser = parse_duration)]
+    pub event_max_age: Duration,
+
     /// The directory the built-in agent tools (`agents.register_basics`) may read and
     /// write; nothing outside it is reachable. Default: `$CAR_HOME/workspace`.
     #[arg(long, env = "CAR_WORKSPACE_ROOT")]
@@ -209,6 +217,7 @@ pub struct Config {
     pub idle_timeout: Duration,
     pub max_unauthenticated: usize,
     pub auth_deadline: Duration,
+    pub event_retention: crate::store::EventRetention,
     pub debug_methods: bool,
     pub ready_file: Option<PathBuf>,
     /// `None`: no dashboard. `Some(None)`: the WebSocket port + 1. `Some(Some(p))`: `p`.
@@ -277,6 +286,9 @@ impl Config {
         }
         if args.max_unauthenticated == 0 {
             return Err("--max-unauthenticated must be at least 1".into());
+        }
+        if args.max_events == 0 {
+            return Err("--max-events must be at least 1".into());
         }
         if args.auth_deadline.is_zero() {
             return Err("--auth-deadline must be longer than 0s".into());
@@ -386,6 +398,10 @@ impl Config {
             idle_timeout: args.idle_timeout,
             max_unauthenticated: args.max_unauthenticated,
             auth_deadline: args.auth_deadline,
+            event_retention: crate::store::EventRetention {
+                max_events: args.max_events,
+                max_age: args.event_max_age,
+            },
             debug_methods: args.debug_methods,
             ready_file: args.ready_file,
             dashboard: (!args.no_dashboard).then_some(args.dashboard_port),

@@ -209,7 +209,7 @@ pub async fn open_state(
     shutdown: CancellationToken,
 ) -> Result<Arc<ServerState>, Fatal> {
     let db = state_root.join("car.db");
-    let store = store::Store::open(&db).map_err(Fatal::runtime)?;
+    let store = store::Store::open(&db, config.event_retention).map_err(Fatal::runtime)?;
     match store
         .run(services::run_lifecycle::mark_orphans_incomplete_job)
         .await

@@ -239,6 +239,11 @@ impl Session {
         format!("sess-{}", self.id)
     }
 
+    /// The agent this connection is bound to, if any.
+    pub fn agent_id(&self) -> Option<String> {
+        self.with_identity(|identity| identity.agent_id.clone())
+    }
+
     /// This connection as an approval party: its label, the credential it authenticated
     /// with (every socket holding the same token shares it) and whether that is the host
     /// token (not the dashboard's observer view of it).

@@ -26,6 +26,9 @@ use tokio::sync::oneshot;
 pub struct NewEvent {
     pub kind: &'static str,
     pub session_id: Option<String>,
+    /// The agent the recording session is bound to: an agent session reads only its own
+    /// events (`events.*`).
+    pub agent_id: Option<String>,
     pub proposal_id: Option<String>,
     pub action_id: Option<String>,
     pub request_id: Option<String>,
@@ -60,7 +63,8 @@ CREATE TABLE IF NOT EXISTS events (
     proposal_id TEXT,
     action_id TEXT,
     request_id TEXT,
-    data TEXT NOT NULL
+    data TEXT NOT NULL,
+    agent_id TEXT
 );
 CREATE INDEX IF NOT EXISTS events_kind ON events(kind);
 CREATE INDEX IF NOT EXISTS events_proposal ON events(proposal_id);
@@ -108,7 +112,7 @@ pub fn now_ms() -> i64 {
 
 impl Store {
     /// Opens (creating) the database and starts its thread.
-    pub fn open(path: &Path) -> Result<Store, String> {
+    pub fn open(path: &Path, retention: EventRetention) -> Result<Store, String> {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir)
                 .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
@@ -120,11 +124,12 @@ impl Store {
             .and_then(|_| conn.pragma_update(None, "foreign_keys", "ON"))
             .and_then(|_| conn.busy_timeout(std::time::Duration::from_secs(5)))
             .and_then(|_| conn.execute_batch(SCHEMA))
+            .and_then(|_| migrate(&conn))
             .map_err(|e| format!("cannot initialise {}: {e}", path.display()))?;
         let (tx, rx) = mpsc::channel();
         let thread = std::thread::Builder::new()
             .name("car-store".into())
-            .spawn(move || serve(conn, rx))
+            .spawn(move || serve(conn, rx, retention))
             .map_err(|e| format!("cannot start the database thread: {e}"))?;
         Ok(Store {
             tx: Mutex::new(Some(tx)),
@@ -172,7 +177,48 @@ impl Store {
     }
 }
 
-fn serve(mut conn: Connection, rx: mpsc::Receiver<Command>) {
+/// Adds what older databases lack: `events.agent_id` (and its index).
+fn migrate(conn: &Connection) -> rusqlite::Result<()> {
+    let has_agent: bool = conn
+        .prepare("SELECT 1 FROM pragma_table_info('events') WHERE name = 'agent_id'")?
+        .exists([])?;
+    if !has_agent {
+        conn.execute_batch("ALTER TABLE events ADD COLUMN agent_id TEXT")?;
+    }
+    conn.execute_batch("CREATE INDEX IF NOT EXISTS events_agent ON events(agent_id)")
+}
+
+/// How much of the event log is kept: at most `max_events` (the newest), none older than
+/// `max_age`. Enforced after every committed batch, so the log never exceeds it by more
+/// than one batch ([`EVENT_BATCH`]).
+#[derive(Debug, Clone, Copy)]
+pub struct EventRetention {
+    pub max_events: u64,
+    pub max_age: std::time::Duration,
+}
+
+impl Default for EventRetention {
+    fn default() -> Self {
+        EventRetention {
+            max_events: 1_000_000,
+            max_age: std::time::Duration::from_secs(30 * 24 * 60 * 60),
+        }
+    }
+}
+
+/// Deletes the events beyond `retention` (by id, the insertion order, and by age).
+fn prune_events(conn: &Connection, retention: EventRetention) -> rusqlite::Result<usize> {
+    let max = i64::try_from(retention.max_events).unwrap_or(i64::MAX);
+    let by_count = conn.execute(
+        "DELETE FROM events WHERE id <= (SELECT MAX(id) FROM events) - ?1",
+        params![max],
+    )?;
+    let oldest = now_ms().saturating_sub(retention.max_age.as_millis() as i64);
+    let by_age = conn.execute("DELETE FROM events WHERE ts_ms < ?1", params![oldest])?;
+    Ok(by_count + by_age)
+}
+
+fn serve(mut conn: Connection, rx: mpsc::Receiver<Command>, retention: EventRetention) {
     let mut next = rx.recv().ok();
     while let Some(cmd) = next.take() {
         match cmd {
@@ -196,6 +242,11 @@ fn serve(mut conn: Connection, rx: mpsc::Receiver<Command>) {
                 if let Err(e) = insert_events(&mut conn, &batch) {
                     tracing::error!(error = %e, count = batch.len(), "writing events failed");
                 }
+                match prune_events(&conn, retention) {
+                    Ok(0) => {}
+                    Ok(n) => tracing::debug!(deleted = n, "old events deleted (retention)"),
+                    Err(e) => tracing::error!(error = %e, "pruning the event log failed"),
+                }
             }
         }
         if next.is_none() {
@@ -208,7 +259,7 @@ fn insert_events(conn: &mut Connection, batch: &[(NewEvent, i64)]) -> rusqlite::
     let tx = conn.transaction()?;
     {
         let mut stmt = tx.prepare_cached(
-            "INSERT INTO events (ts_ms, kind, session_id, proposal_id, action_id, request_id, data) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            "INSERT INTO events (ts_ms, kind, session_id, proposal_id, action_id, request_id, data, agent_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
         )?;
         for (e, ts) in batch {
             stmt.execute(params![
@@ -218,7 +269,8 @@ fn insert_events(conn: &mut Connection, batch: &[(NewEvent, i64)]) -> rusqlite::
                 e.proposal_id,
                 e.action_id,
                 e.request_id,
-                e.data.to_string()
+                e.data.to_string(),
+                e.agent_id
             ])?;
         }
     }
@@ -235,11 +287,55 @@ pub fn db_error(e: rusqlite::Error) -> RpcError {
 mod tests {
     use super::*;
 
+    /// A log written before events carried `agent_id` opens, gains the column, and keeps
+    /// its rows.
+    #[tokio::test]
+    async fn an_older_event_log_gains_the_agent_column() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("car.db");
+        {
+            let c = Connection::open(&path).unwrap();
+            c.execute_batch(
+                "CREATE TABLE events (id INTEGER PRIMARY KEY AUTOINCREMENT, ts_ms INTEGER NOT NULL,
+                 kind TEXT NOT NULL, session_id TEXT, proposal_id TEXT, action_id TEXT,
+                 request_id TEXT, data TEXT NOT NULL);
+                 INSERT INTO events (ts_ms, kind, data) VALUES (CAST(strftime('%s', 'now') AS INTEGER) * 1000, 'old', '{}');",
+            )
+            .unwrap();
+        }
+        let store = Store::open(&path, EventRetention::default()).unwrap();
+        store.record(NewEvent {
+            kind: "new",
+            agent_id: Some("a1".into()),
+            ..Default::default()
+        });
+        let rows: Vec<(String, Option<String>)> = store
+            .run(|c| {
+                let mut stmt = c
+                    .prepare("SELECT kind, agent_id FROM events ORDER BY id")
+                    .map_err(db_error)?;
+                let rows = stmt
+                    .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+                    .map_err(db_error)?;
+                rows.collect::<Result<_, _>>().map_err(db_error)
+            })
+            .await
+            .unwrap();
+        store.close();
+        assert_eq!(
+            rows,
+            [
+                ("old".to_string(), None),
+                ("new".to_string(), Some("a1".into()))
+            ]
+        );
+    }
+
     #[tokio::test]
     async fn events_are_ordered_before_later_jobs_and_survive_reopen() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("car.db");
-        let store = Store::open(&path).unwrap();
+        let store = Store::open(&path, EventRetention::default()).unwrap();
         for i in 0..100 {
             store.record(NewEvent {
                 kind: "test",
@@ -260,7 +356,7 @@ mod tests {
             ..Default::default()
         });
         store.close();
-        let store = Store::open(&path).unwrap();
+        let store = Store::open(&path, EventRetention::default()).unwrap();
         let n: i64 = store
             .run(|c| {
                 c.query_row("SELECT COUNT(*) FROM events", [], |r| r.get(0))
@@ -278,7 +374,7 @@ mod tests {
         // (the linger is milliseconds; the bound only keeps a broken build from hanging).
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("car.db");
-        let store = Store::open(&path).unwrap();
+        let store = Store::open(&path, EventRetention::default()).unwrap();
         store.record(NewEvent {
             kind: "lone",
             ..Default::default()

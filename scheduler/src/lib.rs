@@ -52,7 +52,9 @@ pub use command::{
 pub use error::{decode, SchedulerError};
 pub use os::{InstallResult, OsScheduler, ReconcileReport, UninstallResult};
 pub use render::{label_of, render, render_spec, RenderSpec, Rendered, LABEL_PREFIX};
-pub use run::{run_task, run_task_loop, PromptRunner, MAX_EXECUTIONS};
+pub use run::{
+    run_task, run_task_as, run_task_loop, run_task_loop_as, PromptRunner, MAX_EXECUTIONS,
+};
 pub use store::{StoredTask, TaskStore};
 pub use task::{
     new_task_id, Execution, ExecutionStatus, NewTask, Task, TaskStatus, Trigger, DEFAULT_MAX_TURNS,

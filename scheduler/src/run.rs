@@ -22,6 +22,15 @@
 //! `enabled` is not consulted: an explicit run always runs. An id that names a stored
 //! command task is refused (`invalid id`) and the command task is left as it was.
 //!
+//! # Owners
+//!
+//! [`run_task_as`] / [`run_task_loop_as`] run on behalf of an agent (`owner:
+//! Some("agent:<id>")`): a task that agent stores is recorded as its (`owner`), and a
+//! stored task of anyone else — another agent's or the user's — is refused (`invalid id`,
+//! left as it was), so one agent can neither run another's task nor overwrite its history.
+//! The user (`owner: None`, [`run_task`]) runs any task; a stored task keeps its owner. A
+//! posted task's own `owner` is never believed.
+//!
 //! # Loops
 //!
 //! [`run_task_loop`] runs manual, once and file_watch tasks once (immediately: a `once`
@@ -67,7 +76,17 @@ pub async fn run_task(
     task: Task,
     runner: &dyn PromptRunner,
 ) -> Result<(Task, Execution), SchedulerError> {
-    let (task, execution, _) = run_once(store, task, runner, SystemTime::now()).await?;
+    run_task_as(store, task, runner, None).await
+}
+
+/// [`run_task`] on behalf of `owner` (module docs, "Owners").
+pub async fn run_task_as(
+    store: &TaskStore,
+    task: Task,
+    runner: &dyn PromptRunner,
+    owner: Option<&str>,
+) -> Result<(Task, Execution), SchedulerError> {
+    let (task, execution, _) = run_once(store, task, runner, owner, SystemTime::now()).await?;
     Ok((task, execution))
 }
 
@@ -77,6 +96,17 @@ pub async fn run_task_loop(
     task: Task,
     max_iterations: Option<u32>,
     runner: &dyn PromptRunner,
+) -> Result<Vec<Execution>, SchedulerError> {
+    run_task_loop_as(store, task, max_iterations, runner, None).await
+}
+
+/// [`run_task_loop`] on behalf of `owner` (module docs, "Owners").
+pub async fn run_task_loop_as(
+    store: &TaskStore,
+    task: Task,
+    max_iterations: Option<u32>,
+    runner: &dyn PromptRunner,
+    owner: Option<&str>,
 ) -> Result<Vec<Execution>, SchedulerError> {
     let max = max_iterations.unwrap_or(1);
     if max == 0 {
@@ -90,7 +120,8 @@ pub async fn run_task_loop(
     let mut task = task;
     let mut out = Vec::new();
     loop {
-        let (saved, execution, ran) = run_once(store, task, runner, SystemTime::now()).await?;
+        let (saved, execution, ran) =
+            run_once(store, task, runner, owner, SystemTime::now()).await?;
         task = saved;
         if ran {
             out.push(execution);
@@ -115,6 +146,7 @@ async fn run_once(
     store: &TaskStore,
     mut task: Task,
     runner: &dyn PromptRunner,
+    owner: Option<&str>,
     now: SystemTime,
 ) -> Result<(Task, Execution, bool), SchedulerError> {
     task.validate()?;
@@ -134,6 +166,21 @@ async fn run_once(
         }
         Some(StoredTask::Prompt(stored)) => Some(stored),
         None => None,
+    };
+    if let (Some(agent), Some(stored)) = (owner, &stored) {
+        if stored.owner.as_deref() != Some(agent) {
+            return Err(SchedulerError::invalid(
+                "id",
+                format!(
+                    "{:?} is another principal's prompt task; an agent runs only its own",
+                    task.id
+                ),
+            ));
+        }
+    }
+    task.owner = match &stored {
+        Some(stored) => stored.owner.clone(),
+        None => owner.map(str::to_string),
     };
     if let Some(stored) = stored {
         task.executions = stored.executions;

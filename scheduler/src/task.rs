@@ -177,6 +177,10 @@ pub struct Task {
     /// CAR's flag; not consulted by [`crate::run_task`] (an explicit run always runs).
     #[serde(default = "default_true")]
     pub enabled: bool,
+    /// Ours: the principal whose run first stored it (`agent:<id>`); absent for the user's
+    /// tasks. Set by the daemon, never taken from a posted task (see [`crate::run_task_as`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
 }
 
 /// `scheduler.create` params: the user-settable part of a [`Task`].
@@ -239,6 +243,7 @@ impl Task {
             run_count: 0,
             executions: Vec::new(),
             enabled: new.enabled.unwrap_or(true),
+            owner: None,
         };
         task.validate()?;
         Ok(task)

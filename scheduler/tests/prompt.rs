@@ -6,8 +6,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use car_scheduler::{
-    decode, run_task, run_task_loop, CommandTask, ExecutionStatus, NewTask, PromptRunner,
-    ScheduleRequest, SchedulerError, Task, TaskStatus, TaskStore, Trigger,
+    decode, run_task, run_task_as, run_task_loop, CommandTask, ExecutionStatus, NewTask,
+    PromptRunner, ScheduleRequest, SchedulerError, Task, TaskStatus, TaskStore, Trigger,
 };
 use serde_json::{json, Map, Value};
 
@@ -267,4 +267,43 @@ async fn a_prompt_run_never_replaces_a_command_task() {
         store.load_command(&command.id).unwrap().unwrap().id,
         command.id
     );
+}
+
+/// Issue 24: any agent's `scheduler.run` with another's task id ran that task and rewrote
+/// its history. An agent now runs only the tasks it stored; the user runs any, and a
+/// posted `owner` is never believed.
+#[tokio::test]
+async fn an_agent_runs_only_its_own_prompt_tasks() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = TaskStore::new(dir.path());
+    let runner = Echo::default();
+    let mine = new_task("manual", "").unwrap();
+    let (saved, _) = run_task_as(&store, mine.clone(), &runner, Some("agent:a"))
+        .await
+        .unwrap();
+    assert_eq!(saved.owner.as_deref(), Some("agent:a"));
+
+    let err = run_task_as(&store, mine.clone(), &runner, Some("agent:b"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.field(), Some("id"), "{err}");
+    assert_eq!(runner.calls.load(Ordering::SeqCst), 1, "b's run never ran");
+
+    // The user's own task is not an agent's either, even when the post claims it is.
+    let mut users = new_task("manual", "").unwrap();
+    run_task(&store, users.clone(), &runner).await.unwrap();
+    users.owner = Some("agent:b".into());
+    let err = run_task_as(&store, users.clone(), &runner, Some("agent:b"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.field(), Some("id"), "{err}");
+    let mut forged = new_task("manual", "").unwrap();
+    forged.owner = Some("agent:a".into());
+    let (saved, _) = run_task(&store, forged, &runner).await.unwrap();
+    assert_eq!(saved.owner, None, "a posted owner is ignored");
+
+    // The user runs the agent's task; it stays the agent's.
+    let (saved, _) = run_task(&store, mine, &runner).await.unwrap();
+    assert_eq!(saved.owner.as_deref(), Some("agent:a"));
+    assert_eq!(saved.run_count, 2);
 }

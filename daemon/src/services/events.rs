@@ -3,6 +3,12 @@
 //! Every proposal, action, tool call, policy decision, retry, cancel and halt is recorded
 //! with its timestamp and ids. Queries run after every event recorded before them, so a
 //! caller always sees the events its own earlier calls caused.
+//!
+//! Scope (stricter than CAR, whose log is daemon-wide for every caller): an event records
+//! the agent its session was bound to (`agent_id`), and a session bound to an agent reads
+//! (`events.query`, `count`, `stats`, `cost_by_agent`) only the events its agent caused.
+//! Operator, host and observer sessions read the whole log. The log keeps the newest
+//! `--max-events` events, none older than `--event-max-age` (`crate::store`).
 
 use car_proto::errors::RpcError;
 use rusqlite::types::Value as SqlValue;
@@ -13,6 +19,12 @@ use car_proto::methods::fields::NoParams;
 
 use crate::handler::{Call, Routes};
 use crate::store::db_error;
+
+/// The agent whose events this session may read, when it is bound to one (else the whole
+/// log).
+fn scope(call: &Call) -> Option<String> {
+    call.session.agent_id()
+}
 
 /// The most events one `events.query` returns.
 pub const MAX_LIMIT: u64 = 10_000;
@@ -27,12 +39,17 @@ pub fn register(routes: &mut Routes) {
 
 /// `events.count` → the number of events in the log.
 async fn count(call: Call, _: NoParams) -> Result<u64, RpcError> {
+    let agent = scope(&call);
     let n: i64 = call
         .state
         .store
-        .run(|c| {
-            c.query_row("SELECT COUNT(*) FROM events", [], |r| r.get(0))
-                .map_err(db_error)
+        .run(move |c| {
+            c.query_row(
+                "SELECT COUNT(*) FROM events WHERE (?1 IS NULL OR agent_id = ?1)",
+                [agent],
+                |r| r.get(0),
+            )
+            .map_err(db_error)
         })
         .await?;
     Ok(u64::try_from(n).unwrap_or(0))
@@ -67,6 +84,10 @@ fn bound_ms(
 async fn query(call: Call, p: EventQuery) -> Result<QueryReply, RpcError> {
     let mut clauses = Vec::new();
     let mut args: Vec<SqlValue> = Vec::new();
+    if let Some(agent) = scope(&call) {
+        clauses.push("agent_id = ?".to_string());
+        args.push(SqlValue::Text(agent));
+    }
     if let Some(kinds) = p.kinds.filter(|k| !k.is_empty()) {
         clauses.push(format!("kind IN ({})", vec!["?"; kinds.len()].join(", ")));
         args.extend(kinds.into_iter().map(SqlValue::Text));
@@ -159,16 +180,19 @@ async fn query(call: Call, p: EventQuery) -> Result<QueryReply, RpcError> {
 }
 
 async fn stats(call: Call, _: NoParams) -> Result<Value, RpcError> {
+    let agent = scope(&call);
     {
         call.state
             .store
-            .run(|c| {
+            .run(move |c| {
                 let mut by_kind = Map::new();
                 let mut stmt = c
-                    .prepare("SELECT kind, COUNT(*) FROM events GROUP BY kind ORDER BY kind")
+                    .prepare("SELECT kind, COUNT(*) FROM events WHERE (?1 IS NULL OR agent_id = ?1) GROUP BY kind ORDER BY kind")
                     .map_err(db_error)?;
                 let rows = stmt
-                    .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))
+                    .query_map([&agent], |r| {
+                        Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?))
+                    })
                     .map_err(db_error)?;
                 let mut total = 0i64;
                 for row in rows {
@@ -177,9 +201,11 @@ async fn stats(call: Call, _: NoParams) -> Result<Value, RpcError> {
                     by_kind.insert(kind, json!(n));
                 }
                 let (first, last): (Option<i64>, Option<i64>) = c
-                    .query_row("SELECT MIN(ts_ms), MAX(ts_ms) FROM events", [], |r| {
-                        Ok((r.get(0)?, r.get(1)?))
-                    })
+                    .query_row(
+                        "SELECT MIN(ts_ms), MAX(ts_ms) FROM events WHERE (?1 IS NULL OR agent_id = ?1)",
+                        [&agent],
+                        |r| Ok((r.get(0)?, r.get(1)?)),
+                    )
                     .map_err(db_error)?;
                 Ok(json!({"total": total, "by_kind": by_kind, "first_ms": first, "last_ms": last}))
             })
@@ -190,19 +216,20 @@ async fn stats(call: Call, _: NoParams) -> Result<Value, RpcError> {
 /// `events.cost_by_agent` → `[{agent, calls, tokens_in, tokens_out, cost_usd}]`, sorted by
 /// agent, folded from the `inference.metered` events by their `agent` field.
 async fn cost_by_agent(call: Call, _: NoParams) -> Result<Vec<m::AgentCost>, RpcError> {
+    let agent = scope(&call);
     call.state
         .store
-        .run(|c| {
+        .run(move |c| {
             let mut stmt = c
                 .prepare(
                     "SELECT json_extract(data, '$.agent'), COUNT(*), \
                      SUM(json_extract(data, '$.tokens_in')), SUM(json_extract(data, '$.tokens_out')), \
                      SUM(json_extract(data, '$.cost_usd')) \
-                     FROM events WHERE kind = 'inference.metered' GROUP BY 1 ORDER BY 1",
+                     FROM events WHERE kind = 'inference.metered' AND (?1 IS NULL OR agent_id = ?1) GROUP BY 1 ORDER BY 1",
                 )
                 .map_err(db_error)?;
             let rows = stmt
-                .query_map([], |r| {
+                .query_map([&agent], |r| {
                     Ok(m::AgentCost {
                         agent: r.get::<_, Option<String>>(0)?.unwrap_or_else(|| "user".into()),
                         calls: r.get::<_, i64>(1)?.max(0) as u64,

@@ -342,6 +342,7 @@ fn meter(call: &Call, model: &str, usage: &car_inference::Usage) {
     call.state.store.record(crate::store::NewEvent {
         kind: "inference.metered",
         session_id: Some(call.session.label()),
+        agent_id: call.session.agent_id(),
         data: json!({
             "agent": agent,
             "model": model,

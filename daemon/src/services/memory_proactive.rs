@@ -165,6 +165,7 @@ async fn intervene(call: Call, p: InterveneParams) -> Result<InterveneReply, Rpc
     call.state.store.record(crate::store::NewEvent {
         kind: "memory.intervention",
         session_id: Some(call.session.label()),
+        agent_id: call.session.agent_id(),
         data: serde_json::json!({
             "decision": reply.decision,
             "selected": reply.selected.as_ref().map(|s| s.id.clone()),

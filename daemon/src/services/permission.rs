@@ -230,6 +230,7 @@ async fn record(
     call.state.store.record(NewEvent {
         kind: "permission.recorded",
         session_id: Some(call.session.label()),
+        agent_id: call.session.agent_id(),
         proposal_id: None,
         action_id: None,
         request_id: None,

@@ -250,6 +250,7 @@ async fn cancel(call: Call, p: CancelParams) -> Result<CancelReceipt, RpcError> 
         call.state.store.record(NewEvent {
             kind: "run.cancelled",
             session_id: Some(call.session.label()),
+            agent_id: call.session.agent_id(),
             action_id: receipt.action_id.clone(),
             request_id: receipt.request_id.clone(),
             data: json!({
@@ -289,6 +290,7 @@ fn stop_work(state: &ServerState, run_id: &str) -> Option<ActiveCallback> {
         state.store.record(NewEvent {
             kind: "tool.cancelled",
             session_id: Some(producer.label()),
+            agent_id: producer.agent_id(),
             action_id: Some(c.action_id.clone()),
             request_id: Some(c.request_id.clone()),
             data: json!({"reason": reason, "run_id": run_id}),
@@ -340,6 +342,7 @@ async fn resume(call: Call, p: ResumeParams) -> Result<ResumeReply, RpcError> {
     call.state.store.record(NewEvent {
         kind: "run.resumed",
         session_id: Some(client_id.clone()),
+        agent_id: call.session.agent_id(),
         data: json!({"run_id": run_id, "client_id": client_id, "resumed_from_client_id": from}),
         ..Default::default()
     });

@@ -133,6 +133,13 @@ fn runner(call: &Call) -> Runner {
     ))
 }
 
+/// The principal a prompt task run is on behalf of: the bound agent, or none (the user).
+fn task_owner(call: &Call) -> Option<String> {
+    call.session
+        .agent_id()
+        .map(|agent| format!("agent:{agent}"))
+}
+
 pub fn register(routes: &mut Routes) {
     routes
         .add::<m::Create, _, _>(|_call, p: m::CreateParams| async move {
@@ -148,19 +155,26 @@ pub fn register(routes: &mut Routes) {
         })
         .add::<m::Run, _, _>(|call, p: m::RunParams| async move {
             let task = task_of(p.task)?;
-            let (_, execution) =
-                car_scheduler::run_task(&call.state.scheduling.store, task, &runner(&call))
-                    .await
-                    .map_err(|e| sched_error("task", e))?;
+            let owner = task_owner(&call);
+            let (_, execution) = car_scheduler::run_task_as(
+                &call.state.scheduling.store,
+                task,
+                &runner(&call),
+                owner.as_deref(),
+            )
+            .await
+            .map_err(|e| sched_error("task", e))?;
             encode(execution)
         })
         .add::<m::RunLoop, _, _>(|call, p: m::RunLoopParams| async move {
             let task = task_of(p.task)?;
-            let runs = car_scheduler::run_task_loop(
+            let owner = task_owner(&call);
+            let runs = car_scheduler::run_task_loop_as(
                 &call.state.scheduling.store,
                 task,
                 p.max_iterations,
                 &runner(&call),
+                owner.as_deref(),
             )
             .await
             .map_err(|e| sched_error("", e))?;

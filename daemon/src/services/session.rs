@@ -270,6 +270,7 @@ async fn clear_halt(call: Call, _: NoParams) -> Result<ClearHaltReply, RpcError>
         call.state.store.record(crate::store::NewEvent {
             kind: "session.halt_cleared",
             session_id: Some(call.session.label()),
+            agent_id: call.session.agent_id(),
             ..Default::default()
         });
     }

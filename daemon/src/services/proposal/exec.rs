@@ -136,6 +136,7 @@ impl Execution<'_> {
         self.call.state.store.record(NewEvent {
             kind,
             session_id: Some(self.session_id.clone()),
+            agent_id: self.call.session.agent_id(),
             proposal_id: Some(self.proposal_id.clone()),
             action_id: action_id.map(str::to_string),
             request_id: request_id.map(str::to_string),
