@@ -18,6 +18,31 @@ fn spec(id: &str) -> Value {
            "env": {"OPENAI_API_KEY": KEY}})
 }
 
+/// Starts agent `id`, waits for it to end, and returns its stdout lines.
+async fn run_to_end(host: &mut Ws, id: &str) -> Vec<String> {
+    let r = host.call("agents.start", json!({"id": id})).await;
+    assert!(r["result"].is_object(), "{r}");
+    let r = host
+        .call(
+            "agents.wait",
+            json!({"id": id, "targets": ["stopped", "errored", "backoff"]}),
+        )
+        .await;
+    assert!(r["result"].is_object(), "{r}");
+    let log = host
+        .call(
+            "agents.tail_log",
+            json!({"id": id, "n": 200, "stream": "stdout"}),
+        )
+        .await;
+    log["result"]["lines"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{log}"))
+        .iter()
+        .map(|l| l.as_str().unwrap().to_string())
+        .collect()
+}
+
 /// A daemon whose approval gate is off, so nothing here depends on it (the gate is tested
 /// in `host.rs`).
 fn no_gate() -> Daemon {
@@ -107,27 +132,7 @@ async fn a_supervised_agent_gets_a_minimal_environment() {
     let spec = json!({"id": "dumper", "name": "dumper", "command": "/usr/bin/env",
                       "env": {"MINE": "declared"}});
     let agent = host.call("agents.upsert", spec).await["result"].clone();
-    let r = host.call("agents.start", json!({"id": "dumper"})).await;
-    assert!(r["result"].is_object(), "{r}");
-    let r = host
-        .call(
-            "agents.wait",
-            json!({"id": "dumper", "targets": ["stopped", "errored", "backoff"]}),
-        )
-        .await;
-    assert!(r["result"].is_object(), "{r}");
-    let log = host
-        .call(
-            "agents.tail_log",
-            json!({"id": "dumper", "n": 200, "stream": "stdout"}),
-        )
-        .await;
-    let lines: Vec<String> = log["result"]["lines"]
-        .as_array()
-        .unwrap_or_else(|| panic!("{log}"))
-        .iter()
-        .map(|l| l.as_str().unwrap().to_string())
-        .collect();
+    let lines = run_to_end(&mut host, "dumper").await;
     let names: Vec<&str> = lines.iter().filter_map(|l| l.split('=').next()).collect();
     let mut sorted = names.clone();
     sorted.sort();
@@ -196,30 +201,10 @@ async fn with_landlock_a_supervised_agent_cannot_read_the_token_files() {
     }
     assert_eq!(file_access, "confined", "{health}");
 
-    let r = host.call("agents.start", json!({"id": "peeker"})).await;
-    assert!(r["result"].is_object(), "{r}");
-    let r = host
-        .call(
-            "agents.wait",
-            json!({"id": "peeker", "targets": ["stopped", "errored", "backoff"]}),
-        )
-        .await;
-    assert!(r["result"].is_object(), "{r}");
-    let log = host
-        .call(
-            "agents.tail_log",
-            json!({"id": "peeker", "n": 50, "stream": "stdout"}),
-        )
-        .await;
-    let lines: Vec<&str> = log["result"]["lines"]
-        .as_array()
-        .unwrap_or_else(|| panic!("{log}"))
-        .iter()
-        .filter_map(Value::as_str)
-        .collect();
+    let lines = run_to_end(&mut host, "peeker").await;
     let expect = |verdict: &str, path: &std::path::Path| {
         let line = format!("{verdict} {}", path.display());
-        assert!(lines.contains(&line.as_str()), "{line} not in {lines:?}");
+        assert!(lines.contains(&line), "{line} not in {lines:?}");
     };
     expect("denied", &d.token_path());
     expect("denied", &d.host_token_path());

@@ -1,6 +1,8 @@
-//! End to end against a real daemon: a gated `agents.upsert` parks, `car-host watch` (a
-//! child process) prints its approval request as it happens, `car-host list` shows it
-//! pending, and `car-host approve` / `deny` release the parked call.
+//! End to end against a real daemon: an ordinary (daemon-token) session's gated
+//! `scheduler.os_uninstall` parks (a host's own calls are never held: it is the approver),
+//! `car-host watch` (a child process) prints its approval request as it happens,
+//! `car-host list` shows it pending, and `car-host approve` / `deny` release the parked
+//! call.
 
 mod common;
 
@@ -26,18 +28,21 @@ async fn watch_prints_the_request_and_approve_releases_the_parked_call() {
         let client = client.clone();
         tokio::spawn(async move {
             client
-                .call_host_management("agents.upsert", upsert_params("x"))
+                .call("scheduler.os_uninstall", json!({"label": "x"}))
                 .await
         })
     };
     let requested = watcher.json_kind("approval.requested").await;
     let approval = &requested["payload"];
     let id = approval["id"].as_str().expect("approval id").to_string();
-    assert_eq!(approval["action"], "ws.method:agents.upsert", "{requested}");
+    assert_eq!(
+        approval["action"], "ws.method:scheduler.os_uninstall",
+        "{requested}"
+    );
     assert_eq!(approval["status"], "pending", "{requested}");
     assert_eq!(approval["client_id"], Value::Null, "{requested}");
     assert!(requested["seq"].as_u64().is_some() && requested["epoch"] == snapshot["epoch"]);
-    assert!(!parked.is_finished(), "the upsert must park until approved");
+    assert!(!parked.is_finished(), "the call must park until approved");
 
     // `list` shows the pending approval, in both formats.
     let listed = json_line(&run(url, home, &["list", "--json"]).await);
@@ -48,7 +53,7 @@ async fn watch_prints_the_request_and_approve_releases_the_parked_call() {
     let human = ok(&run(url, home, &["list"]).await);
     assert!(
         human.lines().any(|l| l.starts_with(&format!(
-            "approval  {id}  pending  ws.method:agents.upsert  agent=-"
+            "approval  {id}  pending  ws.method:scheduler.os_uninstall  agent=-"
         ))),
         "{human}"
     );
@@ -57,14 +62,14 @@ async fn watch_prints_the_request_and_approve_releases_the_parked_call() {
     let approved = run(url, home, &["approve", &id]).await;
     assert_eq!(
         ok(&approved).trim(),
-        format!("approved {id}  ws.method:agents.upsert")
+        format!("approved {id}  ws.method:scheduler.os_uninstall")
     );
     let upserted = tokio::time::timeout(WAIT, parked)
         .await
-        .expect("the parked upsert returns after the approval")
+        .expect("the parked call returns after the approval")
         .unwrap()
-        .expect("the approved upsert succeeds");
-    assert_eq!(upserted["spec"]["id"], "x", "{upserted}");
+        .expect("the approved call succeeds");
+    assert_eq!(upserted["removed"], false, "{upserted}");
 
     let resolved = watcher.json_kind("approval.resolved").await;
     assert_eq!(resolved["payload"]["id"], json!(id), "{resolved}");
@@ -75,17 +80,12 @@ async fn watch_prints_the_request_and_approve_releases_the_parked_call() {
         "nothing between the request and its resolution: {resolved}"
     );
 
-    // Now the registry holds the agent, and nothing is pending (`--all` shows the row).
+    // Nothing is pending now (`--all` shows the row).
     let listed = json_line(&run(url, home, &["list", "--json"]).await);
     assert_eq!(listed["approvals"], json!([]), "{listed}");
-    assert_eq!(listed["registry"][0]["spec"]["id"], "x", "{listed}");
     let all = json_line(&run(url, home, &["--json", "list", "--all"]).await);
     assert_eq!(all["approvals"][0]["status"], "approved", "{all}");
     let human = ok(&run(url, home, &["list"]).await);
-    assert!(
-        human.lines().any(|l| l.starts_with("registry-agent  x  ")),
-        "{human}"
-    );
     assert!(human.contains("no pending approvals"), "{human}");
 
     // The watcher is still streaming.
@@ -106,7 +106,7 @@ async fn deny_fails_the_parked_call_and_a_second_answer_is_refused() {
         let client = client.clone();
         tokio::spawn(async move {
             client
-                .call_host_management("agents.upsert", upsert_params("y"))
+                .call("scheduler.os_uninstall", json!({"label": "y"}))
                 .await
         })
     };
@@ -120,7 +120,7 @@ async fn deny_fails_the_parked_call_and_a_second_answer_is_refused() {
     assert_eq!(fields[1], "approval.requested", "{line}");
     let id = fields[2].to_string();
     assert!(id.starts_with("approval"), "{line}");
-    assert_eq!(fields[3], "ws.method:agents.upsert", "{line}");
+    assert_eq!(fields[3], "ws.method:scheduler.os_uninstall", "{line}");
     assert_eq!(fields[4], "agent=-", "{line}");
 
     let denied = json_line(&run(url, home, &["deny", &id, "--notes", "not now", "--json"]).await);
@@ -129,9 +129,9 @@ async fn deny_fails_the_parked_call_and_a_second_answer_is_refused() {
     assert_eq!(denied["notes"], "not now", "{denied}");
     let err = tokio::time::timeout(WAIT, parked)
         .await
-        .expect("the parked upsert returns after the denial")
+        .expect("the parked call returns after the denial")
         .unwrap()
-        .expect_err("a denied upsert fails");
+        .expect_err("a denied call fails");
     assert_eq!(err.code(), Some(-32003), "{err:?}");
     assert_eq!(err.report().data.unwrap()["reason"], "approval_denied");
 
@@ -142,7 +142,7 @@ async fn deny_fails_the_parked_call_and_a_second_answer_is_refused() {
         .await;
     assert!(
         line.ends_with(&format!(
-            "approval.resolved  {id}  ws.method:agents.upsert  agent=-  denied"
+            "approval.resolved  {id}  ws.method:scheduler.os_uninstall  agent=-  denied"
         )),
         "{line}"
     );
@@ -174,9 +174,6 @@ async fn deny_fails_the_parked_call_and_a_second_answer_is_refused() {
         "{}",
         stderr(&unknown)
     );
-    // The registry never got the denied agent.
-    let listed = json_line(&run(url, home, &["list", "--json"]).await);
-    assert_eq!(listed["registry"], json!([]), "{listed}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -188,7 +185,7 @@ async fn a_watcher_started_later_shows_what_is_already_pending() {
         let client = client.clone();
         tokio::spawn(async move {
             client
-                .call_host_management("agents.upsert", upsert_params("z"))
+                .call("scheduler.os_uninstall", json!({"label": "z"}))
                 .await
         })
     };
@@ -210,7 +207,9 @@ async fn a_watcher_started_later_shows_what_is_already_pending() {
         .line_where("pending approval line", |l| l.starts_with("approval  "))
         .await;
     assert!(
-        line.starts_with(&format!("approval  {id}  pending  ws.method:agents.upsert")),
+        line.starts_with(&format!(
+            "approval  {id}  pending  ws.method:scheduler.os_uninstall"
+        )),
         "{line}"
     );
     ok(&run(url, home, &["approve", &id]).await);

@@ -116,7 +116,7 @@ async fn start_server_starts_a_daemon_that_outlives_car_host() {
     let client = host_client(&url, home.path());
     let begun = std::time::Instant::now();
     let err = client
-        .call_host_management("agents.upsert", upsert_params("t"))
+        .call("scheduler.os_uninstall", json!({"label": "t"}))
         .await
         .unwrap_err();
     assert_eq!(err.report().data.unwrap()["reason"], "approval_timeout");
@@ -205,7 +205,7 @@ async fn watch_resubscribes_after_a_daemon_restart() {
         let client = client.clone();
         tokio::spawn(async move {
             client
-                .call_host_management("agents.upsert", upsert_params("r"))
+                .call("scheduler.os_uninstall", json!({"label": "r"}))
                 .await
         })
     };
@@ -218,6 +218,6 @@ async fn watch_resubscribes_after_a_daemon_restart() {
         .await
         .unwrap()
         .unwrap()
-        .expect("approved upsert");
-    assert_eq!(result["spec"]["id"], "r");
+        .expect("approved call");
+    assert_eq!(result["removed"], false, "{result}");
 }

@@ -164,8 +164,3 @@ pub fn free_port() -> u16 {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     listener.local_addr().unwrap().port()
 }
-
-/// The upsert a test uses to trip the approval gate (`agents.upsert` is gated by default).
-pub fn upsert_params(id: &str) -> Value {
-    serde_json::json!({"id": id, "name": id.to_uppercase(), "command": "/bin/sh"})
-}
