@@ -4,8 +4,8 @@
 // restart policy `on_failure`; start it under the daemon's supervisor, watch it crash once
 // and come back, read its log, and stop it.
 //
-// Run against a daemon with approvals off: `car-server --no-approvals`, then
-// `node examples/node/supervised_agent.js`.
+// Run against a running daemon: `node examples/node/supervised_agent.js` (the host's own
+// calls are not held by the approval gate).
 
 const assert = require('node:assert/strict')
 const fs = require('node:fs')
@@ -90,6 +90,5 @@ async function main() {
 
 main().catch((err) => {
   console.error(err)
-  if (/approval/i.test(String(err && err.message))) console.error('hint: run the daemon with approvals off (`car-server --no-approvals`)')
   process.exit(1)
 })
