@@ -92,15 +92,7 @@ async fn an_agent_reads_only_its_own_logs() {
     let alpha = host.call("agents.upsert", spec("alpha")).await["result"].clone();
     let beta = host.call("agents.upsert", spec("beta")).await["result"].clone();
     for id in ["alpha", "beta"] {
-        let r = host.call("agents.start", json!({"id": id})).await;
-        assert!(r["result"].is_object(), "{r}");
-        let r = host
-            .call(
-                "agents.wait",
-                json!({"id": id, "targets": ["stopped", "errored", "backoff"]}),
-            )
-            .await;
-        assert!(r["result"].is_object(), "{r}");
+        run_to_end(&mut host, id).await;
     }
 
     let mut b = as_agent(&d, "beta", &agent_token(&beta)).await;
