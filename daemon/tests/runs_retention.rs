@@ -40,12 +40,18 @@ async fn exists(ws: &mut Ws, run_id: &str) -> bool {
     r["result"]["not_found"] != json!(true)
 }
 
-#[tokio::test]
-async fn a_run_is_deleted_only_when_ended_and_only_by_its_starter_or_a_host() {
+/// A daemon, a host session, a session of registered agent `agent`, and an operator session.
+async fn setup(agent: &str) -> (Daemon, Ws, Ws, Ws) {
     let d = Daemon::start();
     let mut host = Ws::host(&d).await;
-    let mut agent = registered_agent(&d, &mut host, "deleter").await;
-    let mut op = Ws::authed(&d).await;
+    let agent = registered_agent(&d, &mut host, agent).await;
+    let op = Ws::authed(&d).await;
+    (d, host, agent, op)
+}
+
+#[tokio::test]
+async fn a_run_is_deleted_only_when_ended_and_only_by_its_starter_or_a_host() {
+    let (_daemon, mut host, mut agent, mut op) = setup("deleter").await;
 
     let run = start(&mut op, "to-delete").await;
     let r = op.call("runs.delete", json!({"run_id": run})).await;
@@ -92,10 +98,7 @@ fn message_of(r: &Value) -> String {
 
 #[tokio::test]
 async fn each_owner_keeps_its_newest_ended_runs_and_no_more() {
-    let d = Daemon::start();
-    let mut host = Ws::host(&d).await;
-    let mut agent = registered_agent(&d, &mut host, "keeper").await;
-    let mut op = Ws::authed(&d).await;
+    let (_daemon, mut host, mut agent, mut op) = setup("keeper").await;
 
     // The agent's one ended run is not pushed out by the user's many.
     let agents_run = start(&mut agent, "agent-old").await;

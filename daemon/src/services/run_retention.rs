@@ -17,11 +17,11 @@ use std::time::Duration;
 
 use car_proto::errors::RpcError;
 use car_proto::methods::runs::{self as m, DeleteParams, DeleteReply};
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::{params, Connection};
 use serde_json::json;
 
 use super::run_records::is_terminal;
-use super::runs::sees;
+use super::runs::{load, sees};
 use crate::handler::{Call, Routes};
 use crate::store::{db_error, now_ms};
 
@@ -86,18 +86,12 @@ async fn delete(call: Call, p: DeleteParams) -> Result<DeleteReply, RpcError> {
         .store
         .run(move |c| {
             let tx = c.transaction().map_err(db_error)?;
-            let row: Option<(String, String)> = tx
-                .query_row(
-                    "SELECT owner, status FROM runs WHERE run_id = ?1",
-                    params![id],
-                    |r| Ok((r.get(0)?, r.get(1)?)),
-                )
-                .optional()
-                .map_err(db_error)?;
-            let Some((owner, status)) = row.filter(|(owner, _)| sees(&identity, owner)) else {
+            let Some((owner, run)) = load(&tx, &id)?.filter(|(owner, _)| sees(&identity, owner))
+            else {
                 return Ok(false);
             };
-            if !is_terminal(&status) {
+            let status = run["status"].as_str().unwrap_or_default();
+            if !is_terminal(status) {
                 return Err(RpcError::invalid_params(format!(
                     "run_id: run {id:?} is {status}: cancel or complete it before deleting it"
                 ))
