@@ -3,9 +3,9 @@
 //! Owns the one rule deciding which caller paths may be written or read. It must not read
 //! or write file contents; it only inspects path components (with `symlink_metadata` and
 //! `canonicalize` on components that exist). Opening the file it returns is left to
-//! [`crate::fileio`], which never follows a symlink at the final component
-//! ([`crate::fileio::open_no_follow`]), and to [`crate::snapshot::write_atomic`], which
-//! writes a fresh `O_EXCL` temp file and renames it over the target.
+//! `car_proto::safe_file`, which never follows a symlink at the final component and
+//! opens only regular files, and to [`crate::snapshot::write_atomic`], which writes a
+//! fresh `O_EXCL` temp file and renames it over the target.
 //!
 //! # Rule
 //! - The path must be non-empty and free of NUL bytes.
@@ -24,7 +24,7 @@
 //!   whose target is outside is refused), and must not be the directory itself.
 //! - The resolved path, taken relative to the canonical memory directory, must not name a
 //!   file the store manages: `shared.json` and its temp and corrupt siblings
-//!   (`shared.json.*`, `.snapshot-*` at the top level), or anything under (or being)
+//!   (`shared.json.*`, `.car-tmp-*` at the top level), or anything under (or being)
 //!   `memory-namespaces/` or `agents/`. The same test is applied to the path as typed.
 //!   Names are compared case-insensitively (Unicode upper- then lower-casing, so the long
 //!   `ſ` matches `s`; trailing dots and spaces are ignored, as Windows does), because
@@ -53,8 +53,8 @@ pub const SHARED_FILE: &str = "shared.json";
 pub const NAMESPACES_DIR: &str = "memory-namespaces";
 /// The directory of agent graphs.
 pub const AGENTS_DIR: &str = "agents";
-/// The prefix of [`crate::snapshot::write_atomic`]'s temp files.
-pub const TEMP_PREFIX: &str = ".snapshot-";
+/// The prefix of [`crate::snapshot::write_atomic`]'s temp files (`car_proto::safe_file`'s).
+pub const TEMP_PREFIX: &str = car_proto::safe_file::TEMP_PREFIX;
 
 const MANAGED: &str = "is a snapshot file the memory store manages";
 
@@ -286,7 +286,7 @@ mod tests {
             "AGENTS",
             "Memory-Namespaces/%50.json",
             "MEMORY-NAMESPACES/x.json.corrupt-2",
-            ".Snapshot-abc.tmp",
+            ".CAR-Tmp-abc.tmp",
             "\u{17f}hared.json",
             "shared.json.",
             "shared.json ",
@@ -316,7 +316,7 @@ mod tests {
             "alias/shared.json",
             "alias/SHARED.JSON",
             "alias/shared.json.corrupt-7",
-            "alias/.snapshot-x.tmp",
+            "alias/.car-tmp-x.tmp",
             "alias/agents/a.json",
             "alias/Memory-Namespaces/n.json",
             "alias/alias/shared.json",

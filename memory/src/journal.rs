@@ -41,7 +41,6 @@
 use crate::changes::Changes;
 use crate::error::MemoryError;
 use crate::fact::Fact;
-use crate::fileio::{open_read, read_capped, ReadError};
 use crate::graph::{Entry, Graph};
 use crate::skills::Skill;
 use crate::snapshot;
@@ -292,32 +291,20 @@ pub(crate) fn load(path: &Path, cap: u64) -> Result<(Graph, Journal), MemoryErro
 
 /// The journal's bytes; `None` when there is none. One over `cap` is moved aside.
 fn read_journal(path: &Path, cap: u64) -> Result<Option<Vec<u8>>, MemoryError> {
-    let mut file = match open_read(path, false) {
-        Ok(file) => file,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(MemoryError::io("read journal", path, e)),
-    };
-    let read = read_capped(&mut file, cap);
-    drop(file);
-    match read {
-        Ok(bytes) => Ok(Some(bytes)),
-        Err(e @ (ReadError::TooLarge { .. } | ReadError::Grew { .. })) => {
+    match snapshot::read_managed(path, cap, "read journal")? {
+        snapshot::Capped::Read(bytes) => Ok(Some(bytes)),
+        snapshot::Capped::Missing => Ok(None),
+        snapshot::Capped::Over(reason) => {
             let aside = snapshot::move_aside(path)?;
             tracing::warn!(
                 path = %path.display(),
                 moved_to = %aside.display(),
                 cap,
-                reason = %e,
+                %reason,
                 "memory journal over the size cap moved aside unread"
             );
             Ok(None)
         }
-        Err(ReadError::Io(e)) => Err(MemoryError::io("read journal", path, e)),
-        Err(other) => Err(MemoryError::io(
-            "read journal",
-            path,
-            std::io::Error::other(other.to_string()),
-        )),
     }
 }
 

@@ -15,7 +15,7 @@
 //!   length kept incrementally;
 //! - [`journal`]: the append-only log of changes between snapshots (`changes`: what a flush
 //!   must append);
-//! - [`fileio`]: `O_NOFOLLOW` / `O_EXCL` opens and size-capped reads;
+//! - file opening, capped reads and atomic writes: `car_proto::safe_file` (shared by every crate);
 //! - [`confine`]: the path rule for `memory.persist` / `memory.load`;
 //! - [`store`]: per-scope graphs, lazy loading and group-committed durability
 //!   (snapshot + journal).
@@ -32,7 +32,6 @@ pub mod error;
 pub mod evaluate;
 pub mod fact;
 mod fact_table;
-pub mod fileio;
 mod flush;
 pub mod graph;
 pub mod intervene;

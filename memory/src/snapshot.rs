@@ -2,23 +2,22 @@
 //!
 //! Owns `{"version": 1, "facts": [...], "skills": [...]}`, its validation on load, the
 //! default size cap on every snapshot read or written ([`MAX_SNAPSHOT_BYTES`]), the atomic
-//! write (an `O_EXCL` temp file in the same directory, fsync, rename, fsync of the
-//! directory) and moving a corrupt or oversize file aside. It must not decide where files
-//! live (the store and [`crate::confine`] do) or hold locks; how files are opened and
-//! bounded-read is [`crate::fileio`]'s. Every function here blocks: call it from
-//! `spawn_blocking`, never on a tokio worker.
+//! write and moving a corrupt or oversize file aside. It must not decide where files
+//! live (the store and [`crate::confine`] do) or hold locks; how files are opened, read
+//! within a cap and replaced atomically is `car_proto::safe_file`'s, the one safe-file API
+//! every crate shares (regular files only, `O_NOFOLLOW | O_NONBLOCK`, capped reads, `O_EXCL`
+//! temp files). Every function here blocks: call it from `spawn_blocking`, never on a tokio
+//! worker.
 //!
 //! Writers check the cap before writing ([`check_write_size`]), so the store never writes
 //! a snapshot it would refuse to read back.
 
-use crate::confine;
 use crate::error::MemoryError;
 use crate::fact::{Fact, FactInput};
-use crate::fileio::{create_exclusive, open_read, read_capped, ReadError};
 use crate::graph::{now_ms, Graph};
 use crate::skills::{Skill, SkillInput};
+use car_proto::safe_file::{self, ReadLimits, SafeFileError};
 use serde::{Deserialize, Serialize};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// The default cap on a snapshot file, read or written: 64 MiB. A graph lives wholly in
@@ -109,34 +108,18 @@ pub(crate) fn check_skill(s: &Skill) -> Result<(), String> {
     .map_err(|e| e.to_string())
 }
 
-/// Writes `bytes` to `path` atomically: a temp file in the same directory, flushed and
-/// fsynced, renamed over `path`, then the directory fsynced so the rename itself survives a
-/// crash. Creates the parent directory if needed.
-///
-/// The temp file is created with `O_CREAT | O_EXCL | O_NOFOLLOW` (mode 0600) under a fresh
-/// random name, so it is always a new file in `path`'s directory, never an existing file or
-/// a symlink's target. `rename` replaces whatever entry `path` names (a symlink included)
-/// and never follows it, so a symlink at `path` cannot redirect the write; nor can a hard
-/// link, whose other names keep the old contents.
+/// Writes `bytes` to `path` atomically with `car_proto::safe_file::write_atomic` (mode
+/// 0600; a new `O_EXCL` temp file in the same directory, fsync, rename, directory fsync),
+/// creating the parent directory first. `rename` replaces whatever entry `path` names (a
+/// symlink included) and never follows it.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), MemoryError> {
     let dir = path
         .parent()
         .filter(|d| !d.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).map_err(|e| MemoryError::io("create directory", dir, e))?;
-    let mut tmp = tempfile::Builder::new()
-        .prefix(confine::TEMP_PREFIX)
-        .suffix(".tmp")
-        .make_in(dir, create_exclusive)
-        .map_err(|e| MemoryError::io("create temp file in", dir, e))?;
-    tmp.write_all(bytes)
-        .map_err(|e| MemoryError::io("write", tmp.path().to_owned(), e))?;
-    tmp.as_file()
-        .sync_all()
-        .map_err(|e| MemoryError::io("fsync", tmp.path().to_owned(), e))?;
-    tmp.persist(path)
-        .map_err(|e| MemoryError::io("rename temp file to", path, e.error))?;
-    sync_dir(dir)
+    safe_file::write_atomic(path, bytes, 0o600)
+        .map_err(|e| MemoryError::io("write snapshot", path, e))
 }
 
 /// Refuses to write a snapshot of `len` bytes to `path` when it exceeds `cap`: it could not
@@ -156,16 +139,38 @@ pub fn check_write_size(path: &Path, len: usize, cap: u64) -> Result<(), MemoryE
     ))
 }
 
-#[cfg(unix)]
 pub(crate) fn sync_dir(dir: &Path) -> Result<(), MemoryError> {
-    std::fs::File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| MemoryError::io("fsync directory", dir, e))
+    safe_file::sync_dir(dir).map_err(|e| MemoryError::io("fsync directory", dir, e))
 }
 
-#[cfg(not(unix))]
-pub(crate) fn sync_dir(_dir: &Path) -> Result<(), MemoryError> {
-    Ok(())
+/// Reads a file the store manages (a snapshot or journal) through `car_proto::safe_file`:
+/// `Ok(None)` when it does not exist; over `cap` (on open or by growing) is
+/// [`Capped::Over`], which the caller moves aside; anything else that is not a readable
+/// regular file (a symlink, FIFO, device, permissions, I/O) is an error naming `what`.
+pub(crate) fn read_managed(path: &Path, cap: u64, what: &'static str) -> Result<Capped, MemoryError> {
+    match safe_file::read(path, ReadLimits::cap(cap)) {
+        Ok(bytes) => Ok(Capped::Read(bytes)),
+        Err(e) if e.is_not_found() => Ok(Capped::Missing),
+        Err(e @ (SafeFileError::TooLarge { .. } | SafeFileError::Grew { .. })) => {
+            Ok(Capped::Over(e.to_string()))
+        }
+        Err(SafeFileError::Io(e)) => Err(MemoryError::io(what, path, e)),
+        Err(other) => Err(MemoryError::io(
+            what,
+            path,
+            std::io::Error::other(other.to_string()),
+        )),
+    }
+}
+
+/// What [`read_managed`] found.
+pub(crate) enum Capped {
+    /// No file.
+    Missing,
+    /// The file's bytes (at most the cap).
+    Read(Vec<u8>),
+    /// The file is over the cap (why, as a sentence about the file).
+    Over(String),
 }
 
 /// Loads a scope's own snapshot with the default cap, [`MAX_SNAPSHOT_BYTES`]; see
@@ -190,33 +195,19 @@ pub(crate) fn load_with_bytes(
     path: &Path,
     cap: u64,
 ) -> Result<(Graph, Option<Vec<u8>>), MemoryError> {
-    let mut file = match open_read(path, true) {
-        Ok(file) => file,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((Graph::new(), None)),
-        Err(e) => return Err(MemoryError::io("read snapshot", path, e)),
-    };
-    let read = read_capped(&mut file, cap);
-    drop(file);
-    let bytes = match read {
-        Ok(bytes) => bytes,
-        Err(e @ (ReadError::TooLarge { .. } | ReadError::Grew { .. })) => {
+    let bytes = match read_managed(path, cap, "read snapshot")? {
+        Capped::Read(bytes) => bytes,
+        Capped::Missing => return Ok((Graph::new(), None)),
+        Capped::Over(reason) => {
             let aside = move_aside(path)?;
             tracing::warn!(
                 path = %path.display(),
                 moved_to = %aside.display(),
                 cap,
-                reason = %e,
+                %reason,
                 "memory snapshot over the size cap moved aside unread; scope starts empty"
             );
             return Ok((Graph::new(), None));
-        }
-        Err(ReadError::Io(e)) => return Err(MemoryError::io("read snapshot", path, e)),
-        Err(other) => {
-            return Err(MemoryError::io(
-                "read snapshot",
-                path,
-                std::io::Error::other(other.to_string()),
-            ))
         }
     };
     match decode(&bytes) {
@@ -444,6 +435,8 @@ mod tests {
         assert!(!std::fs::symlink_metadata(&path).unwrap().is_symlink());
         assert_eq!(std::fs::read(&path).unwrap(), b"new");
     }
+
+    use std::io::Write;
 
     #[derive(Clone, Default)]
     struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);

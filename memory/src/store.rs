@@ -58,6 +58,7 @@ use crate::graph::Graph;
 use crate::journal;
 use crate::proactive::{DeletedKind, StatusSlots};
 use crate::snapshot;
+use car_proto::safe_file::{self, ReadLimits};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -565,7 +566,7 @@ impl MemoryStore {
                 path: requested.clone(),
                 reason,
             };
-            let bytes = crate::fileio::read_caller_file(&target, cap)
+            let bytes = safe_file::read(&target, ReadLimits::cap(cap).single_link())
                 .map_err(|e| caller_file(e.to_string()))?;
             snapshot::decode(&bytes).map_err(caller_file)
         })

@@ -83,7 +83,7 @@ async fn a_symlink_alias_of_the_memory_dir_cannot_reach_managed_files() {
         "alias/shared.json.corrupt-1",
         "alias/shared.json.journal",
         "alias/memory-namespaces/victim.json.journal",
-        "alias/.snapshot-x.tmp",
+        "alias/.car-tmp-x.tmp",
         "sub/up/shared.json",
         "alias/alias/memory-namespaces/victim.json",
     ] {
@@ -266,4 +266,28 @@ async fn an_oversize_own_snapshot_is_moved_aside_and_the_scope_starts_empty() {
         bytes,
         "kept, not deleted"
     );
+}
+
+#[cfg(unix)]
+#[tokio::test]
+async fn load_refuses_a_fifo_and_a_directory_at_once_and_the_graph_is_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = populated(dir.path()).await;
+    let before = store.fact_count(&Scope::Shared).await.unwrap();
+    let made = std::process::Command::new("mkfifo")
+        .arg(dir.path().join("pipe.json"))
+        .status()
+        .unwrap();
+    assert!(made.success());
+    std::fs::create_dir(dir.path().join("folder.json")).unwrap();
+    // A blocking open of the FIFO would never return: no writer ever appears.
+    for (path, kind) in [("pipe.json", "a FIFO"), ("folder.json", "a directory")] {
+        let err = store.load(&Scope::Shared, path).await.unwrap_err();
+        assert!(err.is_invalid_params(), "{path}: {err}");
+        assert_eq!(
+            err.to_string(),
+            format!("path: cannot load from {path:?}: is {kind}, not a regular file")
+        );
+    }
+    assert_eq!(store.fact_count(&Scope::Shared).await.unwrap(), before);
 }
