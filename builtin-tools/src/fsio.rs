@@ -1,64 +1,62 @@
 //! File system primitives used after [`crate::confine`] has located a physical path.
 //!
-//! - Every open of a file passes `O_NOFOLLOW` on unix, so a final component that is (or
-//!   became) a symlink fails to open instead of being followed. Opens of existing files
-//!   also pass `O_NONBLOCK`, so a FIFO cannot make a tool hang; only regular files are
-//!   then read or written.
-//! - New files and temp files are created with `create_new` (`O_CREAT|O_EXCL`), which never
-//!   follows or reuses an existing name.
-//! - `replace_atomically` writes a temp file in the target's own directory, syncs it and
-//!   renames it over the target; readers see the old or the new content, never a mix.
-//! - `create_parent_dirs` creates missing directories one component at a time with
-//!   `create_dir` (which does not follow a symlink at the name it creates) and checks that
-//!   every existing component is a real directory, not a symlink.
+//! Every open, capped read, exclusive create and atomic replace goes through
+//! `car_proto::safe_file`, the one safe-file API the daemon's crates share: opens never
+//! follow a final symlink (`O_NOFOLLOW`), never block on a FIFO (`O_NONBLOCK`) and accept
+//! only regular files (checked on the descriptor); reads stop at the tool's cap even if
+//! the file grows; new files are `O_CREAT|O_EXCL`; a replace writes a temp file in the
+//! target's own directory, fsyncs it and renames it over the target, so readers see the
+//! old or the new content, never a mix. This module maps those errors to [`ToolError`]s
+//! naming the workspace path, and owns `create_parent_dirs`, which creates missing
+//! directories one component at a time with `create_dir` (which does not follow a symlink
+//! at the name it creates) and checks that every existing component is a real directory.
 
-use std::fs::{self, File, OpenOptions};
-use std::io::{ErrorKind, Read, Write};
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::fs;
+use std::io::{ErrorKind, Write};
+use std::path::Path;
+
+use car_proto::safe_file::{self, FileKind, ReadLimits, SafeFileError};
 
 use crate::error::{RefusalReason, ToolError};
 
-/// Adds `O_NOFOLLOW` to `opts` on unix (a no-op elsewhere).
-fn no_follow(opts: &mut OpenOptions) -> &mut OpenOptions {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        opts.custom_flags(libc::O_NOFOLLOW);
-    }
-    opts
-}
-
-/// Adds `O_NOFOLLOW | O_NONBLOCK` on unix, for opening files that should already exist.
-/// `O_NONBLOCK` changes nothing for regular files, but makes opening a FIFO that appeared
-/// at the path return at once instead of blocking until a peer opens it (the file type is
-/// then checked and refused).
-fn no_follow_no_block(opts: &mut OpenOptions) -> &mut OpenOptions {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        opts.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK);
-    }
-    opts
-}
-
-/// Maps the error of an `O_NOFOLLOW` open: `ELOOP` means the final component is a symlink.
-fn open_error(action: &str, display: &str, err: &std::io::Error) -> ToolError {
-    #[cfg(unix)]
-    if err.raw_os_error() == Some(libc::ELOOP) {
-        return ToolError::refused(
+/// The error of a safe open or read of `display`, worded for a tool's caller.
+fn file_error(action: &str, display: &str, err: SafeFileError) -> ToolError {
+    match err {
+        SafeFileError::Symlink => ToolError::refused(
             RefusalReason::SymlinkEscape,
             format!("`{display}` is a symbolic link; refusing to follow it"),
-        );
+        ),
+        SafeFileError::NotRegular(FileKind::Directory) => ToolError::failed(format!(
+            "`{display}` is a directory; use list_dir to see its entries"
+        )),
+        SafeFileError::NotRegular(kind) => ToolError::failed(format!(
+            "`{display}` is {}, not a regular file",
+            kind.as_str()
+        )),
+        SafeFileError::TooLarge { size, cap } => ToolError::failed(format!(
+            "`{display}` is {size} bytes, over this tool's {cap}-byte limit"
+        )),
+        SafeFileError::Grew { cap } => ToolError::failed(format!(
+            "`{display}` grew past the {cap}-byte limit while being read"
+        )),
+        SafeFileError::Io(e) => ToolError::io(action, display, &e),
+        other => ToolError::failed(format!("`{display}` {other}")),
     }
-    ToolError::io(action, display, err)
 }
 
-/// Opens an existing file for reading without following a final symlink.
-pub(crate) fn open_read(physical: &Path, display: &str) -> Result<File, ToolError> {
-    no_follow_no_block(OpenOptions::new().read(true))
-        .open(physical)
-        .map_err(|e| open_error("open", display, &e))
+/// The error of an `O_NOFOLLOW` create: `ELOOP` means the final component is a symlink.
+fn create_error(display: &str, err: &std::io::Error) -> ToolError {
+    #[cfg(unix)]
+    if err.raw_os_error() == Some(libc::ELOOP) {
+        return file_error("create", display, SafeFileError::Symlink);
+    }
+    ToolError::io("create", display, err)
+}
+
+/// Opens an existing regular file for reading without following a final symlink.
+#[cfg(test)]
+pub(crate) fn open_read(physical: &Path, display: &str) -> Result<fs::File, ToolError> {
+    safe_file::open_regular(physical).map_err(|e| file_error("open", display, e))
 }
 
 /// Reads the whole regular file at `physical`, refusing files over `max_bytes`.
@@ -67,37 +65,8 @@ pub(crate) fn read_bounded(
     display: &str,
     max_bytes: u64,
 ) -> Result<Vec<u8>, ToolError> {
-    let file = open_read(physical, display)?;
-    let meta = file
-        .metadata()
-        .map_err(|e| ToolError::io("inspect", display, &e))?;
-    if meta.is_dir() {
-        return Err(ToolError::failed(format!(
-            "`{display}` is a directory; use list_dir to see its entries"
-        )));
-    }
-    if !meta.is_file() {
-        return Err(ToolError::failed(format!(
-            "`{display}` is not a regular file"
-        )));
-    }
-    if meta.len() > max_bytes {
-        return Err(ToolError::failed(format!(
-            "`{display}` is {} bytes, over this tool's {max_bytes}-byte limit",
-            meta.len()
-        )));
-    }
-    let mut buf = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
-    // `take` bounds the read even if the file grows while being read.
-    file.take(max_bytes + 1)
-        .read_to_end(&mut buf)
-        .map_err(|e| ToolError::io("read", display, &e))?;
-    if buf.len() as u64 > max_bytes {
-        return Err(ToolError::failed(format!(
-            "`{display}` grew past the {max_bytes}-byte limit while being read"
-        )));
-    }
-    Ok(buf)
+    safe_file::read(physical, ReadLimits::cap(max_bytes))
+        .map_err(|e| file_error("read", display, e))
 }
 
 /// Creates every missing directory between `root` and `parent` (both physical, `parent`
@@ -148,15 +117,15 @@ fn check_real_dir(meta: &fs::Metadata, display: &str) -> Result<(), ToolError> {
     Ok(())
 }
 
-/// Creates a new file at `physical` (which must not exist) holding `bytes`.
+/// Creates a new file at `physical` (which must not exist) holding `bytes` (mode 0666
+/// less the umask, as any editor would).
 pub(crate) fn create_new_file(
     physical: &Path,
     display: &str,
     bytes: &[u8],
 ) -> Result<(), ToolError> {
-    let mut file = no_follow(OpenOptions::new().write(true).create_new(true))
-        .open(physical)
-        .map_err(|e| open_error("create", display, &e))?;
+    let mut file =
+        safe_file::create_exclusive(physical, 0o666).map_err(|e| create_error(display, &e))?;
     file.write_all(bytes)
         .and_then(|()| file.sync_all())
         .map_err(|e| ToolError::io("write", display, &e))
@@ -168,81 +137,36 @@ pub(crate) fn append_existing(
     display: &str,
     bytes: &[u8],
 ) -> Result<(), ToolError> {
-    let mut file = no_follow_no_block(OpenOptions::new().append(true))
-        .open(physical)
-        .map_err(|e| open_error("open", display, &e))?;
-    let meta = file
-        .metadata()
-        .map_err(|e| ToolError::io("inspect", display, &e))?;
-    if !meta.is_file() {
-        return Err(ToolError::failed(format!(
-            "`{display}` is not a regular file"
-        )));
-    }
+    let mut file = safe_file::open_append(physical).map_err(|e| file_error("open", display, e))?;
     file.write_all(bytes)
         .and_then(|()| file.sync_all())
         .map_err(|e| ToolError::io("append to", display, &e))
 }
 
-/// Replaces the file at `physical` with `bytes` via a temp file in the same directory and a
-/// rename. The existing file's permissions are carried over when it exists.
+/// Replaces the file at `physical` with `bytes` atomically
+/// (`car_proto::safe_file::write_atomic`). The existing file's permission bits are carried
+/// over; a new file gets 0644.
 pub(crate) fn replace_atomically(
     physical: &Path,
     display: &str,
     bytes: &[u8],
 ) -> Result<(), ToolError> {
-    let parent = physical
-        .parent()
-        .ok_or_else(|| ToolError::failed(format!("`{display}` has no parent directory")))?;
-    let name = physical
-        .file_name()
-        .ok_or_else(|| ToolError::failed(format!("`{display}` has no file name")))?;
-    let permissions = fs::symlink_metadata(physical).ok().map(|m| m.permissions());
-    let (tmp_path, mut tmp) = create_temp(parent, &name.to_string_lossy(), display)?;
-    let result = (|| {
-        if let Some(p) = permissions {
-            tmp.set_permissions(p)?;
-        }
-        tmp.write_all(bytes)?;
-        tmp.sync_all()?;
-        drop(tmp);
-        fs::rename(&tmp_path, physical)
-    })();
-    if let Err(e) = result {
-        let _ = fs::remove_file(&tmp_path);
-        return Err(ToolError::io("write", display, &e));
-    }
-    // Make the rename durable; failure here does not undo the write, so it is ignored.
-    if let Ok(dir) = File::open(parent) {
-        let _ = dir.sync_all();
-    }
-    Ok(())
+    let mode = fs::symlink_metadata(physical)
+        .ok()
+        .filter(|m| m.is_file())
+        .map_or(0o644, |m| permission_bits(&m));
+    safe_file::write_atomic(physical, bytes, mode).map_err(|e| ToolError::io("write", display, &e))
 }
 
-/// A fresh hidden temp file next to the target (`.NAME.car-tmp.PID.N`), made with
-/// `create_new` so it never reuses or follows an existing name.
-fn create_temp(parent: &Path, name: &str, display: &str) -> Result<(PathBuf, File), ToolError> {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let stem: String = name.chars().take(100).collect();
-    for _ in 0..16 {
-        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.subsec_nanos())
-            .unwrap_or(0);
-        let path = parent.join(format!(
-            ".{stem}.car-tmp.{}.{n}.{nanos}",
-            std::process::id()
-        ));
-        match no_follow(OpenOptions::new().write(true).create_new(true)).open(&path) {
-            Ok(f) => return Ok((path, f)),
-            Err(e) if e.kind() == ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(ToolError::io("create a temporary file for", display, &e)),
-        }
-    }
-    Err(ToolError::failed(format!(
-        "cannot create a temporary file for `{display}`"
-    )))
+#[cfg(unix)]
+fn permission_bits(meta: &fs::Metadata) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    meta.permissions().mode() & 0o7777
+}
+
+#[cfg(not(unix))]
+fn permission_bits(_meta: &fs::Metadata) -> u32 {
+    0o644
 }
 
 #[cfg(all(test, unix))]

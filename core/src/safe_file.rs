@@ -162,8 +162,18 @@ impl ReadLimits {
 /// Opens `path` for reading: never follows a final symlink, never blocks on a FIFO, and
 /// answers only for a regular file (checked on the opened descriptor).
 pub fn open_regular(path: &Path) -> Result<File, SafeFileError> {
-    let mut options = OpenOptions::new();
-    options.read(true);
+    open_existing(path, OpenOptions::new().read(true))
+}
+
+/// Opens the existing regular file at `path` for appending, with [`open_regular`]'s rules
+/// (no final symlink, no FIFO or device, checked on the descriptor).
+pub fn open_append(path: &Path) -> Result<File, SafeFileError> {
+    open_existing(path, OpenOptions::new().append(true))
+}
+
+/// Opens an existing file with `options` plus `O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC`, then
+/// refuses anything but a regular file.
+fn open_existing(path: &Path, options: &mut OpenOptions) -> Result<File, SafeFileError> {
     #[cfg(unix)]
     {
         use std::os::unix::fs::OpenOptionsExt;
@@ -252,10 +262,11 @@ pub fn create_exclusive(path: &Path, mode: u32) -> std::io::Result<File> {
 /// sweep them).
 pub const TEMP_PREFIX: &str = ".car-tmp-";
 
-/// Writes `bytes` to `path` atomically with file mode `mode`: a temp file (new, exclusive,
-/// random name, [`TEMP_PREFIX`]) in the same directory, written and fsynced, renamed over
-/// `path`, then the directory fsynced so the rename itself survives a crash. The parent
-/// directory must exist.
+/// Writes `bytes` to `path` atomically with file mode `mode` (exactly `mode`: it is set on
+/// the temp file's descriptor, so the umask does not change it): a temp file (new,
+/// exclusive, random name, [`TEMP_PREFIX`]) in the same directory, written and fsynced,
+/// renamed over `path`, then the directory fsynced so the rename itself survives a crash.
+/// The parent directory must exist; on any error the temp file is removed.
 ///
 /// `rename` replaces whatever entry `path` names (a symlink included) and never follows
 /// it, so a symlink at `path` cannot redirect the write; nor can a hard link, whose other
@@ -266,6 +277,12 @@ pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()>
         .prefix(TEMP_PREFIX)
         .suffix(".tmp")
         .make_in(&dir, |p| create_exclusive(p, mode))?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        tmp.as_file()
+            .set_permissions(std::fs::Permissions::from_mode(mode))?;
+    }
     tmp.write_all(bytes)?;
     tmp.as_file().sync_all()?;
     tmp.persist(path).map_err(|e| e.error)?;

@@ -142,3 +142,45 @@ fn create_exclusive_refuses_an_existing_name_or_symlink() {
     assert!(create_exclusive(&link, 0o600).is_err());
     assert!(!dir.path().join("nowhere").exists());
 }
+
+#[cfg(unix)]
+#[test]
+fn write_atomic_sets_the_exact_mode_whatever_the_umask() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("shared");
+    // 0o666 would be 0o644 under the usual umask if the mode were only passed to open(2).
+    write_atomic(&path, b"x", 0o666).unwrap();
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o666);
+}
+
+#[cfg(unix)]
+#[test]
+fn open_append_refuses_a_symlink_a_fifo_and_a_directory() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("log");
+    std::fs::write(&file, b"a").unwrap();
+    open_append(&file).unwrap().write_all(b"b").unwrap();
+    assert_eq!(std::fs::read(&file).unwrap(), b"ab");
+    let link = dir.path().join("link");
+    std::os::unix::fs::symlink(&file, &link).unwrap();
+    assert!(matches!(
+        open_append(&link).unwrap_err(),
+        SafeFileError::Symlink
+    ));
+    let fifo = dir.path().join("pipe");
+    assert!(std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    // Opening a FIFO for writing with no reader fails (ENXIO) rather than blocking.
+    assert!(open_append(&fifo).is_err());
+    assert!(matches!(
+        open_append(dir.path()).unwrap_err(),
+        SafeFileError::Io(_) | SafeFileError::NotRegular(FileKind::Directory)
+    ));
+    assert_eq!(std::fs::read(&file).unwrap(), b"ab");
+}
