@@ -4,15 +4,15 @@
 //! Every function takes the expected owner uid explicitly (the store learns it once, from
 //! a file it creates; see [`own_uid`]) so the ownership rules can be tested without root.
 
-use std::fs::{self, DirBuilder, File, Metadata, OpenOptions, Permissions};
-use std::io::{self, Read, Write};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::fs::{self, DirBuilder, Metadata, Permissions};
+use std::io;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::UNIX_EPOCH;
+
+use car_proto::safe_file::{self, ReadLimits, SafeFileError};
 
 use crate::error::{Result, SecretError};
-use crate::names::TEMP_PREFIX;
 
 /// Mode of the store directory.
 pub const DIR_MODE: u32 = 0o700;
@@ -122,69 +122,59 @@ pub(crate) fn stat_private_file(path: &Path, uid: u32) -> Result<Option<Metadata
     }
 }
 
-/// Reads a secret file's bytes, or `None` when it does not exist. Opens with `O_NOFOLLOW`
-/// (and `O_NONBLOCK`, so a planted FIFO cannot hang the caller), checks the open file's
-/// owner, type and mode, and reads at most `cap` bytes.
+/// Reads a secret file's bytes, or `None` when it does not exist. Opens through
+/// `car_proto::safe_file` (`O_NOFOLLOW | O_NONBLOCK`, so a planted link is refused and a
+/// planted FIFO cannot hang the caller; regular files only), checks the open file's owner
+/// and mode, and reads at most `cap` bytes.
 pub(crate) fn read_private_file(path: &Path, uid: u32, cap: usize) -> Result<Option<Vec<u8>>> {
-    let mut file = match OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
-        .open(path)
-    {
+    let mut file = match safe_file::open_regular(path) {
         Ok(file) => file,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => {
-            // O_NOFOLLOW's error for a link differs between systems (ELOOP, EMLINK); ask.
-            return match fs::symlink_metadata(path) {
-                Ok(meta) if meta.file_type().is_symlink() => {
-                    Err(SecretError::insecure(path, "it is a symbolic link"))
-                }
-                _ => Err(SecretError::io("open", path, e)),
-            };
+        Err(e) if e.is_not_found() => return Ok(None),
+        Err(SafeFileError::Symlink) => {
+            return Err(SecretError::insecure(path, "it is a symbolic link"))
+        }
+        Err(SafeFileError::NotRegular(_)) => {
+            return Err(SecretError::insecure(path, "it is not a regular file"))
+        }
+        Err(SafeFileError::Io(e)) => return Err(SecretError::io("open", path, e)),
+        Err(other) => {
+            return Err(SecretError::io(
+                "open",
+                path,
+                io::Error::other(other.to_string()),
+            ))
         }
     };
     let meta = file
         .metadata()
         .map_err(|e| SecretError::io("inspect", path, e))?;
     check_private_file(path, &meta, uid)?;
-    let mut bytes = Vec::with_capacity((meta.len() as usize).min(cap) + 1);
-    (&mut file)
-        .take(cap as u64 + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| SecretError::io("read", path, e))?;
-    if bytes.len() > cap {
-        return Err(SecretError::Corrupt {
-            path: path.to_owned(),
-            problem: format!("it holds more than the {cap}-byte cap"),
-        });
+    let cap = u64::try_from(cap).unwrap_or(u64::MAX);
+    match safe_file::read_open(&mut file, ReadLimits::cap(cap)) {
+        Ok(bytes) => Ok(Some(bytes)),
+        Err(SafeFileError::TooLarge { .. } | SafeFileError::Grew { .. }) => {
+            Err(SecretError::Corrupt {
+                path: path.to_owned(),
+                problem: format!("it holds more than the {cap}-byte cap"),
+            })
+        }
+        Err(SafeFileError::Io(e)) => Err(SecretError::io("read", path, e)),
+        Err(other) => Err(SecretError::io(
+            "read",
+            path,
+            io::Error::other(other.to_string()),
+        )),
     }
-    Ok(Some(bytes))
 }
 
-/// Atomically replaces `dir/name` with `bytes`: a temp file created in `dir` with
-/// `O_CREAT|O_EXCL|O_NOFOLLOW` and mode `0600` from the start, written, fsynced, renamed
-/// over the target, then `dir` fsynced. The temp file is removed on any failure.
+/// Atomically replaces `dir/name` with `bytes` through `car_proto::safe_file::write_atomic`:
+/// a temp file created in `dir` with `O_CREAT|O_EXCL|O_NOFOLLOW` and exactly mode `0600`
+/// from the start, written, fsynced, renamed over the target, then `dir` fsynced. The
+/// temp file is removed on any failure.
 pub(crate) fn write_atomic(dir: &Path, name: &str, bytes: &[u8]) -> Result<()> {
     let target = dir.join(name);
-    let (tmp, mut file) = create_temp(dir)?;
-    let result = (|| {
-        // The create mode is filtered by the umask; make it exactly 0600 on the open file.
-        file.set_permissions(Permissions::from_mode(FILE_MODE))
-            .map_err(|e| SecretError::io("set the mode of", &tmp, e))?;
-        file.write_all(bytes)
-            .map_err(|e| SecretError::io("write", &tmp, e))?;
-        file.sync_all()
-            .map_err(|e| SecretError::io("fsync", &tmp, e))?;
-        drop(file);
-        fs::rename(&tmp, &target).map_err(|e| SecretError::io("rename into", &target, e))
-    })();
-    if result.is_err() {
-        if let Err(e) = fs::remove_file(&tmp) {
-            tracing::warn!(path = %tmp.display(), error = %e, "could not remove temp file");
-        }
-    }
-    result?;
-    sync_dir(dir)
+    safe_file::write_atomic(&target, bytes, FILE_MODE)
+        .map_err(|e| SecretError::io("write", &target, e))
 }
 
 /// Removes `dir/name`; `false` when it did not exist. Fsyncs `dir` after a removal.
@@ -202,44 +192,13 @@ pub(crate) fn remove(dir: &Path, name: &str) -> Result<bool> {
 
 /// Fsyncs a directory so a rename or unlink in it survives a crash.
 pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| SecretError::io("fsync directory", dir, e))
+    safe_file::sync_dir(dir).map_err(|e| SecretError::io("fsync directory", dir, e))
 }
 
 /// Milliseconds since the Unix epoch of a file's last modification.
 pub(crate) fn modified_ms(meta: &Metadata) -> Option<u64> {
     let since = meta.modified().ok()?.duration_since(UNIX_EPOCH).ok()?;
     u64::try_from(since.as_millis()).ok()
-}
-
-fn create_temp(dir: &Path) -> Result<(std::path::PathBuf, File)> {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let mut last_err = None;
-    for _ in 0..16 {
-        let nanos = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.subsec_nanos())
-            .unwrap_or(0);
-        let tmp = dir.join(format!(
-            "{TEMP_PREFIX}{}-{}-{nanos}",
-            std::process::id(),
-            COUNTER.fetch_add(1, Ordering::Relaxed)
-        ));
-        match OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(FILE_MODE)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(&tmp)
-        {
-            Ok(file) => return Ok((tmp, file)),
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => last_err = Some((tmp, e)),
-            Err(e) => return Err(SecretError::io("create temp file", &tmp, e)),
-        }
-    }
-    let (tmp, e) = last_err.expect("the loop ran");
-    Err(SecretError::io("create temp file", tmp, e))
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@
 //!                                    0600: the value's UTF-8 bytes, nothing else
 //!                                    (service "car", key "OPENROUTER_API_KEY")
 //!     my-app~token                   (service "my-app", key "token")
-//!     +tmp-<pid>-<n>-<nanos>         an in-flight write (see Atomicity)
+//!     .car-tmp-<random>.tmp          an in-flight write (see Atomicity)
 //! ```
 //!
 //! One regular file per secret. Its name is `encode(service) ~ encode(key)` using
@@ -28,13 +28,14 @@
 //! link, a non-directory or another user's directory is refused
 //! ([`SecretError::StoreUnavailable`]). The check repeats before every operation. "This
 //! user" is the owner of an unnamed temp file the store creates at open (no `unsafe`).
-//! Reads open with `O_NOFOLLOW | O_NONBLOCK` and refuse ([`SecretError::InsecureFile`])
-//! anything but a regular file of this user with no group/other permission bits.
+//! Reads open through `car_proto::safe_file` (`O_NOFOLLOW | O_NONBLOCK`, capped) and
+//! refuse ([`SecretError::InsecureFile`]) anything but a regular file of this user with no
+//! group/other permission bits.
 //!
 //! # Atomicity
 //!
-//! A write creates `+tmp-…` in the store directory with `O_CREAT | O_EXCL | O_NOFOLLOW`
-//! and mode `0600` from the first instant, writes and fsyncs it, renames it over the
+//! A write (`car_proto::safe_file::write_atomic`) creates `.car-tmp-…` in the store
+//! directory with `O_CREAT | O_EXCL | O_NOFOLLOW` and mode `0600` from the first instant, writes and fsyncs it, renames it over the
 //! target (which replaces, never follows, whatever was there) and fsyncs the directory. A
 //! reader sees the old value or the new one, never a mix; a crash leaves at most a stale
 //! temp file, which `list` skips with a warning. Writes and deletes within one store are

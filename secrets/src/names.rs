@@ -44,8 +44,10 @@ pub const RESERVED_KEY_PREFIX: &str = "PARSLEE_TOKENS_";
 
 /// Separates the encoded service from the encoded key in a file name.
 pub(crate) const SEPARATOR: char = '~';
-/// Temp files start with this; `+` never appears in an encoded name.
-pub(crate) const TEMP_PREFIX: &str = "+tmp-";
+/// Temp files start with this (`car_proto::safe_file`'s prefix). A temp file's name has no
+/// [`SEPARATOR`], so it never decodes as a secret; a secret whose encoded service happens
+/// to start the same way still does.
+pub(crate) const TEMP_PREFIX: &str = car_proto::safe_file::TEMP_PREFIX;
 
 /// True for a daemon-private slot: [`DEFAULT_SERVICE`] and a [`RESERVED_KEYS`] entry or a
 /// key starting with [`RESERVED_KEY_PREFIX`]. Exact, case-sensitive names.
@@ -324,7 +326,7 @@ mod tests {
             "car~K",
             "car~%4B",
             "car~openrouter",
-            "+tmp-1-2-3",
+            ".car-tmp-123456.tmp",
             "car~a%00b",
         ] {
             assert_eq!(SecretId::from_file_name(name), None, "{name}");

@@ -183,11 +183,11 @@ impl SecretStore {
                 tracing::warn!(path = %entry.path().display(), "skipping a non-UTF-8 file name in the secret store");
                 continue;
             };
-            if file_name.starts_with(TEMP_PREFIX) {
-                tracing::warn!(path = %entry.path().display(), "skipping a stale temp file in the secret store");
-                continue;
-            }
             let Some(id) = SecretId::from_file_name(file_name) else {
+                if file_name.starts_with(TEMP_PREFIX) {
+                    tracing::warn!(path = %entry.path().display(), "skipping a stale temp file in the secret store");
+                    continue;
+                }
                 tracing::warn!(path = %entry.path().display(), "skipping a file the secret store did not name");
                 continue;
             };

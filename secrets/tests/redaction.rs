@@ -55,7 +55,7 @@ fn provoke_every_error() -> Vec<SecretError> {
     fs::write(blocked.join("x"), "").unwrap();
     errors.push(store.put(None, "BLOCKED", &secret(SENTINEL)).unwrap_err());
     assert!(
-        entries(&dir).iter().all(|n| !n.starts_with("+tmp-")),
+        entries(&dir).iter().all(|n| !n.starts_with(".car-tmp-")),
         "failed write cleaned up"
     );
 

@@ -317,7 +317,7 @@ fn list_returns_sorted_names_and_never_values() {
     // Strays the store did not name, and a stale temp file, are skipped.
     fs::write(store.dir().join("README"), SENTINEL).unwrap();
     fs::write(store.dir().join("car~K"), SENTINEL).unwrap();
-    fs::write(store.dir().join("+tmp-1-2-3"), SENTINEL).unwrap();
+    fs::write(store.dir().join(".car-tmp-123456.tmp"), SENTINEL).unwrap();
 
     let list = store.list().unwrap();
     let names: Vec<(&str, &str, Option<bool>)> = list
@@ -395,4 +395,20 @@ fn concurrent_writers_and_readers_see_whole_values() {
     let other = SecretStore::open(&car_home).unwrap();
     assert!(values.contains(other.get(None, "SHARED").unwrap().expose()));
     assert_eq!(entries(store.dir()).len(), 1, "no temp files left behind");
+}
+
+#[test]
+fn a_service_named_like_a_temp_file_is_still_listed_and_read() {
+    let (_tmp, car_home) = home();
+    let store = SecretStore::open(&car_home).unwrap();
+    store
+        .put(Some(".car-tmp-x"), "k", &secret(SENTINEL))
+        .unwrap();
+    let list = store.list().unwrap();
+    assert_eq!(list.len(), 1);
+    assert_eq!(list[0].service, ".car-tmp-x");
+    assert_eq!(
+        store.get(Some(".car-tmp-x"), "k").unwrap().expose(),
+        SENTINEL
+    );
 }
