@@ -9,10 +9,18 @@
 //! only `*.json`, so claimed (in-flight) runs are not listed, and skips files it cannot
 //! decode with a warning. Run ids are 32 lowercase hex digits and anything else is refused
 //! before it reaches a path. File I/O is synchronous: checkpoints are small.
+//!
+//! Every read and write goes through `car_proto::safe_file`, the one safe-file API the
+//! daemon's crates share: a checkpoint or dedup seen-set is opened without following a
+//! final symlink and without blocking on a FIFO, only a regular file is read, and at most
+//! [`MAX_FILE_BYTES`] of it; a write over that cap is refused (it could not be read back);
+//! writes are `safe_file::write_atomic` (exact mode `0600`, `O_EXCL` temp file, fsync,
+//! rename, directory fsync).
 
 use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
+
+use car_proto::safe_file::{self, ReadLimits};
 
 use serde::{Deserialize, Serialize};
 
@@ -190,9 +198,22 @@ fn valid_run_id(id: &str) -> bool {
             .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
 }
 
+/// The cap on one checkpoint or dedup seen-set file, read or written: 64 MiB.
+pub const MAX_FILE_BYTES: u64 = 64 * 1024 * 1024;
+
 fn read_checkpoint(path: &Path) -> Result<Checkpoint, String> {
-    let bytes = fs::read(path).map_err(|e| e.to_string())?;
+    let bytes = read_capped(path)?.ok_or_else(|| "no such file".to_owned())?;
     serde_json::from_slice(&bytes).map_err(|e| e.to_string())
+}
+
+/// The bytes of a checkpoint-directory file (`None` when there is none), through
+/// `car_proto::safe_file` with [`MAX_FILE_BYTES`]; the error is a sentence about the file.
+pub(crate) fn read_capped(path: &Path) -> Result<Option<Vec<u8>>, String> {
+    match safe_file::read(path, ReadLimits::cap(MAX_FILE_BYTES)) {
+        Ok(bytes) => Ok(Some(bytes)),
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 fn store_err(what: &str, e: impl std::fmt::Display) -> WorkflowError {
@@ -210,21 +231,17 @@ pub(crate) fn ensure_dir(dir: &Path) -> Result<(), WorkflowError> {
         .map_err(|e| store_err(&format!("create {}", dir.display()), e))
 }
 
-/// Write `bytes` to `path` atomically: a 0600 temp file in `dir`, synced, then renamed.
+/// Write `bytes` to `path` atomically (`car_proto::safe_file::write_atomic`, mode 0600),
+/// creating `dir` first; over [`MAX_FILE_BYTES`] is refused.
 pub(crate) fn write_atomic(dir: &Path, path: &Path, bytes: &[u8]) -> Result<(), WorkflowError> {
     ensure_dir(dir)?;
-    let mut tmp =
-        tempfile::NamedTempFile::new_in(dir).map_err(|e| store_err("create temp file", e))?;
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        fs::set_permissions(tmp.path(), fs::Permissions::from_mode(0o600))
-            .map_err(|e| store_err("chmod temp file", e))?;
+    let len = u64::try_from(bytes.len()).unwrap_or(u64::MAX);
+    if len > MAX_FILE_BYTES {
+        return Err(store_err(
+            &format!("write {}", path.display()),
+            format!("{len} bytes is over the cap of {MAX_FILE_BYTES} bytes"),
+        ));
     }
-    tmp.write_all(bytes)
-        .and_then(|()| tmp.as_file().sync_all())
-        .map_err(|e| store_err("write temp file", e))?;
-    tmp.persist(path)
-        .map_err(|e| store_err(&format!("rename to {}", path.display()), e.error))?;
-    Ok(())
+    safe_file::write_atomic(path, bytes, 0o600)
+        .map_err(|e| store_err(&format!("write {}", path.display()), e))
 }

@@ -17,7 +17,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
-use crate::checkpoint::write_atomic;
+use crate::checkpoint::{read_capped, write_atomic};
 use crate::model::{DedupStep, Object};
 use crate::steps::StepRun;
 
@@ -45,10 +45,10 @@ pub(crate) fn run(dir: &Path, d: &DedupStep, state: &Object) -> Result<StepRun, 
     let _guard = STORE_LOCK
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
-    let mut seen: Object = match std::fs::read(&path) {
-        Ok(bytes) => serde_json::from_slice(&bytes)
+    let mut seen: Object = match read_capped(&path) {
+        Ok(Some(bytes)) => serde_json::from_slice(&bytes)
             .map_err(|e| format!("dedup store {:?} is corrupt: {e}", d.store))?,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Object::new(),
+        Ok(None) => Object::new(),
         Err(e) => return Err(format!("cannot read dedup store {:?}: {e}", d.store)),
     };
     if let Some(ttl) = d.ttl_secs {

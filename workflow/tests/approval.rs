@@ -294,3 +294,41 @@ async fn a_failure_after_resume_compensates_stages_from_before_the_pause() {
     assert_eq!(fake.proposal_ids(), ["do-a", "boom", "undo-a"]);
     assert_eq!(done.final_state["a"], 0);
 }
+
+#[cfg(unix)]
+#[tokio::test]
+async fn fifos_and_symlinks_in_the_checkpoint_dir_are_skipped_without_blocking() {
+    let fake = Fake::new();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("workflow-runs");
+    let store = CheckpointStore::new(&dir);
+    let run_id = run(&fake, &store, gated(json!({})), None)
+        .await
+        .unwrap()
+        .paused
+        .unwrap()
+        .run_id;
+    let fifo_id = "ffffffffffffffffffffffffffffffff";
+    assert!(std::process::Command::new("mkfifo")
+        .arg(dir.join(format!("{fifo_id}.json")))
+        .status()
+        .unwrap()
+        .success());
+    let link_id = "dddddddddddddddddddddddddddddddd";
+    std::os::unix::fs::symlink(
+        dir.join(format!("{run_id}.json")),
+        dir.join(format!("{link_id}.json")),
+    )
+    .unwrap();
+    let listed: Vec<String> = store.list_paused().into_iter().map(|p| p.run_id).collect();
+    assert_eq!(listed, [run_id.clone()]);
+    assert!(store.get(fifo_id).is_none());
+    assert!(store.get(link_id).is_none());
+    let err = resume(&fake, &store, fifo_id, obj(json!({"yes": 1})))
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("is a FIFO, not a regular file"),
+        "{err}"
+    );
+}

@@ -270,3 +270,26 @@ async fn adversarial_review_reads_its_work_from_state_and_fails_closed_without_i
     assert_eq!(r.final_state["stage.s.answer"], "FAIL");
     assert_eq!(r.stages[0].status, StageStatus::Succeeded);
 }
+
+#[cfg(unix)]
+#[tokio::test]
+async fn a_fifo_in_place_of_a_dedup_store_fails_the_step_at_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fake = Fake::new();
+    let store =
+        CheckpointStore::new(tmp.path().join("runs")).with_dedup_dir(tmp.path().join("seen"));
+    std::fs::create_dir(tmp.path().join("seen")).unwrap();
+    let fifo = tmp.path().join("seen/news.json");
+    assert!(std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    // A blocking open would wait for a writer forever.
+    let r = run(&fake, &store, dedup_wf(json!({})), None).await.unwrap();
+    assert_eq!(r.status, RunStatus::Failed);
+    assert_eq!(
+        r.stages[0].error.as_deref(),
+        Some("cannot read dedup store \"news\": is a FIFO, not a regular file")
+    );
+}
