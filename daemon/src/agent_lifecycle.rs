@@ -81,8 +81,9 @@ impl AgentLifecycle {
         );
         config.grace = grace;
         let wanted_path = state_root.join("run").join("agents-wanted.json");
-        let wanted = std::fs::read(&wanted_path)
+        let wanted = crate::state_file::read(&wanted_path)
             .ok()
+            .flatten()
             .and_then(|bytes| serde_json::from_slice::<BTreeSet<String>>(&bytes).ok())
             .unwrap_or_default();
         AgentLifecycle {

@@ -160,24 +160,18 @@ impl AgentRegistry {
         let manifest = state_root.join("agents.json");
         let tokens_dir = state_root.join("agents");
         let mut agents = BTreeMap::new();
-        match std::fs::read(&manifest) {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        match crate::state_file::read(&manifest) {
+            Ok(None) => {}
             Err(e) => {
                 tracing::error!(path = %manifest.display(), error = %e, "cannot read the agent manifest; starting with no agents")
             }
-            Ok(bytes) => match serde_json::from_slice::<Manifest>(&bytes) {
+            Ok(Some(bytes)) => match serde_json::from_slice::<Manifest>(&bytes) {
                 Ok(m) => {
                     for spec in m.agents {
                         let id = spec.id.to_string();
-                        match std::fs::read_to_string(tokens_dir.join(&id).join("token")) {
+                        match crate::state_file::read_token(&tokens_dir.join(&id).join("token")) {
                             Ok(token) => {
-                                agents.insert(
-                                    id,
-                                    Entry {
-                                        spec,
-                                        token: token.trim().to_string(),
-                                    },
-                                );
+                                agents.insert(id, Entry { spec, token });
                             }
                             Err(e) => {
                                 tracing::warn!(agent = %id, error = %e, "agent has no readable token; it is dropped from the registry")

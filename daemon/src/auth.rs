@@ -8,9 +8,8 @@
 //! created `0700`; an existing one that group or others can read is tightened to `0700`,
 //! and one that is a symlink or another user's is refused.
 
-use std::fs::{self, OpenOptions};
-use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::fs;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
 use car_proto::redact::Redacted;
@@ -101,60 +100,38 @@ pub fn ensure_private_dir(dir: &Path) -> Result<(), TokenFileError> {
     Ok(())
 }
 
-/// Atomically writes `contents` to `path` with mode `0600` (see the module docs).
+/// Atomically writes `contents` to `path` with mode `0600` (see the module docs) through
+/// `car_proto::safe_file::write_atomic`, after refusing a target that is a symlink or not
+/// a regular file (the rename would replace, never follow, one planted later).
 pub fn write_private_file(path: &Path, contents: &str) -> Result<(), TokenFileError> {
     let dir = path.parent().unwrap_or(Path::new("."));
     ensure_private_dir(dir)?;
     check_target(path)?;
-    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
-    let tmp = dir.join(format!(
-        ".{name}.{}.{}.tmp",
-        std::process::id(),
-        mint_token()
-    ));
-    let result = (|| {
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&tmp)
-            .map_err(io_err(&tmp))?;
-        file.write_all(contents.as_bytes()).map_err(io_err(&tmp))?;
-        file.sync_all().map_err(io_err(&tmp))?;
-        // Checked again right before the rename to narrow the window for a planted link.
-        check_target(path)?;
-        fs::rename(&tmp, path).map_err(io_err(path))
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    result
+    car_proto::safe_file::write_atomic(path, contents.as_bytes(), 0o600).map_err(io_err(path))
 }
 
 /// Removes `path` if it still holds `contents` (a newer daemon's file is left alone).
 pub fn remove_if_ours(path: &Path, contents: &str) {
-    match fs::read_to_string(path) {
-        Ok(found) if found == contents => {
+    match crate::state_file::read(path) {
+        Ok(Some(found)) if found == contents.as_bytes() => {
             if let Err(e) = fs::remove_file(path) {
                 tracing::warn!(path = %path.display(), error = %e, "could not remove credential file");
             }
         }
-        Ok(_) => {
+        Ok(Some(_)) => {
             tracing::info!(path = %path.display(), "credential file was replaced by another daemon; left in place")
         }
-        Err(_) => {}
+        Ok(None) | Err(_) => {}
     }
 }
 
 /// Reads a supplied token file, trims it and deletes the file (docs/protocol-choices.md, "State root and instances").
 pub fn take_token_file(path: &Path) -> Result<String, String> {
-    let text = fs::read_to_string(path)
+    let token = crate::state_file::read_token(path)
         .map_err(|e| format!("cannot read --auth-token-file {}: {e}", path.display()))?;
     if let Err(e) = fs::remove_file(path) {
         tracing::warn!(path = %path.display(), error = %e, "could not delete the token file after reading it");
     }
-    let token = text.trim().to_string();
     if token.is_empty() {
         return Err(format!("--auth-token-file {} is empty", path.display()));
     }

@@ -48,6 +48,7 @@ pub mod session;
 pub mod session_registry;
 pub mod sidecars;
 pub mod state;
+pub mod state_file;
 pub mod store;
 pub mod supervision;
 pub mod transport;
@@ -389,9 +390,7 @@ fn raise_open_file_limit() {
 }
 
 fn write_ready_file(path: &Path, contents: &str) -> std::io::Result<()> {
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, contents)?;
-    std::fs::rename(&tmp, path)
+    car_proto::safe_file::write_atomic(path, contents.as_bytes(), 0o644)
 }
 
 async fn wait_for_signal() {

@@ -160,3 +160,33 @@ fn version_and_help() {
         assert!(help.contains(flag), "{flag} missing from --help");
     }
 }
+
+#[test]
+fn a_fifo_or_device_as_the_token_file_is_refused_at_once() {
+    // Only a daemon that is not primary for its state root reads --auth-token-file.
+    let first = Daemon::start();
+    let scratch = tempfile::tempdir().unwrap();
+    let fifo = scratch.path().join("token.fifo");
+    assert!(std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    // A blocking read of either would never finish (no writer; endless zeroes).
+    for (path, kind) in [
+        (fifo.to_str().unwrap(), "is a FIFO, not a regular file"),
+        ("/dev/zero", "is a character device, not a regular file"),
+    ] {
+        match Daemon::builder()
+            .home(first.home.clone())
+            .args(["--auth-token-file", path])
+            .spawn()
+        {
+            Ok(_) => panic!("a daemon started with --auth-token-file {path}"),
+            Err((_, stderr)) => assert!(
+                stderr.contains(&format!("cannot read --auth-token-file {path}: {kind}")),
+                "{stderr}"
+            ),
+        }
+    }
+}

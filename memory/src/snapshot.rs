@@ -147,7 +147,11 @@ pub(crate) fn sync_dir(dir: &Path) -> Result<(), MemoryError> {
 /// `Ok(None)` when it does not exist; over `cap` (on open or by growing) is
 /// [`Capped::Over`], which the caller moves aside; anything else that is not a readable
 /// regular file (a symlink, FIFO, device, permissions, I/O) is an error naming `what`.
-pub(crate) fn read_managed(path: &Path, cap: u64, what: &'static str) -> Result<Capped, MemoryError> {
+pub(crate) fn read_managed(
+    path: &Path,
+    cap: u64,
+    what: &'static str,
+) -> Result<Capped, MemoryError> {
     match safe_file::read(path, ReadLimits::cap(cap)) {
         Ok(bytes) => Ok(Capped::Read(bytes)),
         Err(e) if e.is_not_found() => Ok(Capped::Missing),

@@ -2,8 +2,7 @@
 //! random hex, filename-safe ids, and atomic owner-only file writes.
 
 use std::fs;
-use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::os::unix::fs::DirBuilderExt;
 use std::path::Path;
 use std::time::SystemTime;
 
@@ -77,27 +76,12 @@ pub(crate) fn ensure_dir(dir: &Path, mode: u32) -> Result<(), SchedulerError> {
         .map_err(|e| SchedulerError::io("creating directory", dir, e))
 }
 
-/// Writes `bytes` to `path` atomically: a temp file in the same directory with `mode` from
-/// the start of its life, fsynced, renamed over `path`, then the directory fsynced.
+/// Writes `bytes` to `path` atomically with exactly `mode`
+/// (`car_proto::safe_file::write_atomic`: an `O_EXCL` temp file in the same directory,
+/// fsync, rename, directory fsync).
 pub(crate) fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> Result<(), SchedulerError> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".tmp-")
-        .permissions(fs::Permissions::from_mode(mode))
-        .tempfile_in(dir)
-        .map_err(|e| SchedulerError::io("creating temp file in", dir, e))?;
-    tmp.write_all(bytes)
-        .and_then(|()| tmp.as_file().sync_all())
-        .map_err(|e| SchedulerError::io("writing", tmp.path(), e))?;
-    // The umask may have narrowed the creation mode; say it exactly.
-    fs::set_permissions(tmp.path(), fs::Permissions::from_mode(mode))
-        .map_err(|e| SchedulerError::io("setting mode of", tmp.path(), e))?;
-    tmp.persist(path)
-        .map_err(|e| SchedulerError::io("renaming into place", path, e.error))?;
-    if let Ok(d) = fs::File::open(dir) {
-        let _ = d.sync_all();
-    }
-    Ok(())
+    car_proto::safe_file::write_atomic(path, bytes, mode)
+        .map_err(|e| SchedulerError::io("writing", path, e))
 }
 
 /// Serde for `DateTime<Utc>` as `2026-12-01T17:41:08.022Z` (any RFC 3339 offset accepted).

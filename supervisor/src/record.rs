@@ -1,17 +1,23 @@
 //! Pid records: `<run_dir>/<id>.json`, one per live child, so a later daemon can adopt
 //! children a previous one left running.
 //!
-//! Written atomically (a `0600` temp file in `run_dir`, then `rename`) right after a spawn
+//! Written atomically (`car_proto::safe_file::write_atomic`: a `0600` temp file in
+//! `run_dir`, fsync, `rename`) right after a spawn
 //! and removed when the supervisor sees the child gone. A record that does not parse, or
 //! names a dead or different process (see `procinfo::is_same_process`), is stale and is
-//! removed by the next `start`/`adopt`/`stop` of that id.
+//! removed by the next `start`/`adopt`/`stop` of that id. Reads go through
+//! `car_proto::safe_file` (no symlink, no FIFO, at most [`MAX_RECORD_BYTES`]).
 
 use std::fs::{self, DirBuilder};
-use std::io::{self, Write};
+use std::io;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
+use car_proto::safe_file::{self, ReadLimits};
 use serde::{Deserialize, Serialize};
+
+/// The most bytes of a pid record read (a real one is a few hundred).
+pub(crate) const MAX_RECORD_BYTES: u64 = 64 * 1024;
 
 /// The content of `<id>.json`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -37,23 +43,17 @@ pub(crate) fn write(run_dir: &Path, id: &str, record: &PidRecord) -> io::Result<
         .recursive(true)
         .mode(0o700)
         .create(run_dir)?;
-    let mut tmp = tempfile::Builder::new()
-        .prefix(&format!(".{id}."))
-        .suffix(".tmp")
-        .tempfile_in(run_dir)?;
-    serde_json::to_writer_pretty(&mut tmp, record)?;
-    tmp.write_all(b"\n")?;
-    tmp.as_file().sync_all()?;
-    tmp.persist(path(run_dir, id)).map_err(|e| e.error)?;
-    Ok(())
+    let mut bytes = serde_json::to_vec_pretty(record)?;
+    bytes.push(b'\n');
+    safe_file::write_atomic(&path(run_dir, id), &bytes, 0o600)
 }
 
 /// The record for `id`; an unreadable or malformed one is removed (logged) and `None`.
 pub(crate) fn read(run_dir: &Path, id: &str) -> Option<PidRecord> {
     let file = path(run_dir, id);
-    let text = match fs::read_to_string(&file) {
+    let text = match safe_file::read_text(&file, ReadLimits::cap(MAX_RECORD_BYTES)) {
         Ok(text) => text,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return None,
+        Err(e) if e.is_not_found() => return None,
         Err(e) => {
             tracing::warn!(path = %file.display(), error = %e, "cannot read pid record");
             return None;

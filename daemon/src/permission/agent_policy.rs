@@ -132,13 +132,13 @@ impl AgentPermissions {
     /// Loads `CAR_HOME/agent-permissions.json` (see the module docs).
     pub fn open(state_root: &Path) -> Self {
         let path = state_root.join("agent-permissions.json");
-        let mut stored = match std::fs::read(&path) {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Stored::fresh(),
+        let mut stored = match crate::state_file::read(&path) {
+            Ok(None) => Stored::fresh(),
             Err(e) => {
                 tracing::error!(path = %path.display(), error = %e, "cannot read the agent permission policy; using the balanced default");
                 Stored::fresh()
             }
-            Ok(bytes) => match serde_json::from_slice::<Stored>(&bytes) {
+            Ok(Some(bytes)) => match serde_json::from_slice::<Stored>(&bytes) {
                 Ok(s) => s,
                 Err(e) => {
                     let aside =

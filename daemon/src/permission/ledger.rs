@@ -76,12 +76,13 @@ impl ApprovalLedger {
     pub fn open(state_root: &Path) -> Self {
         let path = state_root.join("approvals.jsonl");
         let mut inner = Inner::default();
-        match std::fs::read_to_string(&path) {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        match crate::state_file::read(&path) {
+            Ok(None) => {}
             Err(e) => {
                 tracing::error!(path = %path.display(), error = %e, "cannot read the approval ledger; starting empty")
             }
-            Ok(text) => {
+            Ok(Some(bytes)) => {
+                let text = String::from_utf8_lossy(&bytes);
                 let mut skipped = 0usize;
                 for line in text.lines().filter(|l| !l.trim().is_empty()) {
                     inner.lines += 1;
