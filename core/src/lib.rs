@@ -34,6 +34,7 @@ pub mod loopback;
 pub mod methods;
 pub mod namespace;
 pub mod paths;
+pub mod policy_rules;
 pub mod redact;
 pub mod safe_file;
 pub mod schema;

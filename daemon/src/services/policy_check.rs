@@ -25,8 +25,8 @@ use car_proto::errors::RpcError;
 use car_proto::methods::proposal_checks::{
     self as m, PolicyCheckParams, PolicyCheckReply, PolicyFinding, PolicySource,
 };
+use car_proto::policy_rules::PolicyRules;
 use car_proto::safe_file::{self, ReadLimits};
-use serde_json::{Map, Value};
 
 use crate::handler::{Call, Routes};
 
@@ -39,31 +39,6 @@ pub fn register(routes: &mut Routes) {
     routes.add::<m::Check, _, _>(check);
 }
 
-/// The rules of one directory.
-#[derive(Debug, Default)]
-struct Rules {
-    deny_tool: Vec<String>,
-    deny_keyword: Vec<String>,
-}
-
-fn string_list(table: &toml::Table, key: &str, file: &Path) -> Result<Vec<String>, String> {
-    match table.get(key) {
-        None => Ok(Vec::new()),
-        Some(toml::Value::Array(items)) => items
-            .iter()
-            .map(|v| {
-                v.as_str()
-                    .map(str::to_string)
-                    .ok_or_else(|| format!("{}: {key} must be a list of strings", file.display()))
-            })
-            .collect(),
-        Some(_) => Err(format!(
-            "{}: {key} must be a list of strings",
-            file.display()
-        )),
-    }
-}
-
 /// Reads a directory's rules; `Ok(None)` when it does not exist.
 ///
 /// Every file is opened through `car_proto::safe_file` (regular files only, never through a
@@ -71,7 +46,7 @@ fn string_list(table: &toml::Table, key: &str, file: &Path) -> Result<Vec<String
 /// directory is the caller's: a `.car/policies/x.toml` that is a FIFO or a link to
 /// `/dev/zero` is refused at once and the answer fails closed. The listing stops after
 /// [`MAX_FILES`] `*.toml` names, so a huge directory costs no more than a full one.
-fn load_dir(dir: &Path) -> Result<Option<Rules>, String> {
+fn load_dir(dir: &Path) -> Result<Option<PolicyRules>, String> {
     let entries = match std::fs::read_dir(dir) {
         Ok(entries) => entries,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -90,60 +65,13 @@ fn load_dir(dir: &Path) -> Result<Option<Rules>, String> {
         }
     }
     files.sort();
-    let mut rules = Rules::default();
+    let mut rules = PolicyRules::default();
     for file in files {
         let text = safe_file::read_text(&file, ReadLimits::cap(MAX_FILE_BYTES))
             .map_err(|e| format!("{}: {e}", file.display()))?;
-        let table: toml::Table = text
-            .parse()
-            .map_err(|e: toml::de::Error| format!("{}: {}", file.display(), e.message()))?;
-        rules
-            .deny_tool
-            .extend(string_list(&table, "deny_tool", &file)?);
-        rules
-            .deny_keyword
-            .extend(string_list(&table, "deny_keyword", &file)?);
+        rules.extend(PolicyRules::parse(&text, &file.display().to_string())?);
     }
     Ok(Some(rules))
-}
-
-/// Every string in `value`, for keyword matching.
-fn strings<'a>(value: &'a Value, out: &mut Vec<&'a str>) {
-    match value {
-        Value::String(s) => out.push(s),
-        Value::Array(items) => items.iter().for_each(|v| strings(v, out)),
-        Value::Object(map) => map.values().for_each(|v| strings(v, out)),
-        _ => {}
-    }
-}
-
-fn file_findings(rules: &Rules, tool: &str, params: &Map<String, Value>) -> Vec<PolicyFinding> {
-    let mut findings = Vec::new();
-    for denied in &rules.deny_tool {
-        if denied == tool {
-            findings.push(PolicyFinding {
-                source: "policy_rules".into(),
-                rule: format!("deny_tool:{denied}"),
-                severity: "deny".into(),
-                reason: format!("tool {tool:?} is denied by policy"),
-            });
-        }
-    }
-    let params = Value::Object(params.clone());
-    let mut texts = vec![tool];
-    strings(&params, &mut texts);
-    for keyword in &rules.deny_keyword {
-        let needle = keyword.to_lowercase();
-        if !needle.is_empty() && texts.iter().any(|t| t.to_lowercase().contains(&needle)) {
-            findings.push(PolicyFinding {
-                source: "policy_rules".into(),
-                rule: format!("deny_keyword:{keyword}"),
-                severity: "deny".into(),
-                reason: format!("the call contains the denied keyword {keyword:?}"),
-            });
-        }
-    }
-    findings
 }
 
 async fn check(call: Call, p: PolicyCheckParams) -> Result<PolicyCheckReply, RpcError> {
@@ -184,9 +112,9 @@ async fn check(call: Call, p: PolicyCheckParams) -> Result<PolicyCheckReply, Rpc
                 error: None,
             }),
             Ok(Some(rules)) => {
-                let count = rules.deny_tool.len() + rules.deny_keyword.len();
+                let count = rules.len();
                 rules_loaded += count;
-                findings.extend(file_findings(&rules, &p.tool, &params));
+                findings.extend(rules.findings(&p.tool, &params));
                 sources.push(PolicySource {
                     path,
                     exists: true,
@@ -255,11 +183,11 @@ mod tests {
         )
         .unwrap();
         let rules = load_dir(dir.path()).unwrap().unwrap();
-        let none = Map::new();
-        assert_eq!(file_findings(&rules, "WebFetch", &none).len(), 1);
-        assert!(file_findings(&rules, "Read", &none).is_empty());
+        let none = serde_json::Map::new();
+        assert_eq!(rules.findings("WebFetch", &none).len(), 1);
+        assert!(rules.findings("Read", &none).is_empty());
         let params = serde_json::json!({"command": "sudo RM -RF / now"});
-        let found = file_findings(&rules, "Bash", params.as_object().unwrap());
+        let found = rules.findings("Bash", params.as_object().unwrap());
         assert_eq!(found[0].rule, "deny_keyword:rm -rf /");
     }
 
