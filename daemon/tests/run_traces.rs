@@ -270,3 +270,51 @@ async fn bad_turn_batches_are_precise_errors() {
         .await;
     assert_eq!(ok["result"]["ok"], true, "{ok}");
 }
+
+#[tokio::test]
+async fn a_runs_turns_stop_at_32_mib_in_all() {
+    let d = Daemon::start();
+    let mut ws = Ws::authed(&d).await;
+    let run = ws
+        .call("runs.start", json!({"intent": "i", "agent_name": "a"}))
+        .await;
+    let run_id = run["result"]["run_id"].clone();
+    // Each turn: 15 string fields of 16,000 bytes (under the 16 KiB truncation), ~240 KB.
+    let turn: serde_json::Map<String, Value> = (0..15)
+        .map(|i| (format!("f{i}"), json!("x".repeat(16_000))))
+        .collect();
+    let batch: Vec<Value> = (0..32).map(|_| Value::Object(turn.clone())).collect();
+    let mut landed = 0;
+    let dropped = loop {
+        let r = ws
+            .call(
+                "runs.record_turns",
+                json!({"run_id": run_id, "turns": batch}),
+            )
+            .await;
+        if r["result"]["ok"] == true {
+            landed += r["result"]["count"].as_u64().unwrap();
+            assert!(landed < 200, "32 MiB holds about 139 such turns");
+            continue;
+        }
+        break r;
+    };
+    assert_eq!(dropped["result"]["dropped"], "run_bytes_limit", "{dropped}");
+    // 4 batches (128 turns, ~30.7 MB) land; the fifth would pass 32 MiB.
+    assert_eq!(landed, 128);
+    // The run still takes a small turn that fits, and still ends normally.
+    let small = ws
+        .call(
+            "runs.record_turns",
+            json!({"run_id": run_id, "turns": [{"tool": "small"}]}),
+        )
+        .await;
+    assert_eq!(small["result"]["ok"], true, "{small}");
+    let done = ws
+        .call(
+            "runs.complete",
+            json!({"run_id": run_id, "outcome": {"status": "success"}}),
+        )
+        .await;
+    assert!(done.get("result").is_some(), "{done}");
+}

@@ -321,7 +321,7 @@ async fn fifos_and_symlinks_in_the_checkpoint_dir_are_skipped_without_blocking()
     )
     .unwrap();
     let listed: Vec<String> = store.list_paused().into_iter().map(|p| p.run_id).collect();
-    assert_eq!(listed, [run_id.clone()]);
+    assert_eq!(listed, std::slice::from_ref(&run_id));
     assert!(store.get(fifo_id).is_none());
     assert!(store.get(link_id).is_none());
     let err = resume(&fake, &store, fifo_id, obj(json!({"yes": 1})))

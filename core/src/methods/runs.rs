@@ -275,7 +275,8 @@ pub struct ResumeReply {
 
 crate::method!(
     /// `runs.record_model_turn` → `{run_id, index, ok: true}`, or `{run_id, ok: false,
-    /// dropped}` (`run_not_found`, `run_terminal`, `run_turn_limit`, `turn_too_large`).
+    /// dropped}` (`run_not_found`, `run_terminal`, `run_turn_limit`, `run_bytes_limit`,
+    /// `turn_too_large`).
     RecordModelTurn = agent("runs.record_model_turn", "append a model turn to a run's trace");
     access: Access::owned(Resource::Runs);
     RecordModelTurnParams => Json;

@@ -86,6 +86,16 @@ pub fn turn_count(c: &Connection, run_id: &str) -> Result<i64, RpcError> {
     .map_err(db_error)
 }
 
+/// The stored bytes of a run's turns.
+pub fn turn_bytes(c: &Connection, run_id: &str) -> Result<i64, RpcError> {
+    c.query_row(
+        &format!("SELECT COALESCE(SUM(LENGTH(data)), 0) FROM run_trace WHERE run_id = ?1 AND {TURN_KINDS_SQL}"),
+        [run_id],
+        |r| r.get(0),
+    )
+    .map_err(db_error)
+}
+
 /// The run's `ended` record, if it has one.
 pub fn ended_record(c: &Connection, run_id: &str) -> Result<Option<Value>, RpcError> {
     c.query_row(

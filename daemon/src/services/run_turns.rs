@@ -7,17 +7,18 @@
 //! the daemon-stamped `index` (its 0-based position among the run's turns; a client's
 //! `index` / `turn_index` is ignored), and is published as a `runs.trace.event`. Limits (CAR's):
 //! at most 256 turns a call, 2,000 a run; string fields over 16 KiB are truncated with a
-//! `…[truncated]` marker; a turn still over 256 KiB is refused. A write that cannot land is
+//! `…[truncated]` marker; a turn still over 256 KiB is refused; a run's turns hold at most
+//! 32 MiB in all (ours: CAR sets no total). A write that cannot land is
 //! not an error but a drop the caller treats as "stop sending for this run": `{ok: false,
 //! dropped}` with `run_not_found` (no such run, or not the caller's: the two look the same),
-//! `run_terminal`, `run_turn_limit` or `turn_too_large`. Writes take the identity that
+//! `run_terminal`, `run_turn_limit`, `run_bytes_limit` or `turn_too_large`. Writes take the identity that
 //! started the run; a host session does not write turns.
 
 use car_proto::errors::RpcError;
 use car_proto::methods::runs::{self as m, RecordModelTurnParams, RecordTurnsParams};
 use serde_json::{json, Map, Value};
 
-use super::run_records::{is_terminal, turn_count, Pending};
+use super::run_records::{is_terminal, turn_bytes, turn_count, Pending};
 use super::runs::{load, owner_of};
 use crate::handler::{Call, Routes};
 use crate::state::ServerState;
@@ -31,6 +32,9 @@ pub const MAX_TURNS: i64 = 2000;
 pub const MAX_FIELD_BYTES: usize = 16 * 1024;
 /// Largest encoded turn.
 pub const MAX_TURN_BYTES: usize = 256 * 1024;
+/// Most encoded turn bytes one run's trace may hold: 32 MiB (2,000 turns averaging
+/// 16 KiB). Without it the per-turn caps alone allow 2,000 × 256 KiB = 500 MiB a run.
+pub const MAX_RUN_TURN_BYTES: i64 = 32 * 1024 * 1024;
 
 pub fn register(routes: &mut Routes) {
     routes
@@ -71,6 +75,7 @@ async fn append(
     kind: &'static str,
     mut turns: Vec<Map<String, Value>>,
 ) -> Result<Appended, RpcError> {
+    let mut batch_bytes: i64 = 0;
     for turn in &mut turns {
         // The daemon's own fields: the index it stamps and the record's kind, seq and time.
         for key in ["index", "record", "seq", "ts_ms"] {
@@ -78,9 +83,11 @@ async fn append(
         }
         let mut value = Value::Object(std::mem::take(turn));
         bound_strings(&mut value);
-        if value.to_string().len() > MAX_TURN_BYTES {
+        let encoded = value.to_string().len();
+        if encoded > MAX_TURN_BYTES {
             return Ok(Appended::Dropped("turn_too_large"));
         }
+        batch_bytes += encoded as i64;
         if let Value::Object(map) = value {
             *turn = map;
         }
@@ -103,6 +110,9 @@ async fn append(
             let existing = turn_count(&tx, &id)?;
             if existing + turns.len() as i64 > MAX_TURNS {
                 return Ok(Appended::Dropped("run_turn_limit"));
+            }
+            if turn_bytes(&tx, &id)? + batch_bytes > MAX_RUN_TURN_BYTES {
+                return Ok(Appended::Dropped("run_bytes_limit"));
             }
             let count = turns.len();
             let mut pending = Pending::default();
