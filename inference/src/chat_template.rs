@@ -35,7 +35,7 @@ use crate::tools::{is_tool_result, ToolSpec};
 const NAME: &str = "chat";
 
 /// A compiled chat template with the special-token texts it is rendered with.
-pub(crate) struct ChatTemplate {
+pub struct ChatTemplate {
     env: Environment<'static>,
     mentions_tools: bool,
     bos: String,
@@ -265,6 +265,7 @@ fn tojson(value: &Value, kwargs: Kwargs) -> Result<Value, Error> {
 }
 
 /// `v` as the templates' `tojson` writes it (Python's `json.dumps` defaults).
+#[cfg_attr(not(feature = "engines"), allow(dead_code))]
 pub(crate) fn python_json(v: &serde_json::Value) -> String {
     let mut json = PyJson {
         out: String::new(),

@@ -211,6 +211,7 @@ impl InferenceError {
     /// The same error with every occurrence of `secret` in its text replaced by
     /// `[redacted]`: applied to every error a remote call returns, with its API key, so a
     /// provider echoing the key (in a message, a tool name, a refusal) cannot leak it.
+    #[cfg_attr(not(feature = "engines"), allow(dead_code))]
     pub(crate) fn redact(self, secret: &str) -> Self {
         if secret.is_empty() {
             return self;

@@ -13,33 +13,52 @@
 //! Errors are [`InferenceError`]; [`InferenceError::kind`] says which JSON-RPC class
 //! (invalid params, not found, content refused, internal) each one belongs to.
 
+#[cfg(feature = "engines")]
 pub mod cache;
-mod chat_template;
+pub mod chat_template;
+#[cfg(feature = "engines")]
 pub mod classify;
+#[cfg(feature = "engines")]
 pub mod embed;
+#[cfg(feature = "engines")]
 pub mod engine;
 pub mod error;
 pub mod generate;
 pub mod gguf;
+#[cfg(feature = "engines")]
 pub mod grammar;
 pub mod identity;
 pub mod keys;
+#[cfg(feature = "engines")]
 pub mod llama;
+#[cfg(feature = "engines")]
 mod llama_classify;
+#[cfg(feature = "engines")]
 mod llama_sched;
+#[cfg(feature = "engines")]
 mod llama_seq;
+#[cfg(feature = "engines")]
 mod llama_tools;
+#[cfg(feature = "engines")]
 mod openai;
 pub mod prefix_cache;
+#[cfg(feature = "engines")]
 mod provider_error;
+#[cfg(feature = "engines")]
 pub mod registry;
+#[cfg(feature = "engines")]
 pub mod remote;
+#[cfg(feature = "engines")]
 mod remote_read;
+#[cfg(feature = "engines")]
 pub mod sse;
+#[cfg(feature = "engines")]
 mod tool_formats;
 pub mod tools;
 
+#[cfg(feature = "engines")]
 pub use classify::LabelScore;
+#[cfg(feature = "engines")]
 pub use engine::{ClassifyResult, EmbedResult, EngineConfig, InferenceEngine, SecretLookup};
 pub use error::{ErrorKind, InferenceError, Result};
 pub use generate::{
@@ -48,11 +67,15 @@ pub use generate::{
 };
 pub use identity::ModelIdentity;
 pub use keys::KeySource;
+#[cfg(feature = "engines")]
 pub use llama::LlamaConfig;
 pub use prefix_cache::CacheHint;
+#[cfg(feature = "engines")]
 pub use registry::{ModelEntry, ModelRegistry, ModelSource, RegisterRequest};
+#[cfg(feature = "engines")]
 pub use remote::RemoteConfig;
 pub use tools::{ToolCall, ToolChoice, ToolSpec};
 
 #[cfg(test)]
+#[cfg(feature = "engines")]
 mod native_tools_tests;
