@@ -92,3 +92,17 @@ async fn the_event_log_keeps_the_newest_max_events() {
     assert_eq!(status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("--max-events"), "{stderr}");
 }
+
+#[tokio::test]
+async fn events_older_than_the_max_age_are_deleted() {
+    let d = Daemon::builder().args(["--event-max-age", "3s"]).start();
+    let mut op = Ws::authed(&d).await;
+    submit(&mut op, "p-old").await;
+    assert!(proposals_seen(&mut op).await.contains(&"p-old".to_string()));
+    // Only a lower bound on elapsed time: p-old is over the age when p-new's batch commits.
+    tokio::time::sleep(std::time::Duration::from_millis(3500)).await;
+    submit(&mut op, "p-new").await;
+    let seen = proposals_seen(&mut op).await;
+    assert!(!seen.contains(&"p-old".to_string()), "{seen:?}");
+    assert!(seen.contains(&"p-new".to_string()), "{seen:?}");
+}
