@@ -206,14 +206,20 @@ async fn model_turns_narrated_turns_and_tool_calls_form_the_trace_in_order() {
     );
 }
 
-#[tokio::test]
-async fn bad_turn_batches_are_precise_errors() {
-    let d = Daemon::start();
-    let mut ws = Ws::authed(&d).await;
+/// An operator connection and the id of a run it started.
+async fn started_run(d: &Daemon) -> (Ws, Value) {
+    let mut ws = Ws::authed(d).await;
     let run = ws
         .call("runs.start", json!({"intent": "i", "agent_name": "a"}))
         .await;
     let run_id = run["result"]["run_id"].clone();
+    (ws, run_id)
+}
+
+#[tokio::test]
+async fn bad_turn_batches_are_precise_errors() {
+    let d = Daemon::start();
+    let (mut ws, run_id) = started_run(&d).await;
     let empty = ws
         .call("runs.record_turns", json!({"run_id": run_id, "turns": []}))
         .await;
@@ -274,11 +280,7 @@ async fn bad_turn_batches_are_precise_errors() {
 #[tokio::test]
 async fn a_runs_turns_stop_at_32_mib_in_all() {
     let d = Daemon::start();
-    let mut ws = Ws::authed(&d).await;
-    let run = ws
-        .call("runs.start", json!({"intent": "i", "agent_name": "a"}))
-        .await;
-    let run_id = run["result"]["run_id"].clone();
+    let (mut ws, run_id) = started_run(&d).await;
     // Each turn: 15 string fields of 16,000 bytes (under the 16 KiB truncation), ~240 KB.
     let turn: serde_json::Map<String, Value> = (0..15)
         .map(|i| (format!("f{i}"), json!("x".repeat(16_000))))
