@@ -5,7 +5,7 @@
 //! - the same engine called in-process (`car_inference::InferenceEngine`), always: the
 //!   ratio is what the socket, JSON-RPC and the daemon's admission cost;
 //! - llama-cpp-python, when `CAR_BENCH_PYTHON` names a Python that has it installed
-//!   (`inference/bench_llama_cpp_python.py`, the same prompt, token budget and sampling).
+//!   (`crates/inference/bench_llama_cpp_python.py`, the same prompt, token budget and sampling).
 //!
 //! It also measures continuous batching: 1, 2 and 4 concurrent `infer_stream` calls on the
 //! same model through the daemon (`--max-generations 4`), each with its own seed and
@@ -250,7 +250,7 @@ fn engine_block(engine: &InferenceEngine, runs: u32, tokens: u32, seed0: u32, ou
 fn python_block(python: &str, threads: u32, runs: u32, tokens: u32, out: &mut Figures) {
     let script = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../inference/bench_llama_cpp_python.py"
+        "/../crates/inference/bench_llama_cpp_python.py"
     );
     let output = Command::new(python)
         .arg(script)

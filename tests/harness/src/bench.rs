@@ -50,5 +50,5 @@ pub fn sentences() -> Vec<String> {
 }
 
 /// The prompt the generation figures are measured on (also in
-/// `inference/bench_llama_cpp_python.py`).
+/// `crates/inference/bench_llama_cpp_python.py`).
 pub const STORY_PROMPT: &str = "Write a long story about a dragon who learns to read.";

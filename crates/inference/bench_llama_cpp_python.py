@@ -4,7 +4,7 @@
 
     pip install llama-cpp-python        # builds llama.cpp from source (slow on 2 cores)
     eval "$(scripts/fetch-models)"
-    python3 inference/bench_llama_cpp_python.py
+    python3 crates/inference/bench_llama_cpp_python.py
 
 Env: CAR_TEST_GGUF (required), CAR_BENCH_THREADS (default: all cores), CAR_BENCH_RUNS
 (default 3), CAR_BENCH_TOKENS (default 128), CAR_BENCH_KEEP_CACHE (set to keep llama-cpp-python's

@@ -5,7 +5,7 @@ llama-cpp-python's own prompt-prefix reuse (a `Llama` keeps the tokens it evalua
 evaluates only what a new prompt adds to them) and cold (`reset()` before the call).
 
     CAR_BENCH_PROMPTS=/tmp/prompts.json cargo bench -p car-inference --bench agent_turns
-    CAR_BENCH_PROMPTS=/tmp/prompts.json python3 inference/bench_agent_turns_llama_cpp_python.py
+    CAR_BENCH_PROMPTS=/tmp/prompts.json python3 crates/inference/bench_agent_turns_llama_cpp_python.py
 
 (`scripts/bench-agent-turns --llama-cpp-python` runs both.) Env: CAR_TEST_GGUF and
 CAR_BENCH_PROMPTS (required), CAR_BENCH_RUNS (default 3). The thread count and token budget

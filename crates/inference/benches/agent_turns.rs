@@ -8,7 +8,7 @@
 //! Env: `CAR_BENCH_THREADS` (default: all cores), `CAR_BENCH_TURNS` (default 10),
 //! `CAR_BENCH_RUNS` (default 3; each run is a fresh engine, so turn 1 is always cold),
 //! `CAR_BENCH_PROMPTS` (a path: each turn's rendered prompt is written there as JSON, for
-//! `inference/bench_agent_turns_llama_cpp_python.py`). Prints one line per turn and a final
+//! `crates/inference/bench_agent_turns_llama_cpp_python.py`). Prints one line per turn and a final
 //! JSON line with the per-turn medians.
 #![allow(clippy::print_stdout)]
 

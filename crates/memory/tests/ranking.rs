@@ -30,7 +30,7 @@ struct LabelledQuery {
 fn fixture_graph() -> (Graph, Vec<LabelledQuery>) {
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../tests/vectors/memory-ranking.json"
+        "/../../tests/vectors/memory-ranking.json"
     );
     let text = std::fs::read_to_string(path).expect("ranking fixture");
     let fixture: Fixture = serde_json::from_str(&text).expect("valid fixture");
