@@ -150,10 +150,6 @@ fn with_parameters(mut schema: Value) -> Value {
     schema
 }
 
-fn now_rfc3339() -> String {
-    humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
-}
-
 /// CAR's `ChatTurnResult`: the reply and the run that recorded the turn.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ChatTurn {
@@ -356,7 +352,7 @@ impl Client {
             evidence,
             metrics,
             tools_called,
-            timestamp: now_rfc3339(),
+            timestamp: car_proto::clock::now_rfc3339(),
         };
         if let Some(run_id) = &run_id {
             let mut recorded = serde_json::to_value(&outcome).unwrap_or_default();
@@ -471,7 +467,7 @@ mod tests {
 
     #[test]
     fn outcome_timestamps_are_rfc3339_utc() {
-        let t = now_rfc3339();
+        let t = car_proto::clock::now_rfc3339();
         assert_eq!(t.len(), 20, "{t}");
         assert!(t.ends_with('Z') && t.as_bytes()[10] == b'T', "{t}");
     }

@@ -9,6 +9,7 @@
 //! - [`methods`]: **the typed method contract**: every method declared once with its
 //!   params and result types, from which dispatch, `capabilities.list`, `server.schema`,
 //!   client timeouts and every binding's members are derived;
+//! - [`clock`]: the one clock and timestamp format (chrono), and `strftime` for templates;
 //! - [`deadline`]: the deadline rules the daemon and the client share;
 //! - [`handshake`]: the `server.handshake` negotiation rule;
 //! - [`schema`]: the `server.schema` document and its SHA-256 digest;
@@ -19,12 +20,14 @@
 //! - [`safe_file`]: the one safe-file API every crate uses for paths a caller named;
 //! - [`token`]: minting bearer secrets and comparing them in constant time.
 //!
-//! It must not touch sockets, threads, async runtimes or the file system (path resolution
+//! It must not touch sockets, threads, async runtimes or the file system (reading the wall
+//! clock in [`clock`] is not I/O) (path resolution
 //! is pure: it is handed the environment it reads), with two exceptions: [`safe_file`], the
 //! blocking open/read/replace rules every engine shares (engines depend on this crate only),
 //! and [`token::mint_token`], which reads the operating system's random source.
 
 pub mod capabilities;
+pub mod clock;
 pub mod deadline;
 pub mod errors;
 pub mod frame;

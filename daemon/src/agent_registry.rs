@@ -180,8 +180,8 @@ impl AgentRegistry {
                     }
                 }
                 Err(e) => {
-                    let aside =
-                        manifest.with_extension(format!("json.corrupt-{}", crate::store::now_ms()));
+                    let aside = manifest
+                        .with_extension(format!("json.corrupt-{}", car_proto::clock::now_ms()));
                     tracing::error!(path = %manifest.display(), error = %e, aside = %aside.display(), "the agent manifest does not parse; moved aside, starting with no agents");
                     let _ = std::fs::rename(&manifest, &aside);
                 }

@@ -137,7 +137,7 @@ impl ConsumerGrants {
             .with_data(json!({"reason": "grant_cap"})));
         }
         let token = crate::auth::mint_token();
-        let now_ms = crate::store::now_ms() as u64;
+        let now_ms = car_proto::clock::now_ms_u64();
         let grant = Arc::new(Grant {
             consumer_id: format!("consumer-{}", &crate::auth::mint_token()[..16]),
             token: token.clone(),

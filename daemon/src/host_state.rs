@@ -104,10 +104,6 @@ impl Default for HostState {
     }
 }
 
-pub fn now() -> String {
-    humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string()
-}
-
 fn not_owner(what: &str, id: &str) -> RpcError {
     RpcError::internal(format!("{what} '{id}' is owned by another session"))
         .with_data(json!({"reason": "not_owner"}))
@@ -203,7 +199,7 @@ impl HostState {
             sequence: seq,
             seq,
             epoch: self.epoch.clone(),
-            timestamp: now(),
+            timestamp: car_proto::clock::now_rfc3339(),
             kind: kind.to_string(),
             agent_id: agent_id.map(str::to_string),
             message,
@@ -318,7 +314,7 @@ impl HostState {
             display: fields.display,
             metadata: fields.metadata,
             session_id: owner.to_string(),
-            updated_at: now(),
+            updated_at: car_proto::clock::now_rfc3339(),
         };
         inner.agents.insert(id.clone(), agent.clone());
         let payload = serde_json::to_value(&agent).unwrap_or(Value::Null);
@@ -374,7 +370,7 @@ impl HostState {
         let agent = Self::owned_agent(&mut inner, owner, id)?;
         agent.status = status;
         agent.current_task = current_task;
-        agent.updated_at = now();
+        agent.updated_at = car_proto::clock::now_rfc3339();
         let agent = agent.clone();
         let mut payload = payload.unwrap_or_else(|| json!({}));
         if let Value::Object(map) = &mut payload {
@@ -434,7 +430,7 @@ impl HostState {
             Some(d) => d,
         };
         update(device);
-        device.updated_at = now();
+        device.updated_at = car_proto::clock::now_rfc3339();
         let device = device.clone();
         let payload = serde_json::to_value(&device).unwrap_or(Value::Null);
         self.publish(

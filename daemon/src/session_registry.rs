@@ -6,7 +6,6 @@
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, Weak};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use car_proto::methods::server::SessionRow;
 
@@ -24,20 +23,13 @@ pub struct Sessions {
     open: Mutex<BTreeMap<u64, Entry>>,
 }
 
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
-}
-
 impl Sessions {
     pub fn add(&self, session: &Arc<Session>) {
         self.open.lock().expect("sessions lock").insert(
             session.id,
             Entry {
                 session: Arc::downgrade(session),
-                connected_at_ms: now_ms(),
+                connected_at_ms: car_proto::clock::now_ms_u64(),
             },
         );
     }

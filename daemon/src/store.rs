@@ -102,14 +102,6 @@ CREATE TABLE IF NOT EXISTS run_cancellations (
 );
 ";
 
-/// Milliseconds since the Unix epoch.
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
-}
-
 impl Store {
     /// Opens (creating) the database and starts its thread.
     pub fn open(path: &Path, retention: EventRetention) -> Result<Store, String> {
@@ -146,7 +138,7 @@ impl Store {
 
     /// Appends an event (timestamped now); never blocks.
     pub fn record(&self, event: NewEvent) {
-        if !self.send(Command::Event(event, now_ms())) {
+        if !self.send(Command::Event(event, car_proto::clock::now_ms())) {
             tracing::warn!("event dropped: the store is closed");
         }
     }
@@ -213,7 +205,7 @@ fn prune_events(conn: &Connection, retention: EventRetention) -> rusqlite::Resul
         "DELETE FROM events WHERE id <= (SELECT MAX(id) FROM events) - ?1",
         params![max],
     )?;
-    let oldest = now_ms().saturating_sub(retention.max_age.as_millis() as i64);
+    let oldest = car_proto::clock::now_ms().saturating_sub(retention.max_age.as_millis() as i64);
     let by_age = conn.execute("DELETE FROM events WHERE ts_ms < ?1", params![oldest])?;
     Ok(by_count + by_age)
 }

@@ -274,7 +274,7 @@ impl Supervision {
             self.next.fetch_add(1, Ordering::Relaxed) + 1,
             &crate::auth::mint_token()[..8]
         );
-        intent.created_at = crate::host_state::now();
+        intent.created_at = car_proto::clock::now_rfc3339();
         let (tx, rx) = oneshot::channel();
         let targets: Vec<Arc<Session>> = {
             let mut inner = self.lock();

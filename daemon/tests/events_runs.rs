@@ -2,8 +2,6 @@
 
 mod common;
 
-use std::time::{Duration, UNIX_EPOCH};
-
 use common::*;
 use serde_json::{json, Value};
 
@@ -20,7 +18,7 @@ async fn run_proposal(d: &Daemon, id: &str) {
 
 /// RFC 3339 text (UTC, milliseconds) of a Unix-milliseconds time.
 fn rfc3339(ms: i64) -> String {
-    humantime::format_rfc3339_millis(UNIX_EPOCH + Duration::from_millis(ms as u64)).to_string()
+    car_proto::clock::rfc3339_from_ms(ms)
 }
 
 /// `events.query` → its `{count, events}` result, checking `count` is the events' number.
@@ -126,7 +124,7 @@ async fn events_survive_a_restart_and_filters_work() {
         ),
         (
             json!({"since": "yesterday"}),
-            "invalid params: since: is not an RFC 3339 time: timestamp format is invalid",
+            "invalid params: since: \"yesterday\" is not an RFC 3339 time",
         ),
         (
             json!({"data_matches": 3}),

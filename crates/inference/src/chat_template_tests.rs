@@ -201,18 +201,6 @@ fn helpers_behave_like_transformers() {
     );
 }
 
-#[test]
-fn strftime_formats_utc_dates() {
-    // 2024-07-26 13:05:09 UTC, a Friday, day 208.
-    let t = 1_722_000_309;
-    assert_eq!(
-        strftime("%d %b %Y|%B %e|%a %A|%H:%M:%S %I%p|%j|%y-%m|%%|%Q", t),
-        "26 Jul 2024|July 26|Fri Friday|13:25:09 01PM|208|24-07|%|%Q"
-    );
-    assert_eq!(strftime("%Y-%m-%d", 0), "1970-01-01");
-    assert_eq!(strftime("%Y-%m-%d", 951_782_400), "2000-02-29");
-}
-
 impl ChatTemplate {
     /// The template rendered with only `v` in its context.
     fn render_value_for_test(&self, v: Value) -> String {

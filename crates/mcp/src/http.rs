@@ -222,19 +222,9 @@ async fn post(endpoint: &Endpoint, req: Request<Incoming>) -> Reply {
     }
     let mut reply = json_reply(StatusCode::OK, &answer);
     if initialize && answer.get("result").is_some() {
-        match endpoint.sessions.mint() {
-            Ok(id) => {
-                if let Ok(value) = HeaderValue::from_str(&id) {
-                    reply.headers_mut().insert(guard::SESSION_HEADER, value);
-                }
-            }
-            Err(e) => {
-                tracing::error!(error = %e, "cannot mint an mcp session id");
-                return error(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "cannot mint a session id",
-                );
-            }
+        let id = endpoint.sessions.mint();
+        if let Ok(value) = HeaderValue::from_str(&id) {
+            reply.headers_mut().insert(guard::SESSION_HEADER, value);
         }
     }
     reply

@@ -75,14 +75,6 @@ pub struct DeleteReport {
     pub fact_count: usize,
 }
 
-/// The current time in Unix milliseconds.
-pub fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
-}
-
 impl Graph {
     /// An empty graph.
     pub fn new() -> Self {
@@ -135,7 +127,7 @@ impl Graph {
     /// Adds a fact (or replaces the one with the same caller-chosen id) and returns the new
     /// fact count.
     pub fn add_fact(&mut self, fact: NewFact) -> usize {
-        self.add_fact_at(fact, now_ms())
+        self.add_fact_at(fact, car_proto::clock::now_ms_u64())
     }
 
     /// [`Graph::add_fact`] with an explicit clock, for deterministic tests.

@@ -33,8 +33,9 @@
 
 use crate::error::{MemoryError, ValidationError};
 use crate::fact::{FactInput, FactKind, NewFact, MAX_FACT_ID_CHARS};
-use crate::graph::{now_ms, Graph};
+use crate::graph::Graph;
 use crate::store::{MemoryStore, Scope};
+use car_proto::clock::now_ms_u64;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Mutex, PoisonError};
@@ -343,7 +344,7 @@ impl MemoryStore {
         input: ValidSave,
     ) -> Result<SaveReport, MemoryError> {
         self.mutate(scope, |g| {
-            Ok(g.save_proactive_at(FactKind::Knowledge, input, now_ms()))
+            Ok(g.save_proactive_at(FactKind::Knowledge, input, now_ms_u64()))
         })
         .await
     }
@@ -355,7 +356,7 @@ impl MemoryStore {
         input: ValidSave,
     ) -> Result<SaveReport, MemoryError> {
         self.mutate(scope, |g| {
-            Ok(g.save_proactive_at(FactKind::Procedural, input, now_ms()))
+            Ok(g.save_proactive_at(FactKind::Procedural, input, now_ms_u64()))
         })
         .await
     }

@@ -19,8 +19,9 @@
 
 use crate::error::{MemoryError, ValidationError};
 use crate::fact::validate_tags;
-use crate::graph::{now_ms, Graph};
+use crate::graph::Graph;
 use crate::skill_find::host_of;
+use car_proto::clock::now_ms_u64;
 use serde::{Deserialize, Serialize};
 use std::str::FromStr;
 
@@ -243,7 +244,7 @@ impl Graph {
     /// sticky: re-ingesting a superseded skill does not revive it. `supersedes` must name an
     /// existing skill.
     pub fn ingest_skill(&mut self, input: SkillInput) -> Result<usize, MemoryError> {
-        self.ingest_skill_at(input, now_ms())
+        self.ingest_skill_at(input, now_ms_u64())
     }
 
     /// [`Graph::ingest_skill`] with an explicit clock.
@@ -311,7 +312,7 @@ impl Graph {
                 name: name.to_owned(),
             })?;
         skill.record(outcome);
-        skill.updated_ms = now_ms();
+        skill.updated_ms = now_ms_u64();
         let stats = skill.stats();
         self.changes.skill(name);
         Ok(stats)

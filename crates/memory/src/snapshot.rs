@@ -14,8 +14,9 @@
 
 use crate::error::MemoryError;
 use crate::fact::{Fact, FactInput};
-use crate::graph::{now_ms, Graph};
+use crate::graph::Graph;
 use crate::skills::{Skill, SkillInput};
+use car_proto::clock::now_ms_u64;
 use car_proto::safe_file::{self, ReadLimits, SafeFileError};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -237,7 +238,7 @@ pub(crate) fn move_aside(path: &Path) -> Result<PathBuf, MemoryError> {
 }
 
 fn quarantine_path(path: &Path) -> PathBuf {
-    let ms = now_ms();
+    let ms = now_ms_u64();
     let mut n = 0u32;
     loop {
         let mut name = path.file_name().unwrap_or_default().to_os_string();

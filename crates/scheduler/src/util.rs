@@ -1,43 +1,19 @@
-//! Small shared pieces: UTC timestamps on the wire (RFC 3339, millisecond precision, `Z`),
-//! random hex, filename-safe ids, and atomic owner-only file writes.
+//! Small shared pieces: the wire's timestamps (from `car_proto::clock`), random hex, filename-safe ids, and atomic owner-only file writes.
 
 use std::fs;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::Path;
-use std::time::SystemTime;
 
-use chrono::{DateTime, SecondsFormat, Utc};
+use chrono::{DateTime, Utc};
 use serde::{Deserialize, Deserializer, Serializer};
 
 use crate::SchedulerError;
 
-/// The current time as a UTC timestamp, truncated to the millisecond the wire carries (so
-/// a value in memory equals itself after a round trip through a task file).
-pub(crate) fn now() -> DateTime<Utc> {
-    let t = DateTime::<Utc>::from(SystemTime::now());
-    DateTime::from_timestamp_millis(t.timestamp_millis()).unwrap_or(t)
-}
-
-/// `2026-12-01T17:41:08.022Z`.
-pub(crate) fn rfc3339(t: &DateTime<Utc>) -> String {
-    t.to_rfc3339_opts(SecondsFormat::Millis, true)
-}
+pub(crate) use car_proto::clock::{now, rfc3339};
 
 /// `n` random lower-case hex digits.
 pub(crate) fn random_hex(n: usize) -> String {
-    let mut bytes = vec![0u8; n.div_ceil(2)];
-    if getrandom::fill(&mut bytes).is_err() {
-        // No OS entropy is next to impossible on the platforms we run on; the clock still
-        // gives distinct ids for distinct calls, which is all ids need.
-        let nanos = SystemTime::now()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or_default();
-        for (i, b) in bytes.iter_mut().enumerate() {
-            *b = (nanos >> ((i % 16) * 8)) as u8;
-        }
-    }
-    let mut out: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    let mut out = car_proto::token::random_hex(n.div_ceil(2));
     out.truncate(n);
     out
 }
@@ -94,9 +70,7 @@ pub(crate) mod ts {
 
     pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<DateTime<Utc>, D::Error> {
         let s = String::deserialize(d)?;
-        DateTime::parse_from_rfc3339(&s)
-            .map(|t| t.with_timezone(&Utc))
-            .map_err(|e| serde::de::Error::custom(format!("`{s}` is not an RFC 3339 time: {e}")))
+        car_proto::clock::parse_rfc3339(&s).map_err(serde::de::Error::custom)
     }
 }
 
@@ -120,11 +94,9 @@ pub(crate) mod opt_ts {
         match Option::<String>::deserialize(d)? {
             None => Ok(None),
             Some(s) if s.is_empty() => Ok(None),
-            Some(s) => DateTime::parse_from_rfc3339(&s)
-                .map(|t| Some(t.with_timezone(&Utc)))
-                .map_err(|e| {
-                    serde::de::Error::custom(format!("`{s}` is not an RFC 3339 time: {e}"))
-                }),
+            Some(s) => car_proto::clock::parse_rfc3339(&s)
+                .map(Some)
+                .map_err(serde::de::Error::custom),
         }
     }
 }

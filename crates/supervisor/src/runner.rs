@@ -180,17 +180,15 @@ pub(crate) fn spawn(shared: &Shared, spec: &LaunchSpec) -> Result<Live, String> 
         .id()
         .ok_or_else(|| format!("spawn failed: {command}: the child has no pid"))?;
     let pgid = i32::try_from(pid).map_err(|_| format!("spawn failed: pid {pid} out of range"))?;
-    let now = SystemTime::now();
-    let started_at = humantime::format_rfc3339_millis(now).to_string();
+    let now = car_proto::clock::now();
+    let started_at = car_proto::clock::rfc3339(&now);
     let record = PidRecord {
         pid,
         pgid,
         starttime: procinfo::starttime(pid),
         command: command.to_string(),
         started_at: started_at.clone(),
-        started_unix_ms: now
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+        started_unix_ms: u64::try_from(now.timestamp_millis()).unwrap_or(0),
     };
     if let Err(e) = record::write(&cfg.run_dir, &spec.id, &record) {
         tracing::warn!(

@@ -184,11 +184,8 @@ impl CheckpointStore {
 }
 
 /// A fresh run id: 16 random bytes as 32 hex digits.
-pub(crate) fn new_run_id() -> Result<String, WorkflowError> {
-    let mut bytes = [0u8; 16];
-    getrandom::fill(&mut bytes)
-        .map_err(|e| WorkflowError::Store(format!("no randomness for a run id: {e}")))?;
-    Ok(hex::encode(bytes))
+pub(crate) fn new_run_id() -> String {
+    car_proto::token::random_hex(16)
 }
 
 fn valid_run_id(id: &str) -> bool {

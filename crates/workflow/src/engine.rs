@@ -11,7 +11,7 @@
 //! sub-workflow it cannot pause, and fails its stage instead.
 
 use std::collections::HashSet;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -103,10 +103,6 @@ pub(crate) struct Traversal {
     pub compensations: Vec<CompensationResult>,
     pub iterations: u32,
     pub error: Option<String>,
-}
-
-pub(crate) fn now_rfc3339() -> String {
-    humantime::format_rfc3339_millis(SystemTime::now()).to_string()
 }
 
 pub(crate) fn pin_goal(state: &mut Object, goal: Option<&str>) {
@@ -408,7 +404,7 @@ fn finish(
             let cp = Checkpoint {
                 run_id: match run_id {
                     Some(id) => id,
-                    None => new_run_id()?,
+                    None => new_run_id(),
                 },
                 workflow: wf.clone(),
                 paused_stage_id: stage_id,
@@ -417,7 +413,7 @@ fn finish(
                 output_key: gate.output_key.clone(),
                 wf_state: t.state.clone(),
                 stage_results: t.results.clone(),
-                created_at: now_rfc3339(),
+                created_at: car_proto::clock::now_rfc3339(),
                 iterations: t.iterations,
             };
             store.save(&cp)?;
@@ -433,7 +429,7 @@ fn finish(
         stages: t.results,
         compensations: t.compensations,
         duration_ms: started.elapsed().as_secs_f64() * 1000.0,
-        timestamp: now_rfc3339(),
+        timestamp: car_proto::clock::now_rfc3339(),
         final_state: t.state,
         paused,
         error: t.error,

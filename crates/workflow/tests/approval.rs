@@ -48,7 +48,7 @@ async fn pause_then_resume_completes_with_the_approval_in_state() {
     assert_eq!(shown["stages"][0]["output"]["type"], "pattern");
     assert_eq!(shown["stages"][0]["output"]["final_answer"], "ans");
     assert_eq!(shown["stages"][0]["output"]["outputs"][0]["name"], "w");
-    assert!(humantime::parse_rfc3339(shown["timestamp"].as_str().unwrap()).is_ok());
+    assert!(car_proto::clock::parse_rfc3339(shown["timestamp"].as_str().unwrap()).is_ok());
 
     let done = resume(&fake, &store, &cp.run_id, obj(json!({"yes": "y"})))
         .await
@@ -205,7 +205,7 @@ async fn a_checkpoint_survives_a_restart() {
         ),
         (run_id.as_str(), "b")
     );
-    assert!(humantime::parse_rfc3339(&listed[0].created_at).is_ok());
+    assert!(car_proto::clock::parse_rfc3339(&listed[0].created_at).is_ok());
     assert_eq!(store.get(&run_id).unwrap().prompt, "Ship it?");
 
     let done = resume(&fake, &store, &run_id, obj(json!({"yes": 1})))

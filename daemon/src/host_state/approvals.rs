@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 use tokio::sync::oneshot;
 
 use super::{
-    not_found, not_owner, now, ApprovalRequest, HostState, Inner, Principal, MAX_APPROVALS,
+    not_found, not_owner, ApprovalRequest, HostState, Inner, Principal, MAX_APPROVALS,
     MAX_PENDING_PER_SESSION,
 };
 
@@ -87,7 +87,7 @@ impl HostState {
             details: request.details,
             options: vec!["approve".into(), "deny".into()],
             status: ApprovalStatus::Pending,
-            created_at: now(),
+            created_at: car_proto::clock::now_rfc3339(),
             resolved_at: None,
             notes: None,
             required_approvals: request.required_approvals.max(1),
@@ -103,7 +103,7 @@ impl HostState {
         if let Some(agent_id) = &request.agent_id {
             if let Some(agent) = inner.agents.get_mut(agent_id) {
                 agent.status = AgentStatus::WaitingForApproval;
-                agent.updated_at = now();
+                agent.updated_at = car_proto::clock::now_rfc3339();
             }
         }
         let payload = serde_json::to_value(&approval).unwrap_or(Value::Null);
@@ -193,7 +193,7 @@ impl HostState {
         } else {
             ApprovalStatus::Denied
         };
-        approval.resolved_at = Some(now());
+        approval.resolved_at = Some(car_proto::clock::now_rfc3339());
         approval.notes = notes;
         let approval = approval.clone();
         if let Some(tx) = inner.waiters.remove(id) {
@@ -204,7 +204,7 @@ impl HostState {
             if let Some(agent) = inner.agents.get_mut(agent_id) {
                 if agent.status == AgentStatus::WaitingForApproval {
                     agent.status = AgentStatus::Running;
-                    agent.updated_at = now();
+                    agent.updated_at = car_proto::clock::now_rfc3339();
                 }
             }
         }

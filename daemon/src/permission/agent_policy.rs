@@ -111,13 +111,13 @@ fn new_grant(agent: &str, tool: &str, tier: Option<Tier>, reason: Option<String>
     Grant {
         grant_id: format!(
             "grant-{}-{}",
-            crate::store::now_ms(),
+            car_proto::clock::now_ms(),
             &crate::auth::mint_token()[..8]
         ),
         agent_id: agent.to_string(),
         tool: tool.to_string(),
         tier: tier.unwrap_or_else(|| super::classify::name_tier(tool)),
-        created_at: crate::host_state::now(),
+        created_at: car_proto::clock::now_rfc3339(),
         reason,
     }
 }
@@ -142,7 +142,7 @@ impl AgentPermissions {
                 Ok(s) => s,
                 Err(e) => {
                     let aside =
-                        path.with_extension(format!("json.corrupt-{}", crate::store::now_ms()));
+                        path.with_extension(format!("json.corrupt-{}", car_proto::clock::now_ms()));
                     tracing::error!(path = %path.display(), error = %e, aside = %aside.display(), "the agent permission policy does not parse; moved aside, using the balanced default");
                     let _ = std::fs::rename(&path, &aside);
                     Stored::fresh()

@@ -23,12 +23,7 @@ pub fn register(routes: &mut Routes) {
 }
 
 fn new_id() -> String {
-    let mut bytes = [0u8; 8];
-    getrandom::fill(&mut bytes).expect("the OS random source works");
-    format!(
-        "msg-{}",
-        bytes.iter().map(|b| format!("{b:02x}")).collect::<String>()
-    )
+    format!("msg-{}", car_proto::token::random_hex(8))
 }
 
 async fn message(call: Call, p: MessageParams) -> Result<MessageReply, RpcError> {
@@ -56,7 +51,7 @@ async fn message(call: Call, p: MessageParams) -> Result<MessageReply, RpcError>
         summary: p.summary,
         kind: p.kind.map(|k| k.into_string()),
         in_reply_to: p.in_reply_to.map(|k| k.into_string()),
-        sent_at: crate::services::proposal::exec::now_rfc3339(),
+        sent_at: car_proto::clock::now_rfc3339(),
     };
     let hold = identity.agent_id.is_some() && call.state.config.approvals.enabled;
     let id = msg.id.clone();

@@ -67,13 +67,9 @@ fn bound_ms(
             .map(Some)
             .map_err(|_| RpcError::invalid_params(format!("{field}: is out of range"))),
         Some(TimeBound::Rfc3339(text)) => {
-            let t = humantime::parse_rfc3339_weak(&text).map_err(|e| {
-                RpcError::invalid_params(format!("{field}: is not an RFC 3339 time: {e}"))
-            })?;
-            let ms = t
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_millis() as i64)
-                .unwrap_or(0);
+            let ms = car_proto::clock::parse_rfc3339(&text)
+                .map_err(|e| RpcError::invalid_params(format!("{field}: {e}")))?
+                .timestamp_millis();
             Ok(Some(if exclusive_text { ms - 1 } else { ms }))
         }
     }
@@ -152,11 +148,7 @@ async fn query(call: Call, p: EventQuery) -> Result<QueryReply, RpcError> {
                 .query_map(rusqlite::params_from_iter(args), |r| {
                     let data: String = r.get(7)?;
                     let ts_ms: i64 = r.get(1)?;
-                    let timestamp = humantime::format_rfc3339_millis(
-                        std::time::UNIX_EPOCH
-                            + std::time::Duration::from_millis(ts_ms.max(0) as u64),
-                    )
-                    .to_string();
+                    let timestamp = car_proto::clock::rfc3339_from_ms(ts_ms);
                     Ok(json!({
                         "id": r.get::<_, i64>(0)?,
                         "ts_ms": ts_ms,

@@ -21,7 +21,7 @@ use serde_json::{json, Value};
 
 use crate::handler::{Call, Routes};
 use crate::host_state::{
-    self, AgentFields, ApprovalRequest, Replay, StatusChange, MAX_APPROVAL_CONTEXT_BYTES,
+    AgentFields, ApprovalRequest, Replay, StatusChange, MAX_APPROVAL_CONTEXT_BYTES,
 };
 
 /// `host.events` default and ceiling.
@@ -138,7 +138,7 @@ fn merged_agents(call: &Call, mut agents: Vec<HostAgent>) -> Vec<HostAgent> {
             display: None,
             metadata: json!({}),
             session_id: managed.session_id.unwrap_or_default(),
-            updated_at: host_state::now(),
+            updated_at: car_proto::clock::now_rfc3339(),
         });
     }
     agents.sort_by(|a, b| a.id.cmp(&b.id));
@@ -218,7 +218,7 @@ async fn register_device(call: Call, p: RegisterDeviceParams) -> Result<HostDevi
                 capabilities: p.capabilities.unwrap_or_default(),
                 status: p.status.unwrap_or_else(|| "online".into()),
                 session_id,
-                updated_at: host_state::now(),
+                updated_at: car_proto::clock::now_rfc3339(),
                 metadata,
             }
         })

@@ -220,7 +220,7 @@ async fn record(
         reviewer: permission::reviewer(&call.session),
         reason: p.reason,
         evidence: p.evidence,
-        recorded_at: crate::host_state::now(),
+        recorded_at: car_proto::clock::now_rfc3339(),
     };
     let state = call.state.clone();
     let stored = tokio::task::spawn_blocking(move || state.approvals.record(record))

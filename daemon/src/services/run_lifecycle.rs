@@ -35,7 +35,8 @@ use crate::handler::{Call, Routes};
 use crate::run_registry::ClaimRefused;
 use crate::session::{ActiveCallback, Identity, Session};
 use crate::state::ServerState;
-use crate::store::{db_error, now_ms, NewEvent};
+use crate::store::{db_error, NewEvent};
+use car_proto::clock::now_ms;
 
 /// CAR's receipt version.
 const RECEIPT_VERSION: u64 = 1;

@@ -17,7 +17,8 @@ use serde_json::{json, Map, Value};
 use tokio::sync::broadcast;
 
 use crate::state::RunEvent;
-use crate::store::{db_error, now_ms};
+use crate::store::db_error;
+use car_proto::clock::now_ms;
 
 /// The kinds that are turns of a run (they take the run's turn indexes).
 pub const TURN_KINDS_SQL: &str = "kind IN ('turn', 'model_turn')";

@@ -23,7 +23,8 @@ use serde_json::json;
 use super::run_records::is_terminal;
 use super::runs::{load, sees};
 use crate::handler::{Call, Routes};
-use crate::store::{db_error, now_ms};
+use crate::store::db_error;
+use car_proto::clock::now_ms;
 
 /// Ended runs kept per owner.
 pub const MAX_ENDED_RUNS_PER_OWNER: usize = 1000;

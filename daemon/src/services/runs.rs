@@ -34,7 +34,8 @@ use super::run_records::{self as records, is_terminal, live_status, Pending};
 use crate::handler::{Call, Routes};
 use crate::session::Identity;
 use crate::state::RunEvent;
-use crate::store::{db_error, now_ms};
+use crate::store::db_error;
+use car_proto::clock::now_ms;
 
 /// CAR's `AgentOutcome` statuses, plus `cancelled`.
 const OUTCOMES: &[&str] = &[
@@ -163,12 +164,7 @@ async fn unsubscribe(call: Call, p: UnsubscribeParams) -> Result<UnsubscribeRepl
 }
 
 fn new_run_id() -> String {
-    let mut bytes = [0u8; 8];
-    getrandom::fill(&mut bytes).expect("the operating system's random source");
-    format!(
-        "run-{}",
-        bytes.iter().map(|b| format!("{b:02x}")).collect::<String>()
-    )
+    format!("run-{}", car_proto::token::random_hex(8))
 }
 
 /// `runs.start {intent, agent_id?, agent_name?, idempotency_key?}` → the run, with `created`.

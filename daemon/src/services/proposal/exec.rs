@@ -83,17 +83,12 @@ impl ActionResult {
             error,
             state_changes: Map::new(),
             duration_ms: 0,
-            timestamp: now_rfc3339(),
+            timestamp: car_proto::clock::now_rfc3339(),
             attempts: 0,
             terminal: false,
             rolled_back: false,
         }
     }
-}
-
-/// The current time as RFC 3339 with milliseconds.
-pub fn now_rfc3339() -> String {
-    humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string()
 }
 
 /// CAR's `error_class` for a failed or rejected action.
@@ -189,7 +184,7 @@ impl Execution<'_> {
                     .run_action(i, &actions[i], actions, done, journal)
                     .await;
                 r.duration_ms = started.elapsed().as_millis() as u64;
-                r.timestamp = now_rfc3339();
+                r.timestamp = car_proto::clock::now_rfc3339();
                 r
             }))
             .await;
