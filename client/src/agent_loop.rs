@@ -466,13 +466,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn outcome_timestamps_are_rfc3339_utc() {
-        let t = car_proto::clock::now_rfc3339();
-        assert_eq!(t.len(), 20, "{t}");
-        assert!(t.ends_with('Z') && t.as_bytes()[10] == b'T', "{t}");
-    }
-
-    #[test]
     fn configs_take_cars_shape_with_defaults() {
         let c: AgentConfig = serde_json::from_value(serde_json::json!({
             "agent_name": "calc", "identity": "You add.", "tools": {"ignored": true}

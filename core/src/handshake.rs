@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use crate::capabilities;
 use crate::errors::RpcError;
-use crate::jsonrpc::json_type;
+use crate::jsonrpc::json_type_name;
 use crate::{CAR_VERSION, PROTOCOL_VERSION};
 
 /// The longest `client_version` echoed back (it is client-controlled).
@@ -41,7 +41,7 @@ pub fn negotiate(params: &Value) -> Result<HandshakeReply, RpcError> {
         other => {
             return Err(RpcError::invalid_params(format!(
                 "params must be an object, got {}",
-                json_type(other)
+                json_type_name(other)
             )))
         }
     };
@@ -60,7 +60,7 @@ pub fn negotiate(params: &Value) -> Result<HandshakeReply, RpcError> {
         Some(other) => {
             return Err(RpcError::version_mismatch(format!(
                 "protocol_version must be the integer {PROTOCOL_VERSION}, got {} {other}",
-                json_type(other)
+                json_type_name(other)
             )))
         }
     }
@@ -110,13 +110,13 @@ fn capability_list<'a>(
                 Value::String(s) if !s.is_empty() => Ok(s.as_str()),
                 other => Err(RpcError::invalid_params(format!(
                     "{field}[{i}] must be a non-empty string, got {}",
-                    json_type(other)
+                    json_type_name(other)
                 ))),
             })
             .collect(),
         Some(other) => Err(RpcError::invalid_params(format!(
             "{field} must be an array of strings, got {}",
-            json_type(other)
+            json_type_name(other)
         ))),
     }
 }

@@ -84,7 +84,7 @@ pub fn classify_value(value: Value) -> Result<Incoming, Rejected> {
                 Value::Null,
                 RpcError::invalid_request(format!(
                     "expected a JSON object, got {}",
-                    json_type(&other)
+                    json_type_name(&other)
                 )),
             ))
         }
@@ -97,7 +97,7 @@ pub fn classify_value(value: Value) -> Result<Incoming, Rejected> {
                 Value::Null,
                 RpcError::invalid_request(format!(
                     "id must be a string, number or null, got {}",
-                    json_type(&other)
+                    json_type_name(&other)
                 )),
             ))
         }
@@ -133,7 +133,7 @@ pub fn classify_value(value: Value) -> Result<Incoming, Rejected> {
                     echo,
                     RpcError::invalid_request(format!(
                         "params must be an object or array, got {}",
-                        json_type(&other)
+                        json_type_name(&other)
                     )),
                 ))
             }
@@ -186,15 +186,15 @@ fn classify_response(
     Ok(Incoming::Response { id, outcome })
 }
 
-/// The JSON type name of a value, for error messages.
-pub fn json_type(v: &Value) -> &'static str {
+/// How an error message names a JSON value's type (`"a string"`, `"an object"`, …).
+pub fn json_type_name(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
-        Value::Bool(_) => "boolean",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
     }
 }
 

@@ -64,15 +64,6 @@ pub fn status_of(status: Status) -> AgentStatus {
     }
 }
 
-pub fn supervisor_error(e: SupervisorError) -> RpcError {
-    match e {
-        SupervisorError::NotFound(id) => {
-            RpcError::invalid_params(format!("id: no supervised agent '{id}'"))
-        }
-        other => RpcError::internal(other.to_string()),
-    }
-}
-
 impl AgentLifecycle {
     pub fn open(state_root: &Path, grace: Duration) -> Self {
         let mut config = SupervisorConfig::new(
@@ -221,7 +212,7 @@ impl AgentLifecycle {
         } else {
             self.supervisor.start(launch).await
         };
-        outcome.map_err(supervisor_error)?;
+        outcome.map_err(RpcError::from)?;
         self.set_wanted(id, true);
         Ok(())
     }
@@ -241,7 +232,7 @@ impl AgentLifecycle {
         self.set_wanted(id, false);
         match self.supervisor.stop(id, kill).await {
             Ok(_) | Err(SupervisorError::NotFound(_)) => Ok(()),
-            Err(e) => Err(supervisor_error(e)),
+            Err(e) => Err(e.into()),
         }
     }
 

@@ -118,7 +118,7 @@ async fn malformed_auth_params_name_the_field() {
         (code(&r), message(&r).as_str()),
         (
             -32600,
-            "invalid request: params must be an object or array, got string"
+            "invalid request: params must be an object or array, got a string"
         )
     );
     // An unknown field is ignored: the credential beside it is checked as usual.

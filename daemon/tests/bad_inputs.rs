@@ -168,7 +168,7 @@ async fn wrong_param_types_on_every_method() {
         (
             "proposal.submit",
             json!({"proposal": {"actions": [{"id": "a", "type": "state_write", "key": "k", "value": 1, "dependencies": "b"}]}}),
-            "invalid params: proposal.actions[0].dependencies must be an array of strings, got string",
+            "invalid params: proposal.actions[0].dependencies must be an array of strings, got a string",
         ),
         (
             "proposal.submit",
@@ -216,7 +216,7 @@ async fn wrong_param_types_on_every_method() {
         (code(&r), message(&r).as_str()),
         (
             -32600,
-            "invalid request: params must be an object or array, got string"
+            "invalid request: params must be an object or array, got a string"
         )
     );
     // Unknown fields are ignored and an empty tenant_id is the unscoped partition: these

@@ -509,7 +509,7 @@ async fn server_handshake_has_its_own_rules() {
         ),
         (
             json!({"protocol_version": "3"}),
-            "protocol version mismatch: protocol_version must be the integer 3, got string \"3\"",
+            "protocol version mismatch: protocol_version must be the integer 3, got a string \"3\"",
         ),
         (
             json!({"protocol_version": 2}),
@@ -533,7 +533,7 @@ async fn server_handshake_has_its_own_rules() {
         (code(&r), message(&r).as_str()),
         (
             -32602,
-            "invalid params: required_capabilities must be an array of strings, got string"
+            "invalid params: required_capabilities must be an array of strings, got a string"
         )
     );
     // Unknown fields are ignored and null optional fields are absent.

@@ -9,7 +9,7 @@
 //!   integer field accepts a JSON number that is a whole non-negative value (`5` or `5.0`).
 //! - Every error is [`ToolError::InvalidParams`] whose `field` is the parameter's name.
 
-use car_proto::methods::fields::json_type_name;
+use car_proto::jsonrpc::json_type_name;
 use serde_json::{Map, Value};
 
 use crate::error::ToolError;

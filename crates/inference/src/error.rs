@@ -278,6 +278,27 @@ impl InferenceError {
 /// The crate's result alias.
 pub type Result<T, E = InferenceError> = std::result::Result<T, E>;
 
+/// The JSON-RPC form of an engine error: bad input and unknown models are `-32602`, refused
+/// content `-32007`, another owner's model `-32603` with `data.reason: "not_owner"`, and
+/// everything else `-32603` (logged: it is the daemon's fault, not the caller's).
+impl From<InferenceError> for car_proto::errors::RpcError {
+    fn from(e: InferenceError) -> Self {
+        use car_proto::errors::{RpcError, CONTENT_REFUSED};
+        match e.kind() {
+            ErrorKind::InvalidParams | ErrorKind::NotFound => RpcError::invalid_params(e),
+            ErrorKind::ContentRefused => {
+                RpcError::new(CONTENT_REFUSED, format!("content refused: {e}"))
+            }
+            ErrorKind::NotOwner => RpcError::internal(format!("permission denied: {e}"))
+                .with_data(serde_json::json!({"reason": "not_owner"})),
+            ErrorKind::Internal => {
+                tracing::error!(error = %e, "inference failure");
+                RpcError::internal(format!("inference: {e}"))
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -140,15 +140,18 @@ pub fn parse_arguments(tool: &str, arguments: &Value) -> Result<Value> {
         Value::String(s) if s.trim().is_empty() => Ok(empty_object()),
         Value::String(s) => match serde_json::from_str::<Value>(s) {
             Ok(v @ Value::Object(_)) => Ok(v),
-            Ok(other) => Err(bad(format!("got {}", kind_of(&other)))),
+            Ok(other) => Err(bad(format!(
+                "got {}",
+                car_proto::jsonrpc::json_type_name(&other)
+            ))),
             Err(e) => Err(bad(format!("invalid JSON ({e})"))),
         },
-        other => Err(bad(format!("got {}", kind_of(other)))),
+        other => Err(bad(format!(
+            "got {}",
+            car_proto::jsonrpc::json_type_name(other)
+        ))),
     }
 }
-
-/// "a string", "an array", … for messages.
-pub(crate) use car_proto::methods::fields::json_type_name as kind_of;
 
 /// Whether `role` is a tool result's (`tool_result` or `tool`).
 pub fn is_tool_result(role: &str) -> bool {
@@ -188,7 +191,7 @@ impl GenerateRequest {
                     format!(
                         "tools[{i}].parameters of tool {:?} must be a JSON Schema object, got {}",
                         tool.name,
-                        kind_of(&tool.parameters)
+                        car_proto::jsonrpc::json_type_name(&tool.parameters)
                     ),
                 ));
             }
@@ -243,7 +246,7 @@ fn check_linkage(messages: &[Message]) -> Result<()> {
                     format!(
                         "{at}.arguments of tool {:?} must be a JSON object, got {}",
                         call.name,
-                        kind_of(&call.arguments)
+                        car_proto::jsonrpc::json_type_name(&call.arguments)
                     ),
                 ));
             }

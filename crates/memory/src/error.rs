@@ -123,6 +123,20 @@ impl MemoryError {
     }
 }
 
+/// The JSON-RPC form of an engine error: a validation error is `-32602` naming its field,
+/// anything else `-32603` (logged).
+impl From<MemoryError> for car_proto::errors::RpcError {
+    fn from(e: MemoryError) -> Self {
+        use car_proto::errors::RpcError;
+        if e.is_invalid_params() {
+            RpcError::invalid_params(e)
+        } else {
+            tracing::error!(error = %e, "memory engine failure");
+            RpcError::internal(format!("memory: {e}"))
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -11,7 +11,7 @@
 //!
 //! Anything else is `Err("invalid AgentOutput: …")` naming the offending field path.
 
-use car_proto::methods::fields::json_type_name;
+use car_proto::jsonrpc::json_type_name;
 use car_proto::methods::multi::AgentOutput;
 use serde_json::{Map, Value};
 

@@ -85,3 +85,49 @@ pub fn decode<T: DeserializeOwned>(value: serde_json::Value) -> Result<T, Schedu
         SchedulerError::Invalid { field, message }
     })
 }
+
+impl SchedulerError {
+    /// The same error with its field path under `prefix` (`task` + `cadence.cron` →
+    /// `task.cadence.cron`), for a value the caller sent nested in a larger request.
+    pub fn within(self, prefix: &str) -> Self {
+        match self {
+            Self::Invalid { field, message } => Self::Invalid {
+                field: format!("{prefix}.{field}"),
+                message,
+            },
+            other => other,
+        }
+    }
+}
+
+/// The JSON-RPC form: a validation error is `-32602` as `field: message`, anything else
+/// `-32603`.
+impl From<SchedulerError> for car_proto::errors::RpcError {
+    fn from(e: SchedulerError) -> Self {
+        use car_proto::errors::RpcError;
+        match e {
+            SchedulerError::Invalid { field, message } => {
+                RpcError::invalid_params(format!("{field}: {message}"))
+            }
+            other => RpcError::internal(other.to_string()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod rpc_tests {
+    use super::*;
+
+    #[test]
+    fn validation_errors_name_their_nested_field() {
+        let e: car_proto::errors::RpcError = SchedulerError::invalid("cadence.cron", "bad")
+            .within("task")
+            .into();
+        assert_eq!(e.code, car_proto::errors::INVALID_PARAMS);
+        assert!(
+            e.message.ends_with("task.cadence.cron: bad"),
+            "{}",
+            e.message
+        );
+    }
+}

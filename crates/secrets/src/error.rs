@@ -137,6 +137,32 @@ impl SecretError {
     }
 }
 
+/// The JSON-RPC form of a store error: malformed fields, a missing secret and a reserved
+/// slot are `-32602`, store problems `-32603`; the message names the field and
+/// `data.reason` is [`SecretError::reason`]. No value is ever in either.
+impl From<SecretError> for car_proto::errors::RpcError {
+    fn from(e: SecretError) -> Self {
+        use car_proto::errors::RpcError;
+        let reason = e.reason();
+        let invalid = e.is_invalid_params()
+            || matches!(
+                e,
+                SecretError::NotFound { .. } | SecretError::ReservedPrivateSecret { .. }
+            );
+        let message = match e.field() {
+            Some(field) => format!("{field}: {e}"),
+            None if matches!(e, SecretError::NotFound { .. }) => format!("key: {e}"),
+            None => e.to_string(),
+        };
+        let error = if invalid {
+            RpcError::invalid_params(message)
+        } else {
+            RpcError::internal(message)
+        };
+        error.with_data(serde_json::json!({"reason": reason}))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

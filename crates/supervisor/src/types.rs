@@ -254,3 +254,16 @@ fn join_statuses(targets: &[Status]) -> String {
     let names: Vec<&str> = targets.iter().map(|s| s.as_str()).collect();
     names.join(" or ")
 }
+
+/// The JSON-RPC form: an unknown agent is `-32602` naming `id`, anything else `-32603`.
+impl From<SupervisorError> for car_proto::errors::RpcError {
+    fn from(e: SupervisorError) -> Self {
+        use car_proto::errors::RpcError;
+        match e {
+            SupervisorError::NotFound(id) => {
+                RpcError::invalid_params(format!("id: no supervised agent '{id}'"))
+            }
+            other => RpcError::internal(other.to_string()),
+        }
+    }
+}

@@ -26,3 +26,31 @@ impl WorkflowError {
         }
     }
 }
+
+/// The JSON-RPC form: a malformed request or an unresumable run is `-32602` (the message
+/// starts with the JSON path), a store failure `-32603`.
+impl From<WorkflowError> for car_proto::errors::RpcError {
+    fn from(e: WorkflowError) -> Self {
+        use car_proto::errors::RpcError;
+        match e {
+            WorkflowError::Invalid { .. } | WorkflowError::NotResumable { .. } => {
+                RpcError::invalid_params(e.to_string())
+            }
+            WorkflowError::Store(_) => RpcError::internal(e.to_string()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod rpc_tests {
+    use super::*;
+
+    #[test]
+    fn invalid_requests_are_invalid_params_and_store_failures_internal() {
+        let e = car_proto::errors::RpcError::from(WorkflowError::invalid("stages[0]", "bad"));
+        assert_eq!(e.code, car_proto::errors::INVALID_PARAMS);
+        assert!(e.message.contains("stages[0]: bad"), "{}", e.message);
+        let e = car_proto::errors::RpcError::from(WorkflowError::Store("disk".into()));
+        assert_eq!(e.code, car_proto::errors::INTERNAL_ERROR);
+    }
+}

@@ -18,7 +18,7 @@ use car_proto::methods::agents::{AgentSpec, IdParams, ManagedAgent};
 use car_proto::methods::fields::NoParams;
 use serde_json::{json, Value};
 
-use crate::agent_lifecycle::{status_of, supervisor_error};
+use crate::agent_lifecycle::status_of;
 use crate::agent_registry;
 use crate::handler::{Call, Routes};
 
@@ -122,7 +122,7 @@ async fn wait(call: Call, p: WaitParams) -> Result<ManagedAgent, RpcError> {
             "agent '{}' is not running under this daemon (status stopped)",
             p.id
         ))),
-        Err(e) => Err(supervisor_error(e)),
+        Err(e) => Err(e.into()),
     }
 }
 
@@ -169,7 +169,7 @@ async fn tail_log(call: Call, p: TailLogParams) -> Result<TailLogReply, RpcError
             stderr_path: String::new(),
             more: false,
         }),
-        Err(e) => Err(supervisor_error(e)),
+        Err(e) => Err(e.into()),
     }
 }
 

@@ -15,10 +15,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use car_inference::{
-    CacheHint, ErrorKind, GenerateRequest, InferenceError, Message, StreamControl, StreamEvent,
-    ToolCall, ToolChoice, ToolSpec,
+    CacheHint, GenerateRequest, InferenceError, Message, StreamControl, StreamEvent, ToolCall,
+    ToolChoice, ToolSpec,
 };
-use car_proto::errors::{RpcError, CONTENT_REFUSED};
+use car_proto::errors::RpcError;
 use serde_json::{json, Value};
 
 use car_proto::methods::fields::Name;
@@ -29,21 +29,6 @@ use car_proto::methods::inference::{
 
 use crate::handler::{Call, Routes};
 use crate::inference::{Heartbeat, InferenceService};
-
-pub(super) fn engine_error(e: InferenceError) -> RpcError {
-    match e.kind() {
-        ErrorKind::InvalidParams | ErrorKind::NotFound => RpcError::invalid_params(e),
-        ErrorKind::ContentRefused => {
-            RpcError::new(CONTENT_REFUSED, format!("content refused: {e}"))
-        }
-        ErrorKind::NotOwner => RpcError::internal(format!("permission denied: {e}"))
-            .with_data(serde_json::json!({"reason": "not_owner"})),
-        ErrorKind::Internal => {
-            tracing::error!(error = %e, "inference failure");
-            RpcError::internal(format!("inference: {e}"))
-        }
-    }
-}
 
 pub(super) fn service(call: &Call) -> Arc<InferenceService> {
     call.state.inference.clone()
@@ -56,7 +41,7 @@ pub(super) async fn blocking<T: Send + 'static>(
     tokio::task::spawn_blocking(f)
         .await
         .map_err(|e| RpcError::internal(format!("inference task failed: {e}")))?
-        .map_err(engine_error)
+        .map_err(RpcError::from)
 }
 
 pub fn register(routes: &mut Routes) {

@@ -7,7 +7,7 @@
 //! disk); this module reads params with precise `-32602` errors and maps engine errors:
 //! the caller's mistakes are `-32602`, I/O failures `-32603`.
 
-use car_memory::{FactInput, FactKind, MemoryError, Outcome, Scope, SkillInput, SkillQuery};
+use car_memory::{FactInput, FactKind, Outcome, Scope, SkillInput, SkillQuery};
 use car_proto::errors::RpcError;
 use car_proto::methods::fields::NoParams;
 use car_proto::methods::memory::{
@@ -26,15 +26,6 @@ pub fn scope_of(call: &Call) -> Scope {
         (Some(ns), _) => Scope::Namespace(ns),
         (None, Some(agent)) => Scope::Agent(agent),
         (None, None) => Scope::Shared,
-    }
-}
-
-pub(super) fn engine_error(e: MemoryError) -> RpcError {
-    if e.is_invalid_params() {
-        RpcError::invalid_params(e)
-    } else {
-        tracing::error!(error = %e, "memory engine failure");
-        RpcError::internal(format!("memory: {e}"))
     }
 }
 
@@ -85,7 +76,7 @@ async fn add_fact(call: Call, p: AddFactParams) -> Result<u64, RpcError> {
         .memory
         .add_fact(&scope_of(&call), fact)
         .await
-        .map_err(engine_error)?;
+        .map_err(RpcError::from)?;
     Ok(count as u64)
 }
 
@@ -97,7 +88,7 @@ async fn query(call: Call, p: QueryParams) -> Result<Vec<FactHit>, RpcError> {
         .memory
         .query(&scope_of(&call), &p.query, k)
         .await
-        .map_err(engine_error)?;
+        .map_err(RpcError::from)?;
     Ok(hits
         .into_iter()
         .map(|h| FactHit {
@@ -119,7 +110,7 @@ async fn fact_count(call: Call, _: NoParams) -> Result<u64, RpcError> {
         .memory
         .fact_count(&scope_of(&call))
         .await
-        .map_err(engine_error)?;
+        .map_err(RpcError::from)?;
     Ok(n as u64)
 }
 
@@ -130,7 +121,7 @@ async fn delete(call: Call, p: DeleteParams) -> Result<DeleteReply, RpcError> {
         .memory
         .delete(&scope_of(&call), &p.id)
         .await
-        .map_err(engine_error)?;
+        .map_err(RpcError::from)?;
     Ok(DeleteReply {
         id: report.id,
         deleted: report.deleted,
@@ -148,7 +139,7 @@ async fn consolidate(call: Call, _: NoParams) -> Result<Value, RpcError> {
             .memory
             .consolidate(&scope_of(&call))
             .await
-            .map_err(engine_error)?,
+            .map_err(RpcError::from)?,
     )?;
     if let Some(obj) = report.as_object_mut() {
         obj.entry("candidates_promoted")
@@ -167,7 +158,7 @@ async fn build_context(call: Call, p: BuildContextParams) -> Result<String, RpcE
         .memory
         .build_context(&scope_of(&call), &p.query.unwrap_or_default(), window)
         .await
-        .map_err(engine_error)?;
+        .map_err(RpcError::from)?;
     Ok(block.text)
 }
 
@@ -178,7 +169,7 @@ async fn persist(call: Call, p: PathParams) -> Result<u64, RpcError> {
         .memory
         .persist(&scope_of(&call), &p.path)
         .await
-        .map_err(engine_error)?;
+        .map_err(RpcError::from)?;
     Ok(n as u64)
 }
 
@@ -189,7 +180,7 @@ async fn load(call: Call, p: PathParams) -> Result<u64, RpcError> {
         .memory
         .load(&scope_of(&call), &p.path)
         .await
-        .map_err(engine_error)?;
+        .map_err(RpcError::from)?;
     Ok(n as u64)
 }
 
@@ -211,7 +202,7 @@ async fn skill_ingest(call: Call, p: IngestParams) -> Result<u64, RpcError> {
         .memory
         .ingest_skill(&scope_of(&call), input)
         .await
-        .map_err(engine_error)?;
+        .map_err(RpcError::from)?;
     Ok(id as u64)
 }
 
@@ -228,7 +219,7 @@ async fn skill_find(call: Call, p: FindParams) -> Result<Value, RpcError> {
             .memory
             .find_skills(&scope_of(&call), &query)
             .await
-            .map_err(engine_error)?,
+            .map_err(RpcError::from)?,
     )
 }
 
@@ -240,7 +231,7 @@ async fn skill_report(call: Call, p: ReportParams) -> Result<Value, RpcError> {
             .memory
             .report_outcome(&scope_of(&call), &p.skill_name, outcome)
             .await
-            .map_err(engine_error)?,
+            .map_err(RpcError::from)?,
     )
 }
 
@@ -251,6 +242,6 @@ async fn skills_list(call: Call, p: ListParams) -> Result<Value, RpcError> {
             .memory
             .list_skills(&scope_of(&call), p.domain.as_deref())
             .await
-            .map_err(engine_error)?,
+            .map_err(RpcError::from)?,
     )
 }

@@ -19,7 +19,7 @@ use car_proto::methods::memory_proactive::{
     SaveReply, Selected, StatusReply, UpdateStatusParams,
 };
 
-use super::memory::{engine_error, scope_of};
+use super::memory::scope_of;
 use crate::handler::{Call, Routes};
 
 /// Registers the five proactive-memory routes.
@@ -39,7 +39,7 @@ async fn update_status(call: Call, p: UpdateStatusParams) -> Result<StatusReply,
         .memory
         .update_status(&scope_of(&call), p.body, p.tenant_id)
         .await
-        .map_err(engine_error)?;
+        .map_err(RpcError::from)?;
     Ok(StatusReply {
         id: status.id,
         body: status.body,
@@ -75,7 +75,7 @@ async fn save_knowledge(call: Call, p: SaveParams) -> Result<SaveReply, RpcError
         .memory
         .save_knowledge(&scope_of(&call), input)
         .await
-        .map_err(engine_error)?;
+        .map_err(RpcError::from)?;
     Ok(save_reply(report))
 }
 
@@ -87,7 +87,7 @@ async fn save_procedural(call: Call, p: SaveParams) -> Result<SaveReply, RpcErro
         .memory
         .save_procedural(&scope_of(&call), input)
         .await
-        .map_err(engine_error)?;
+        .map_err(RpcError::from)?;
     Ok(save_reply(report))
 }
 
@@ -159,7 +159,7 @@ async fn intervene(call: Call, p: InterveneParams) -> Result<InterveneReply, Rpc
         .memory
         .intervene(&scope_of(&call), &request)
         .await
-        .map_err(engine_error)?;
+        .map_err(RpcError::from)?;
     let reply = intervene_reply(outcome);
     // CAR's `ProactiveMemoryIntervention`: the decision and counts, never a memory body.
     call.state.store.record(crate::store::NewEvent {
@@ -214,7 +214,7 @@ async fn evaluate(call: Call, p: EvaluateParams) -> Result<EvaluateReply, RpcErr
         .memory
         .evaluate(&scope_of(&call), &cases)
         .await
-        .map_err(engine_error)?;
+        .map_err(RpcError::from)?;
     Ok(EvaluateReply {
         cases: e.cases as u64,
         selective: mode(e.selective),

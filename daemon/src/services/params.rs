@@ -4,7 +4,7 @@
 //! `invalid params: <field> is required`, `… must be a string`, `unknown field <name>`.
 
 use car_proto::errors::RpcError;
-use car_proto::jsonrpc::json_type;
+use car_proto::jsonrpc::json_type_name;
 use serde_json::{Map, Value};
 
 /// Longest key, name or id accepted anywhere (bytes).
@@ -36,7 +36,7 @@ impl Params {
             }),
             other => Err(bad(format!(
                 "params must be an object, got {}",
-                json_type(&other)
+                json_type_name(&other)
             ))),
         }
     }
@@ -50,7 +50,7 @@ impl Params {
             }),
             other => Err(bad(format!(
                 "{what} must be an object, got {}",
-                json_type(other)
+                json_type_name(other)
             ))),
         }
     }
@@ -97,7 +97,7 @@ impl Params {
             Some(other) => Err(bad(format!(
                 "{} must be a string, got {}",
                 self.name(field),
-                json_type(other)
+                json_type_name(other)
             ))),
         }
     }
@@ -115,7 +115,7 @@ impl Params {
             Some(other) => Err(bad(format!(
                 "{} must be a string, got {}",
                 self.name(field),
-                json_type(other)
+                json_type_name(other)
             ))),
         }
     }
@@ -141,7 +141,7 @@ impl Params {
             Some(other) => Err(bad(format!(
                 "{} must be a boolean, got {}",
                 self.name(field),
-                json_type(other)
+                json_type_name(other)
             ))),
         }
     }
@@ -154,7 +154,7 @@ impl Params {
             Some(other) => Err(bad(format!(
                 "{} must be an object, got {}",
                 self.name(field),
-                json_type(other)
+                json_type_name(other)
             ))),
         }
     }
@@ -171,7 +171,7 @@ impl Params {
                     other => Err(bad(format!(
                         "{}[{i}] must be a non-empty string, got {}",
                         self.name(field),
-                        json_type(other)
+                        json_type_name(other)
                     ))),
                 })
                 .collect::<Result<Vec<_>, _>>()
@@ -179,7 +179,7 @@ impl Params {
             Some(other) => Err(bad(format!(
                 "{} must be an array of strings, got {}",
                 self.name(field),
-                json_type(other)
+                json_type_name(other)
             ))),
         }
     }
@@ -195,7 +195,7 @@ mod tests {
         let p = Params::new(json!({"a": 1, "b": "", "c": "x", "n": 5, "l": ["x", 2]})).unwrap();
         assert_eq!(
             p.str("a").unwrap_err().message,
-            "invalid params: a must be a string, got number"
+            "invalid params: a must be a string, got a number"
         );
         assert_eq!(
             p.str("b").unwrap_err().message,

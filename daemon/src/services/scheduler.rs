@@ -14,9 +14,7 @@ use car_proto::errors::RpcError;
 use car_proto::methods::fields::{Name, NoParams};
 use car_proto::methods::multi::AgentSpec;
 use car_proto::methods::scheduler::{self as m};
-use car_scheduler::{
-    CommandTasks, DaemonTimers, OsScheduler, PromptRunner, SchedulerError, Task, TaskStore,
-};
+use car_scheduler::{CommandTasks, DaemonTimers, OsScheduler, PromptRunner, Task, TaskStore};
 use serde_json::{Map, Value};
 
 use crate::agent_runner::SessionRunner;
@@ -72,20 +70,6 @@ fn default_unit_dir() -> PathBuf {
         .join("user")
 }
 
-fn sched_error(prefix: &str, e: SchedulerError) -> RpcError {
-    match e {
-        SchedulerError::Invalid { field, message } => {
-            let field = if prefix.is_empty() {
-                field
-            } else {
-                format!("{prefix}.{field}")
-            };
-            RpcError::invalid_params(format!("{field}: {message}"))
-        }
-        other => RpcError::internal(other.to_string()),
-    }
-}
-
 fn strip_nulls(v: &mut Value) {
     if let Value::Object(map) = v {
         map.retain(|_, v| !v.is_null());
@@ -98,7 +82,7 @@ fn encode(v: impl serde::Serialize) -> Result<Value, RpcError> {
 }
 
 fn task_of(task: Map<String, Value>) -> Result<Task, RpcError> {
-    car_scheduler::decode::<Task>(Value::Object(task)).map_err(|e| sched_error("task", e))
+    car_scheduler::decode::<Task>(Value::Object(task)).map_err(|e| RpcError::from(e.within("task")))
 }
 
 struct Runner(SessionRunner);
@@ -151,7 +135,7 @@ pub fn register(routes: &mut Routes) {
                 system_prompt: p.system_prompt.unwrap_or_default(),
                 ..Default::default()
             };
-            encode(Task::create(new).map_err(|e| sched_error("", e))?)
+            encode(Task::create(new).map_err(RpcError::from)?)
         })
         .add::<m::Run, _, _>(|call, p: m::RunParams| async move {
             let task = task_of(p.task)?;
@@ -163,7 +147,7 @@ pub fn register(routes: &mut Routes) {
                 owner.as_deref(),
             )
             .await
-            .map_err(|e| sched_error("task", e))?;
+            .map_err(|e| RpcError::from(e.within("task")))?;
             encode(execution)
         })
         .add::<m::RunLoop, _, _>(|call, p: m::RunLoopParams| async move {
@@ -177,7 +161,7 @@ pub fn register(routes: &mut Routes) {
                 owner.as_deref(),
             )
             .await
-            .map_err(|e| sched_error("", e))?;
+            .map_err(RpcError::from)?;
             encode(runs)
         })
         .add::<m::OsRender, _, _>(|call, p: m::OsScheduleParams| async move {
@@ -207,7 +191,7 @@ pub fn register(routes: &mut Routes) {
                     .os
                     .install(&task, &p.program, &args)
                     .await
-                    .map_err(|e| sched_error("", e))?,
+                    .map_err(RpcError::from)?,
             )
         })
         .add::<m::OsUninstall, _, _>(|call, p: m::OsUninstallParams| async move {
@@ -217,15 +201,11 @@ pub fn register(routes: &mut Routes) {
                     .os
                     .uninstall(&p.label)
                     .await
-                    .map_err(|e| sched_error("", e))?,
+                    .map_err(RpcError::from)?,
             )
         })
         .add::<m::OsList, _, _>(|call, _: NoParams| async move {
-            call.state
-                .scheduling
-                .os
-                .list()
-                .map_err(|e| sched_error("", e))
+            call.state.scheduling.os.list().map_err(RpcError::from)
         })
         .add::<m::OsReconcile, _, _>(|call, _: NoParams| async move {
             encode(
@@ -234,21 +214,21 @@ pub fn register(routes: &mut Routes) {
                     .os
                     .reconcile()
                     .await
-                    .map_err(|e| sched_error("", e))?,
+                    .map_err(RpcError::from)?,
             )
         })
         .add::<m::Schedule, _, _>(|call, p: m::ScheduleParams| async move {
             // Absent fields stay absent (the engine's decoder reads `null` as a wrong type).
             let mut raw = serde_json::to_value(&p).map_err(RpcError::internal)?;
             strip_nulls(&mut raw);
-            let request = car_scheduler::decode(raw).map_err(|e| sched_error("", e))?;
+            let request = car_scheduler::decode(raw).map_err(RpcError::from)?;
             encode(
                 call.state
                     .scheduling
                     .commands
                     .schedule(request)
                     .await
-                    .map_err(|e| sched_error("", e))?,
+                    .map_err(RpcError::from)?,
             )
         })
         .add::<m::List, _, _>(|call, _: NoParams| async move {
@@ -257,7 +237,7 @@ pub fn register(routes: &mut Routes) {
                     .scheduling
                     .commands
                     .list()
-                    .map_err(|e| sched_error("", e))?,
+                    .map_err(RpcError::from)?,
             )
         })
         .add::<m::Unschedule, _, _>(|call, p: m::UnscheduleParams| async move {
@@ -268,7 +248,7 @@ pub fn register(routes: &mut Routes) {
                     .commands
                     .unschedule(&id)
                     .await
-                    .map_err(|e| sched_error("", e))?,
+                    .map_err(RpcError::from)?,
             )
         });
 }

@@ -59,7 +59,7 @@ fn check_granted(call: &Call, service: Option<&str>, key: &str) -> Result<(), Rp
     let Some(agent) = calling_agent(call) else {
         return Ok(());
     };
-    let id = car_secrets::SecretId::new(service, key).map_err(rpc_error)?;
+    let id = car_secrets::SecretId::new(service, key).map_err(RpcError::from)?;
     if call.state.secret_grants.allows(&agent, &id) {
         Ok(())
     } else {
@@ -78,27 +78,6 @@ fn refuse_agent_write(call: &Call) -> Result<(), RpcError> {
     }
 }
 
-/// The JSON-RPC form of a store error (see the module docs).
-pub fn rpc_error(e: SecretError) -> RpcError {
-    let reason = e.reason();
-    let invalid = e.is_invalid_params()
-        || matches!(
-            e,
-            SecretError::NotFound { .. } | SecretError::ReservedPrivateSecret { .. }
-        );
-    let message = match e.field() {
-        Some(field) => format!("{field}: {e}"),
-        None if matches!(e, SecretError::NotFound { .. }) => format!("key: {e}"),
-        None => e.to_string(),
-    };
-    let error = if invalid {
-        RpcError::invalid_params(message)
-    } else {
-        RpcError::internal(message)
-    };
-    error.with_data(json!({"reason": reason}))
-}
-
 /// Runs `op` on the store off the async workers.
 async fn with_store<T: Send + 'static>(
     call: &Call,
@@ -106,7 +85,7 @@ async fn with_store<T: Send + 'static>(
 ) -> Result<T, RpcError> {
     let state = call.state.clone();
     tokio::task::spawn_blocking(move || match &state.secrets {
-        Some(store) => op(store).map_err(rpc_error),
+        Some(store) => op(store).map_err(RpcError::from),
         None => Err(
             RpcError::internal("the secret store is unavailable (see the daemon's log)")
                 .with_data(json!({"reason": "store_unavailable"})),
@@ -225,7 +204,7 @@ fn change_grant(call: &Call, p: GrantParams, grant: bool) -> Result<GrantReply, 
         ))
         .with_data(json!({"reason": "not_found"})));
     }
-    let id = car_secrets::SecretId::new(p.service.as_deref(), &p.key).map_err(rpc_error)?;
+    let id = car_secrets::SecretId::new(p.service.as_deref(), &p.key).map_err(RpcError::from)?;
     let (row, changed) = call.state.secret_grants.change(&p.agent_id, &id, grant)?;
     tracing::info!(agent = %row.agent_id, service = %row.service, key = %row.key, grant, changed, "secret grant changed");
     Ok(GrantReply {

@@ -21,7 +21,6 @@ use car_proto::methods::proposal::SubmitParams;
 use car_proto::methods::workflow::{self as m, PausedRow, VerifyReply};
 use car_workflow::{
     BoxFuture, CheckpointStore, Object, PatternKind, PatternOutcome, ProposalOutcome, StepExecutor,
-    WorkflowError,
 };
 use serde_json::{json, Value};
 
@@ -40,15 +39,6 @@ pub fn register(routes: &mut Routes) {
 pub fn store(state_root: &std::path::Path) -> CheckpointStore {
     CheckpointStore::new(state_root.join("workflow-runs"))
         .with_dedup_dir(state_root.join("workflow-dedup"))
-}
-
-fn wf_error(e: WorkflowError) -> RpcError {
-    match e {
-        WorkflowError::Invalid { .. } | WorkflowError::NotResumable { .. } => {
-            RpcError::invalid_params(e.to_string())
-        }
-        WorkflowError::Store(_) => RpcError::internal(e.to_string()),
-    }
 }
 
 struct Executor {
@@ -315,11 +305,11 @@ fn encode(v: impl serde::Serialize) -> Result<Value, RpcError> {
 }
 
 async fn run(call: Call, p: m::RunParams) -> Result<Value, RpcError> {
-    let wf = car_workflow::parse(&Value::Object(p.workflow)).map_err(wf_error)?;
+    let wf = car_workflow::parse(&Value::Object(p.workflow)).map_err(RpcError::from)?;
     let exec = executor(&call, p.runner);
     let result = car_workflow::run(&exec, &call.state.workflows, wf, p.initial_state)
         .await
-        .map_err(wf_error)?;
+        .map_err(RpcError::from)?;
     encode(result)
 }
 
@@ -328,7 +318,7 @@ async fn chain(call: Call, p: m::ChainParams) -> Result<Value, RpcError> {
     let workflows = p.workflows.into_iter().map(Value::Object).collect();
     let result = car_workflow::chain(&exec, &call.state.workflows, workflows, p.initial_state)
         .await
-        .map_err(wf_error)?;
+        .map_err(RpcError::from)?;
     encode(result)
 }
 
@@ -355,7 +345,7 @@ async fn resume(call: Call, p: m::ResumeParams) -> Result<Value, RpcError> {
         p.input.unwrap_or_default(),
     )
     .await
-    .map_err(wf_error)?;
+    .map_err(RpcError::from)?;
     encode(result)
 }
 
@@ -376,6 +366,6 @@ async fn list_paused(call: Call, _: NoParams) -> Result<Vec<PausedRow>, RpcError
 }
 
 async fn verify(_call: Call, p: m::VerifyParams) -> Result<VerifyReply, RpcError> {
-    let wf = car_workflow::parse(&Value::Object(p.workflow)).map_err(wf_error)?;
+    let wf = car_workflow::parse(&Value::Object(p.workflow)).map_err(RpcError::from)?;
     Ok(car_workflow::verify(&wf))
 }

@@ -12,7 +12,7 @@
 //! Unknown fields are ignored.
 
 use car_proto::errors::RpcError;
-use car_proto::jsonrpc::json_type;
+use car_proto::jsonrpc::json_type_name;
 use serde_json::{Map, Value};
 
 use crate::services::params::Params;
@@ -138,7 +138,7 @@ pub fn parse(value: &Value) -> Result<Proposal, RpcError> {
         Some(other) => {
             return Err(RpcError::invalid_params(format!(
                 "proposal.actions must be an array, got {}",
-                json_type(other)
+                json_type_name(other)
             )))
         }
         None => return Err(RpcError::invalid_params("proposal.actions is required")),
