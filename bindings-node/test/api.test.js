@@ -179,7 +179,7 @@ describe('generated members', () => {
     const taken = new Set([...Object.keys(car.TYPED_MEMBERS), 'inferStream', 'submitProposal', 'executeProposal'])
     const onRuntime = (m) => !host.has(m) || RUNTIME_HOST_MEMBERS.map(camel).includes(wrapperName(m))
     const wrappers = Object.fromEntries(table.filter((m) => onRuntime(m) && !taken.has(wrapperName(m))).map((m) => [wrapperName(m), m]))
-    assert.deepEqual(car.GENERATED_METHODS, wrappers, 'generated.js is stale: run `cargo run -p xtask -- codegen`')
+    assert.deepEqual(car.GENERATED_METHODS, wrappers, 'generated.js is stale: run `cargo xtask codegen`')
     for (const name of Object.keys(wrappers)) {
       assert.equal(typeof rt[name], 'function', name)
       assert.equal(rt[name].length, 0, `${name}(paramsJson = '{}')`)

@@ -5,7 +5,7 @@
 //!
 //! - [`CarDaemonClient`] (`client`): the generic bridge (`daemon_call`,
 //!   `daemon_call_host_management`, handler registration, `close`, `connection_epoch`), plus
-//!   the members in `generated` (written by `cargo run -p xtask -- codegen` from the
+//!   the members in `generated` (written by `cargo xtask codegen` from the
 //!   daemon's method contract, never by hand): CAR's typed members, which run
 //!   `car_daemon_client::typed` through `client`'s `member_*` helpers, and a JSON-string
 //!   wrapper for every other method;

@@ -390,7 +390,7 @@ fn api_docs_list_every_exported_item() {
         .collect();
     assert!(
         lines.is_empty(),
-        "API.md (or the generated MEMBERS.md: run `cargo run -p xtask -- codegen`) does not list these exported items; add rows (with a description) for:\n{}",
+        "API.md (or the generated MEMBERS.md: run `cargo xtask codegen`) does not list these exported items; add rows (with a description) for:\n{}",
         lines.join("\n")
     );
 }

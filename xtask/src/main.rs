@@ -1,4 +1,4 @@
-//! `cargo run -p xtask -- codegen [--check]`: writes (or checks) the binding members
+//! `cargo xtask codegen [--check]` (an alias in `.cargo/config.toml`): writes (or checks) every generated file: the binding members
 //! generated from the method contract in `car-proto` (`core/src/methods/`).
 //!
 //! For every declaration a default daemon serves (the `--debug-methods` ones are left out):
@@ -49,7 +49,7 @@ fn main() -> ExitCode {
     match args.first().map(String::as_str) {
         Some("codegen") => codegen(&repo_root(), check),
         _ => {
-            eprintln!("usage: cargo run -p xtask -- codegen [--check]");
+            eprintln!("usage: cargo xtask codegen [--check]");
             ExitCode::from(2)
         }
     }
@@ -77,7 +77,7 @@ fn codegen(root: &Path, check: bool) -> ExitCode {
         ExitCode::SUCCESS
     } else {
         eprintln!(
-            "stale generated files (run `cargo run -p xtask -- codegen`): {}",
+            "stale generated files (run `cargo xtask codegen`): {}",
             stale.join(", ")
         );
         ExitCode::from(1)

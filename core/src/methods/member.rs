@@ -4,7 +4,7 @@
 //! A [`Member`] names the member (CAR's Python name; Node and Kotlin/Swift use its
 //! lowerCamelCase), lists its arguments in order, says where in the params each argument
 //! goes, and how the result is projected back to the caller. The codegen
-//! (`cargo run -p xtask -- codegen`) renders it for every binding, so the three packages'
+//! (`cargo xtask codegen`) renders it for every binding, so the three packages'
 //! typed members agree by construction.
 
 use serde::Serialize;

@@ -15,7 +15,7 @@
 //! - `capabilities.list` and `server.schema` (params and result JSON Schema per method, see
 //!   [`crate::schema`]) are generated;
 //! - the client derives each call's timeout from the deadline class;
-//! - `cargo run -p xtask -- codegen` writes every binding's wrappers and typed members.
+//! - `cargo xtask codegen` writes every binding's wrappers and typed members.
 //!
 //! Each declaration also states its access rule ([`Access`]: owner scope, observer
 //! read, default approval gate, consumer-grantable, reserved param values); dispatch

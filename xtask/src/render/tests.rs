@@ -72,6 +72,11 @@ fn every_served_method_is_reachable_and_debug_methods_are_not() {
         }
     }
     for (path, text) in all() {
+        if path == METHODS_DOC {
+            // The reference page lists every declared method, marking debug ones.
+            assert!(text.contains("| `debug.") && text.contains("debug only"));
+            continue;
+        }
         assert!(
             !text.contains("debug."),
             "{path}: debug methods are not generated"
@@ -171,7 +176,7 @@ fn checked_in_files_are_fresh() {
         let current = std::fs::read_to_string(root.join(path)).unwrap_or_default();
         assert!(
             current == contents,
-            "{path} is stale: run `cargo run -p xtask -- codegen`"
+            "{path} is stale: run `cargo xtask codegen`"
         );
     }
 }

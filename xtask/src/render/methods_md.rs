@@ -1,10 +1,7 @@
-//! `docs/methods.md` is generated from the method contract: every method this daemon serves,
-//! by namespace, with CAR's role label, gates and the typed binding members. This test fails
-//! when the file is stale; `CAR_UPDATE_DOCS=1 cargo test -p car-proto --test methods_doc`
-//! rewrites it.
+//! `docs/methods.md`: every method this daemon serves, by namespace, with CAR's role label,
+//! its gates and the typed binding members (Python names and CAR's Python types).
 
 use std::fmt::Write;
-use std::path::Path;
 
 use car_proto::methods::{self, ArgKind, ReturnKind};
 
@@ -31,10 +28,11 @@ fn returns(k: ReturnKind) -> &'static str {
     }
 }
 
-fn render() -> String {
+/// `docs/methods.md`: every declared method (the `--debug-methods` ones too), by namespace.
+pub fn render() -> String {
     let mut out = String::from(
         "# Methods served\n\n\
-         Generated from the method contract (`core/src/methods/`) by `core/tests/methods_doc.rs`;\n\
+         Generated from the method contract (`core/src/methods/`) by `cargo xtask codegen`;\n\
          do not edit by hand. Role is CAR's label (`host` methods need a host session). Members\n\
          are the typed binding members (Python names; Node and Kotlin/Swift use lowerCamelCase);\n\
          every method also has a JSON-string wrapper. `debug.*` methods exist only with\n\
@@ -100,18 +98,4 @@ fn render() -> String {
         }
     }
     out
-}
-
-#[test]
-fn methods_doc_is_fresh() {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/methods.md");
-    let want = render();
-    if std::env::var_os("CAR_UPDATE_DOCS").is_some() {
-        std::fs::write(&path, &want).expect("write docs/methods.md");
-    }
-    let have = std::fs::read_to_string(&path).unwrap_or_default();
-    assert!(
-        have == want,
-        "docs/methods.md is stale: run `CAR_UPDATE_DOCS=1 cargo test -p car-proto --test methods_doc`"
-    );
 }
