@@ -104,8 +104,8 @@ pub struct Args {
     pub idle_timeout: Duration,
 
     /// Connections that may be open without having authenticated (more are closed at
-    /// once; see `crate::pre_auth`).
-    #[arg(long, env = "CAR_MAX_UNAUTHENTICATED", default_value_t = crate::pre_auth::DEFAULT_MAX_UNAUTHENTICATED)]
+    /// once; see `crate::state::pre_auth`).
+    #[arg(long, env = "CAR_MAX_UNAUTHENTICATED", default_value_t = DEFAULT_MAX_UNAUTHENTICATED)]
     pub max_unauthenticated: usize,
 
     /// How long a connection may stay open without a successful `session.auth`.
@@ -217,7 +217,7 @@ pub struct Config {
     pub idle_timeout: Duration,
     pub max_unauthenticated: usize,
     pub auth_deadline: Duration,
-    pub event_retention: crate::store::EventRetention,
+    pub event_retention: EventRetention,
     pub debug_methods: bool,
     pub ready_file: Option<PathBuf>,
     /// `None`: no dashboard. `Some(None)`: the WebSocket port + 1. `Some(Some(p))`: `p`.
@@ -398,7 +398,7 @@ impl Config {
             idle_timeout: args.idle_timeout,
             max_unauthenticated: args.max_unauthenticated,
             auth_deadline: args.auth_deadline,
-            event_retention: crate::store::EventRetention {
+            event_retention: EventRetention {
                 max_events: args.max_events,
                 max_age: args.event_max_age,
             },
@@ -410,6 +410,50 @@ impl Config {
             mcp_bind_explicit: args.mcp_bind != DEFAULT_MCP_BIND,
             mcp_enable_mutations: args.mcp_enable_mutations,
         })
+    }
+}
+
+/// Connections that may be unauthenticated at once, by default (`state::pre_auth`).
+pub const DEFAULT_MAX_UNAUTHENTICATED: usize = 128;
+
+/// How much of the event log is kept: at most `max_events` (the newest), none older than
+/// `max_age`. Enforced after every committed batch, so the log never exceeds it by more
+/// than one batch (`state::store::EVENT_BATCH`).
+#[derive(Debug, Clone, Copy)]
+pub struct EventRetention {
+    pub max_events: u64,
+    pub max_age: std::time::Duration,
+}
+
+impl Default for EventRetention {
+    fn default() -> Self {
+        EventRetention {
+            max_events: 1_000_000,
+            max_age: std::time::Duration::from_secs(30 * 24 * 60 * 60),
+        }
+    }
+}
+
+/// A startup failure: the message and the process exit code.
+#[derive(Debug)]
+pub struct Fatal {
+    pub code: u8,
+    pub message: String,
+}
+
+impl Fatal {
+    pub(crate) fn usage(message: impl Into<String>) -> Self {
+        Fatal {
+            code: 2,
+            message: message.into(),
+        }
+    }
+
+    pub(crate) fn runtime(message: impl Into<String>) -> Self {
+        Fatal {
+            code: 1,
+            message: message.into(),
+        }
     }
 }
 

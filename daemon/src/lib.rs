@@ -20,39 +20,12 @@
 //! [`run`] is the whole process: resolve paths, bind, claim primacy, publish credentials,
 //! serve until SIGINT/SIGTERM, then remove the token files and the socket.
 
-pub mod agent_lifecycle;
-pub mod agent_messages;
-pub mod agent_registry;
-pub mod agent_runner;
-pub mod approval_gate;
-pub mod auth;
-pub mod chat_routes;
 pub mod config;
-pub mod connection;
-pub mod consumer_grants;
 pub mod dispatch;
 pub mod handler;
-pub mod host_state;
-pub mod in_memory;
-pub mod inference;
-pub mod instance;
-pub mod outbound;
-pub mod pattern_budget;
-pub mod permission;
-pub mod pre_auth;
-pub mod run_registry;
-pub mod runtime;
-pub mod secret_grants;
 pub mod services;
-pub mod session;
-pub mod session_registry;
-pub mod sidecars;
 pub mod state;
-pub mod state_file;
-pub mod store;
-pub mod supervision;
 pub mod transport;
-pub mod upgrade;
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -63,33 +36,14 @@ use car_proto::paths::{self, PathEnv, Paths};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use crate::auth::Credentials;
 use crate::config::{Config, SuppliedToken};
-use crate::instance::Instance;
+use crate::state::auth::Credentials;
 use crate::state::ServerState;
+use crate::state::{agent_lifecycle, agent_registry, auth, inference, permission, store};
+use crate::transport::instance::Instance;
+use crate::transport::{instance, sidecars};
 
-/// A startup failure: the message and the process exit code.
-#[derive(Debug)]
-pub struct Fatal {
-    pub code: u8,
-    pub message: String,
-}
-
-impl Fatal {
-    fn usage(message: impl Into<String>) -> Self {
-        Fatal {
-            code: 2,
-            message: message.into(),
-        }
-    }
-
-    fn runtime(message: impl Into<String>) -> Self {
-        Fatal {
-            code: 1,
-            message: message.into(),
-        }
-    }
-}
+pub use config::Fatal;
 
 /// Resolves paths and config from the process environment (exit 2 on bad input).
 pub fn prepare(args: config::Args) -> Result<(Config, Paths), Fatal> {
@@ -123,7 +77,7 @@ pub async fn run(config: Config, paths: Paths) -> Result<(), Fatal> {
     let credentials = publish_credentials(&config, &paths, &instance)?;
     let mut config = config;
     config.primary = instance.primary;
-    let state = open_state(
+    let (state, dispatch) = open_state(
         config.clone(),
         &paths.state_root,
         paths.memory_dir.clone(),
@@ -133,11 +87,12 @@ pub async fn run(config: Config, paths: Paths) -> Result<(), Fatal> {
     .await?;
     state.lifecycle.hide_credentials(paths.token_dir.clone());
 
-    let tcp_task = tokio::spawn(transport::accept_tcp(tcp, state.clone()));
+    let tcp_task = tokio::spawn(transport::accept_tcp(tcp, state.clone(), dispatch.clone()));
     let unix_task = tokio::spawn(transport::accept_unix(
         unix,
         instance.socket.clone(),
         state.clone(),
+        dispatch,
     ));
     let ws_url = format!("ws://{local}");
     let login_file = instance.primary.then(|| paths.dashboard_login.clone());
@@ -201,18 +156,19 @@ pub async fn run(config: Config, paths: Paths) -> Result<(), Fatal> {
 
 /// Opens what every connection shares under `state_root`: the event store (marking runs a
 /// dead daemon left running incomplete), the memory store, the model registry and
-/// engines, and the dispatch map built from the services' routes.
+/// engines; and the dispatch map built from the services' routes, which the connections
+/// hold (the state does not: it is the layer below dispatch).
 pub async fn open_state(
     config: Config,
     state_root: &std::path::Path,
     memory_dir: std::path::PathBuf,
     credentials: Option<Credentials>,
     shutdown: CancellationToken,
-) -> Result<Arc<ServerState>, Fatal> {
+) -> Result<(Arc<ServerState>, Arc<dispatch::Dispatch>), Fatal> {
     let db = state_root.join("car.db");
     let store = store::Store::open(&db, config.event_retention).map_err(Fatal::runtime)?;
     match store
-        .run(services::run_lifecycle::mark_orphans_incomplete_job)
+        .run(services::runs::lifecycle::mark_orphans_incomplete_job)
         .await
     {
         Ok(0) => {}
@@ -291,7 +247,7 @@ pub async fn open_state(
         workspace: Arc::new(workspace),
         approvals: permission::ledger::ApprovalLedger::open(state_root),
         lifecycle: agent_lifecycle::AgentLifecycle::open(state_root, config.agent_stop_grace),
-        scheduling: services::scheduler::Scheduling::open(
+        scheduling: state::scheduling::Scheduling::open(
             state_root,
             config.systemd_user_dir.clone(),
             !config.no_systemctl,
@@ -301,15 +257,9 @@ pub async fn open_state(
         state_root: state_root.to_path_buf(),
         agent_permissions: permission::agent_policy::AgentPermissions::open(state_root),
     };
-    let state = Arc::new(ServerState::new(
-        dispatch,
-        config,
-        credentials,
-        stores,
-        shutdown,
-    ));
+    let state = Arc::new(ServerState::new(config, credentials, stores, shutdown));
 
-    Ok(state)
+    Ok((state, Arc::new(dispatch)))
 }
 
 /// Mints or adopts the daemon's credentials; the primary publishes them as files.

@@ -89,7 +89,7 @@ async fn a_suspended_handler_does_not_hold_up_the_calls_behind_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn calls_beyond_the_running_limit_wait_their_turn_and_are_all_answered() {
-    // car_server::connection::MAX_RUNNING is 256: the later sleeps and the echo behind
+    // car_server::transport::connection::MAX_RUNNING is 256: the later sleeps and the echo behind
     // them find no free slot, wait in their own tasks, and still get answered.
     const SLEEPS: u64 = 300;
     let d = daemon();

@@ -191,7 +191,7 @@ async fn replies_to_reverse_calls_still_flow_when_every_handler_slot_is_taken() 
     // keep reading the client's replies or every one of them would time out.
     let d = Daemon::builder().args(["--debug-methods"]).start();
     let mut ws = Ws::authed(&d).await;
-    let n = car_server::connection::MAX_RUNNING + 44;
+    let n = car_server::transport::connection::MAX_RUNNING + 44;
     for i in 0..n {
         ws.request(
             "debug.call_client",
@@ -220,7 +220,7 @@ async fn replies_to_reverse_calls_still_flow_when_every_handler_slot_is_taken() 
 async fn a_connection_with_too_many_requests_in_flight_is_told_the_server_is_busy() {
     let d = Daemon::builder().args(["--debug-methods"]).start();
     let mut ws = Ws::authed(&d).await;
-    let limit = car_server::connection::MAX_QUEUED;
+    let limit = car_server::transport::connection::MAX_QUEUED;
     for _ in 0..limit + 3 {
         ws.request("debug.sleep", json!({"ms": 3000})).await;
     }

@@ -1,4 +1,4 @@
-//! The pre-auth budget (issue 24, `crate::pre_auth`): strangers that never authenticate
+//! The pre-auth budget (issue 24, `crate::state::pre_auth`): strangers that never authenticate
 //! cannot pin the daemon's memory with unfinished frames, cannot hold more than
 //! `--max-unauthenticated` connections, and are closed at `--auth-deadline`.
 

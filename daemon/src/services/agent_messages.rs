@@ -1,5 +1,5 @@
 //! `agents.message`, `agents.message.pending`, `agents.message.approve`, `agents.peers`
-//! ([`crate::agent_messages`]; rules in `car_proto::methods::agent_messages`).
+//! ([`crate::state::agent_messages`]; rules in `car_proto::methods::agent_messages`).
 //!
 //! Recipients are the registry's agents. A message between two agents is held for the
 //! operator the first time that pair talks, unless the daemon runs with `--no-approvals`;

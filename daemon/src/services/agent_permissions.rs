@@ -1,9 +1,9 @@
 //! `agent_permissions.*`: the per-agent approval policy over
-//! [`crate::permission::agent_policy`] (its module docs state the file, the presets,
+//! [`crate::state::permission::agent_policy`] (its module docs state the file, the presets,
 //! resolution and the grant rule).
 //!
 //! Every `agent_id` follows the agent registry's id rule
-//! ([`crate::agent_registry::validate_id`]); the agent need not be registered (a policy
+//! ([`crate::state::agent_registry::validate_id`]); the agent need not be registered (a policy
 //! may be written before the agent is installed). `set_default` takes `{preset}` or
 //! `{tier, mode}`, not both. `evaluate_tool` without `tier` evaluates the tier the tool's
 //! name classifies to. Mutations are host-labelled (dispatch refuses other sessions) and
@@ -17,9 +17,9 @@ use car_proto::methods::agent_permissions::{
 };
 use car_proto::methods::fields::NoParams;
 
-use crate::agent_registry::validate_id;
 use crate::handler::{Call, Routes};
-use crate::permission::classify;
+use crate::state::agent_registry::validate_id;
+use crate::state::permission::classify;
 
 pub fn register(routes: &mut Routes) {
     routes

@@ -1,7 +1,7 @@
 //! `agents.*`: the agent registry (`upsert`, `list`, `remove`) and chat turns routed to
 //! attached agents (`chat`, `chat.cancel`, `chat.approve`, and the agent's
-//! `agent.chat.event` stream). Files and attachment: [`crate::agent_registry`]; routing:
-//! [`crate::chat_routes`].
+//! `agent.chat.event` stream). Files and attachment: [`crate::state::agent_registry`]; routing:
+//! [`crate::state::chat_routes`].
 //!
 //! # `agents.upsert`
 //! CAR's `AgentSpec`, checked before anything is written: `id` file-name safe (ASCII
@@ -9,7 +9,7 @@
 //! file or `interpreter` a program found on the daemon's `PATH` (resolved once, stored in
 //! `command`), `cwd` absolute, every `method_allowlist` entry a declared method. The
 //! agent is not started: `agents.start` (or `auto_start: true` at the next boot) runs it
-//! under supervision ([`crate::agent_lifecycle`], `services::agent_lifecycle`).
+//! under supervision ([`crate::state::agent_lifecycle`], `services::agent_lifecycle`).
 //!
 //! # `agents.chat`
 //! The agent must be registered and attached (`session.auth {token, agent_id}`). The
@@ -40,11 +40,11 @@ use car_proto::methods::fields::NoParams;
 use car_proto::methods::CallerRole;
 use serde_json::{json, Value};
 
-use crate::agent_registry;
-use crate::chat_routes::{ChatRoutes, Route};
 use crate::handler::{Call, Routes};
-use crate::runtime::ToolDescriptor;
-use crate::session::{ReverseCallError, Session};
+use crate::state::agent_registry;
+use crate::state::chat_routes::{ChatRoutes, Route};
+use crate::state::runtime::ToolDescriptor;
+use crate::state::session::{ReverseCallError, Session};
 use crate::state::ServerState;
 
 /// How long the agent has to ack a turn.
@@ -105,7 +105,7 @@ async fn register_basics(call: Call, _: NoParams) -> Result<(), RpcError> {
             builtin: true,
         })
         .collect();
-    super::tools::install(&call, tools)?;
+    crate::state::registration::install_tools(&call.session, tools)?;
     Ok(())
 }
 
@@ -162,7 +162,7 @@ async fn chat(call: Call, p: ChatParams) -> Result<ChatReply, RpcError> {
     let session_id = p
         .session_id
         .map(|s| s.into_string())
-        .unwrap_or_else(|| format!("chat-{}", crate::auth::mint_token()));
+        .unwrap_or_else(|| format!("chat-{}", crate::state::auth::mint_token()));
     call.state.chats.open(
         &session_id,
         Route {

@@ -1,4 +1,4 @@
-//! `events.*`: reading the daemon's durable event log (`crate::store`).
+//! `events.*`: reading the daemon's durable event log (`crate::state::store`).
 //!
 //! Every proposal, action, tool call, policy decision, retry, cancel and halt is recorded
 //! with its timestamp and ids. Queries run after every event recorded before them, so a
@@ -8,7 +8,7 @@
 //! the agent its session was bound to (`agent_id`), and a session bound to an agent reads
 //! (`events.query`, `count`, `stats`, `cost_by_agent`) only the events its agent caused.
 //! Operator, host and observer sessions read the whole log. The log keeps the newest
-//! `--max-events` events, none older than `--event-max-age` (`crate::store`).
+//! `--max-events` events, none older than `--event-max-age` (`crate::state::store`).
 
 use car_proto::errors::RpcError;
 use rusqlite::types::Value as SqlValue;
@@ -18,7 +18,7 @@ use car_proto::methods::events::{self as m, EventQuery, QueryReply, TimeBound};
 use car_proto::methods::fields::NoParams;
 
 use crate::handler::{Call, Routes};
-use crate::store::db_error;
+use crate::state::store::db_error;
 
 /// The agent whose events this session may read, when it is bound to one (else the whole
 /// log).

@@ -1,4 +1,4 @@
-//! `host.*`: the host surface over [`crate::host_state::HostState`] (ownership, events,
+//! `host.*`: the host surface over [`crate::state::host_state::HostState`] (ownership, events,
 //! replay: see that module's docs).
 //!
 //! `host.subscribe` answers CAR's snapshot and then forwards every `host.event` to the
@@ -20,7 +20,7 @@ use car_proto::methods::host::{
 use serde_json::{json, Value};
 
 use crate::handler::{Call, Routes};
-use crate::host_state::{
+use crate::state::host_state::{
     AgentFields, ApprovalRequest, Replay, StatusChange, MAX_APPROVAL_CONTEXT_BYTES,
 };
 

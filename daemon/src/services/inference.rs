@@ -1,6 +1,6 @@
 //! `infer`, `infer_stream`, `infer.cancel`, `infer.deadline`, `embed`, `classify`,
 //! `tokenize`, `detokenize` and `models.*`: JSON-RPC over the shared inference service
-//! (`crate::inference`).
+//! (`crate::state::inference`).
 //!
 //! A generation call: registers itself (so `infer.cancel {id}` can reach it), starts its
 //! `infer.progress {id}` heartbeat, waits for an admission slot (queued calls heartbeat
@@ -15,8 +15,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use car_inference::{
-    CacheHint, GenerateRequest, InferenceError, Message, StreamControl, StreamEvent, ToolCall,
-    ToolChoice, ToolSpec,
+    CacheHint, GenerateRequest, Message, StreamControl, StreamEvent, ToolCall, ToolChoice, ToolSpec,
 };
 use car_proto::errors::RpcError;
 use serde_json::{json, Value};
@@ -28,20 +27,10 @@ use car_proto::methods::inference::{
 };
 
 use crate::handler::{Call, Routes};
-use crate::inference::{Heartbeat, InferenceService};
+use crate::state::inference::{Heartbeat, InferenceService};
 
-pub(super) fn service(call: &Call) -> Arc<InferenceService> {
+fn service(call: &Call) -> Arc<InferenceService> {
     call.state.inference.clone()
-}
-
-/// Runs a blocking engine call on the blocking pool.
-pub(super) async fn blocking<T: Send + 'static>(
-    f: impl FnOnce() -> Result<T, InferenceError> + Send + 'static,
-) -> Result<T, RpcError> {
-    tokio::task::spawn_blocking(f)
-        .await
-        .map_err(|e| RpcError::internal(format!("inference task failed: {e}")))?
-        .map_err(RpcError::from)
 }
 
 pub fn register(routes: &mut Routes) {
@@ -222,7 +211,7 @@ async fn generate(call: Call, mut params: GenerateParams, stream: bool) -> Resul
             .state
             .memory
             .build_context(
-                &super::memory::scope_of(&call),
+                &call.session.identity().memory_scope(),
                 &query,
                 car_memory::validate_window(None).map_err(RpcError::invalid_params)?,
             )
@@ -238,7 +227,11 @@ async fn generate(call: Call, mut params: GenerateParams, stream: bool) -> Resul
     let (model, request) = generate_request(params)?;
     let svc = service(&call);
     let id = call.id.clone().unwrap_or(Value::Null);
-    let trace_id = format!("{}-{}", call.session.label(), crate::inference::id_key(&id));
+    let trace_id = format!(
+        "{}-{}",
+        call.session.label(),
+        crate::state::inference::id_key(&id)
+    );
     let guard = svc
         .track(call.session.id, &id)
         .map_err(RpcError::invalid_params)?;
@@ -254,7 +247,7 @@ async fn generate(call: Call, mut params: GenerateParams, stream: bool) -> Resul
     let engine = svc.engine.clone();
     let entry = guard.entry.clone();
     let session = call.session.clone();
-    let result = blocking(move || {
+    let result = crate::state::inference::blocking(move || {
         // The slot is held until the generation itself ends, even if the handler was
         // dropped meanwhile and the cancel token is still being noticed.
         let _slot = slot;
@@ -324,7 +317,7 @@ fn meter(call: &Call, model: &str, usage: &car_inference::Usage) {
         .identity()
         .agent_id
         .unwrap_or_else(|| "user".to_string());
-    call.state.store.record(crate::store::NewEvent {
+    call.state.store.record(crate::state::store::NewEvent {
         kind: "inference.metered",
         session_id: Some(call.session.label()),
         agent_id: call.session.agent_id(),
@@ -382,7 +375,8 @@ async fn embed(call: Call, p: EmbedParams) -> Result<Value, RpcError> {
     }
     let (texts, model) = (p.texts, p.model.map(Name::into_string));
     let engine = service(&call).engine.clone();
-    let r = blocking(move || engine.embed(model.as_deref(), &texts)).await?;
+    let r =
+        crate::state::inference::blocking(move || engine.embed(model.as_deref(), &texts)).await?;
     Ok(json!({"embeddings": r.embeddings, "model_identity": r.model_identity}))
 }
 
@@ -390,7 +384,10 @@ async fn embed(call: Call, p: EmbedParams) -> Result<Value, RpcError> {
 async fn classify(call: Call, p: ClassifyParams) -> Result<Value, RpcError> {
     let (text, labels, model) = (p.text, p.labels, p.model.map(Name::into_string));
     let engine = service(&call).engine.clone();
-    let r = blocking(move || engine.classify(model.as_deref(), &text, &labels)).await?;
+    let r = crate::state::inference::blocking(move || {
+        engine.classify(model.as_deref(), &text, &labels)
+    })
+    .await?;
     Ok(json!(r.scores))
 }
 
@@ -398,12 +395,16 @@ async fn classify(call: Call, p: ClassifyParams) -> Result<Value, RpcError> {
 async fn tokenize(call: Call, p: TokenizeParams) -> Result<Value, RpcError> {
     let (text, model) = (p.text, p.model.map(Name::into_string));
     let engine = service(&call).engine.clone();
-    Ok(json!({"tokens": blocking(move || engine.tokenize(model.as_deref(), &text)).await?}))
+    Ok(
+        json!({"tokens": crate::state::inference::blocking(move || engine.tokenize(model.as_deref(), &text)).await?}),
+    )
 }
 
 /// `detokenize {tokens, model?}` → `{text}`.
 async fn detokenize(call: Call, p: DetokenizeParams) -> Result<Value, RpcError> {
     let (tokens, model) = (p.tokens, p.model.map(Name::into_string));
     let engine = service(&call).engine.clone();
-    Ok(json!({"text": blocking(move || engine.detokenize(model.as_deref(), &tokens)).await?}))
+    Ok(
+        json!({"text": crate::state::inference::blocking(move || engine.detokenize(model.as_deref(), &tokens)).await?}),
+    )
 }

@@ -20,13 +20,8 @@ use serde_json::Value;
 use crate::handler::{Call, Routes};
 
 /// The graph this connection reads and writes.
-pub fn scope_of(call: &Call) -> Scope {
-    let identity = call.session.identity();
-    match (identity.memory_namespace, identity.agent_id) {
-        (Some(ns), _) => Scope::Namespace(ns),
-        (None, Some(agent)) => Scope::Agent(agent),
-        (None, None) => Scope::Shared,
-    }
+fn scope_of(call: &Call) -> Scope {
+    call.session.identity().memory_scope()
 }
 
 fn to_json<T: serde::Serialize>(v: T) -> Result<Value, RpcError> {

@@ -1,6 +1,6 @@
 //! Proactive memory: `memory.update_status`, `memory.save_knowledge`,
 //! `memory.save_procedural`, `memory.intervene` and `memory.evaluate`, on the connection's
-//! memory scope (the same graph as `memory.*`, see [`super::memory::scope_of`]).
+//! memory scope (the same graph as `memory.*`, see `Identity::memory_scope`).
 //!
 //! The engine (`car_memory::proactive`, `car_memory::evaluate`) owns the rules: status slots,
 //! additive ids, the selector's scoring and threshold, the evaluation counts. This module only
@@ -19,7 +19,6 @@ use car_proto::methods::memory_proactive::{
     SaveReply, Selected, StatusReply, UpdateStatusParams,
 };
 
-use super::memory::scope_of;
 use crate::handler::{Call, Routes};
 
 /// Registers the five proactive-memory routes.
@@ -37,7 +36,7 @@ async fn update_status(call: Call, p: UpdateStatusParams) -> Result<StatusReply,
     let status = call
         .state
         .memory
-        .update_status(&scope_of(&call), p.body, p.tenant_id)
+        .update_status(&call.session.identity().memory_scope(), p.body, p.tenant_id)
         .await
         .map_err(RpcError::from)?;
     Ok(StatusReply {
@@ -73,7 +72,7 @@ async fn save_knowledge(call: Call, p: SaveParams) -> Result<SaveReply, RpcError
     let report = call
         .state
         .memory
-        .save_knowledge(&scope_of(&call), input)
+        .save_knowledge(&call.session.identity().memory_scope(), input)
         .await
         .map_err(RpcError::from)?;
     Ok(save_reply(report))
@@ -85,7 +84,7 @@ async fn save_procedural(call: Call, p: SaveParams) -> Result<SaveReply, RpcErro
     let report = call
         .state
         .memory
-        .save_procedural(&scope_of(&call), input)
+        .save_procedural(&call.session.identity().memory_scope(), input)
         .await
         .map_err(RpcError::from)?;
     Ok(save_reply(report))
@@ -157,12 +156,12 @@ async fn intervene(call: Call, p: InterveneParams) -> Result<InterveneReply, Rpc
     let outcome = call
         .state
         .memory
-        .intervene(&scope_of(&call), &request)
+        .intervene(&call.session.identity().memory_scope(), &request)
         .await
         .map_err(RpcError::from)?;
     let reply = intervene_reply(outcome);
     // CAR's `ProactiveMemoryIntervention`: the decision and counts, never a memory body.
-    call.state.store.record(crate::store::NewEvent {
+    call.state.store.record(crate::state::store::NewEvent {
         kind: "memory.intervention",
         session_id: Some(call.session.label()),
         agent_id: call.session.agent_id(),
@@ -212,7 +211,7 @@ async fn evaluate(call: Call, p: EvaluateParams) -> Result<EvaluateReply, RpcErr
     let e = call
         .state
         .memory
-        .evaluate(&scope_of(&call), &cases)
+        .evaluate(&call.session.identity().memory_scope(), &cases)
         .await
         .map_err(RpcError::from)?;
     Ok(EvaluateReply {

@@ -6,13 +6,13 @@
 //!
 //! Services depend on the leaf module [`crate::handler`]; dispatch depends on no service.
 //!
-//! [`Session`]: crate::session::Session
+//! [`Session`]: crate::state::session::Session
 //! [`ServerState`]: crate::state::ServerState
 //! [`Call`]: crate::handler::Call
 
-mod agent_lifecycle;
 mod agent_messages;
 mod agent_permissions;
+mod agent_supervisor;
 mod agents;
 mod debug;
 mod events;
@@ -22,27 +22,19 @@ mod memory;
 pub mod memory_proactive;
 mod models;
 mod multi;
-pub mod params;
 pub mod permission;
 mod policy;
-mod policy_check;
 pub mod proposal;
-pub mod run_lifecycle;
-mod run_records;
-pub mod run_retention;
-mod run_turns;
+mod proposal_checks;
 pub mod runs;
 pub mod scheduler;
 mod secret;
 mod server;
 mod session;
-mod session_scopes;
 mod state;
 mod supervision;
 mod tools;
 mod workflow;
-
-pub use workflow::store as workflow_store;
 
 use crate::handler::Routes;
 
@@ -52,13 +44,12 @@ pub fn routes() -> Routes {
     for register in [
         server::register,
         session::register,
-        session_scopes::register,
         state::register,
         memory::register,
         memory_proactive::register,
         tools::register,
         policy::register,
-        policy_check::register,
+        proposal_checks::register,
         proposal::register,
         events::register,
         runs::register,
@@ -66,7 +57,7 @@ pub fn routes() -> Routes {
         models::register,
         host::register,
         agents::register,
-        agent_lifecycle::register,
+        agent_supervisor::register,
         agent_messages::register,
         multi::register,
         workflow::register,
@@ -84,10 +75,10 @@ pub fn routes() -> Routes {
 
 /// Connection teardown: what services must do when a session ends.
 pub async fn on_session_closed(
-    session: &crate::session::Session,
+    session: &crate::state::session::Session,
     state: &std::sync::Arc<crate::state::ServerState>,
 ) {
-    run_lifecycle::on_session_closed(session, state).await;
+    runs::lifecycle::on_session_closed(session, state).await;
     state.chats.on_session_closed(session);
     state.grants.on_session_closed(session.id);
     state.host.on_session_closed(&session.label());

@@ -28,9 +28,9 @@ use car_proto::methods::models::{self as m, IdParams, ModelSchema, RegisterParam
 use car_proto::methods::CallerRole;
 use serde_json::{json, Map, Value};
 
-use super::inference::{blocking, service};
 use crate::handler::{Call, Routes};
-use crate::inference::refresh_memory_embedder;
+use crate::state::inference::blocking;
+use crate::state::inference::refresh_memory_embedder;
 
 pub fn register(routes: &mut Routes) {
     routes
@@ -75,7 +75,7 @@ fn row_of(entry: &car_inference::ModelEntry, loaded: bool) -> Value {
 
 /// `models.list` → registered models with their identities and whether they are loaded.
 async fn list(call: Call, _: NoParams) -> Result<Value, RpcError> {
-    let engine = service(&call).engine.clone();
+    let engine = call.state.inference.engine.clone();
     let loaded = engine.loaded_models();
     Ok(Value::Array(
         engine
@@ -155,7 +155,7 @@ async fn register_model(call: Call, p: RegisterParams) -> Result<RegisterReply, 
         )
         .with_data(json!({"reason": "host_required"})));
     }
-    let engine = service(&call).engine.clone();
+    let engine = call.state.inference.engine.clone();
     let entry = blocking({
         let engine = engine.clone();
         let owner = call.session.identity().agent_id;
@@ -177,7 +177,7 @@ async fn register_model(call: Call, p: RegisterParams) -> Result<RegisterReply, 
 /// note, model}`.
 async fn unregister(call: Call, p: IdParams) -> Result<Value, RpcError> {
     let id = p.id.into_string();
-    let engine = service(&call).engine.clone();
+    let engine = call.state.inference.engine.clone();
     let entry = blocking({
         let engine = engine.clone();
         let id = id.clone();

@@ -1,11 +1,11 @@
 //! `multi.*`: the coordination patterns of `car-multi`, each agent run by the caller's
-//! agent runner or the daemon's own ([`crate::agent_runner`]).
+//! agent runner or the daemon's own ([`crate::state::agent_runner`]).
 
 use car_proto::errors::RpcError;
 use car_proto::methods::multi as m;
 
-use crate::agent_runner::SessionRunner;
 use crate::handler::{Call, Routes};
+use crate::state::agent_runner::SessionRunner;
 
 fn runner(call: &Call, choice: Option<m::RunnerChoice>) -> SessionRunner {
     SessionRunner::new(call.session.clone(), call.state.clone(), choice)

@@ -1,5 +1,5 @@
 //! `permission.*`: tiers, classification, evaluation and the approval ledger over
-//! [`crate::permission`] (its module docs state the decision rule; `classify` states the
+//! [`crate::state::permission`] (its module docs state the decision rule; `classify` states the
 //! tables and the fingerprint).
 //!
 //! - `get_tier` / `set_tier` read and set this connection's standing tier (`set_tier` is
@@ -19,15 +19,15 @@ use car_proto::errors::RpcError;
 use car_proto::methods::fields::NoParams;
 use car_proto::methods::permission::{
     self as m, ApprovalRecord, Classification, ClassifyParams, ClassifyReply, EvaluateParams,
-    EvaluateReply, PendingReply, PermissionDecision, RecordParams, RecordedDecision, Reversibility,
-    SetTierParams, Tier, TierReply, Verdict,
+    EvaluateReply, PendingReply, RecordParams, RecordedDecision, Reversibility, SetTierParams,
+    Tier, TierReply, Verdict,
 };
 use serde_json::{json, Map, Value};
 
-use super::proposal::model::{self, Action};
 use crate::handler::{Call, Routes};
-use crate::permission::{self, classify, Gate};
-use crate::store::NewEvent;
+use crate::state::permission::{self, classify};
+use crate::state::proposal::{self as model, Action};
+use crate::state::store::NewEvent;
 
 /// Longest `reason` (bytes).
 pub const MAX_REASON_BYTES: usize = 4096;
@@ -66,23 +66,8 @@ async fn set_tier(call: Call, p: SetTierParams) -> Result<TierReply, RpcError> {
 }
 
 fn actions_of(proposal: Map<String, Value>) -> Result<Vec<Action>, RpcError> {
-    let (_, actions) = super::proposal::parse_whole(proposal)?.strict()?;
+    let (_, actions) = model::parse_whole(proposal)?.strict()?;
     Ok(actions)
-}
-
-/// The gate's decision for every action, as `proposal.submit` applies it.
-pub fn decisions(call: &Call, actions: &[Action]) -> Vec<PermissionDecision> {
-    let agent = call.session.identity().agent_id;
-    let gate = Gate::of(
-        &call.session,
-        agent.as_deref(),
-        &call.state.approvals,
-        &call.state.agent_permissions,
-    );
-    actions
-        .iter()
-        .map(|a| gate.decide(&a.id, a.operation()))
-        .collect()
 }
 
 /// A declared `reversibility` label (absent or not a string: `irreversible`).
@@ -136,14 +121,14 @@ async fn classify_proposal(_call: Call, p: ClassifyParams) -> Result<ClassifyRep
 async fn evaluate(call: Call, p: EvaluateParams) -> Result<EvaluateReply, RpcError> {
     let actions = actions_of(p.proposal)?;
     Ok(EvaluateReply {
-        decisions: decisions(&call, &actions),
+        decisions: permission::decisions(&call.session, &call.state, &actions),
     })
 }
 
 async fn pending(call: Call, p: EvaluateParams) -> Result<PendingReply, RpcError> {
     let actions = actions_of(p.proposal)?;
     Ok(PendingReply {
-        pending: decisions(&call, &actions)
+        pending: permission::decisions(&call.session, &call.state, &actions)
             .into_iter()
             .filter(|d| d.decision == Verdict::NeedsApproval)
             .collect(),

@@ -5,7 +5,7 @@
 //! Roles are CAR's labels: `secret.get` is an `agent` row and every other `secret.*` an
 //! `operator` row, so any authenticated session may call them; the activity counters and
 //! `secret.grant` / `revoke` / `grants` are host-only. Secrets are owner-scoped for agents
-//! ([`crate::secret_grants`]): an agent session reads (`get`, `status`, `list`) only what a
+//! ([`crate::state::secret_grants`]): an agent session reads (`get`, `status`, `list`) only what a
 //! host granted it and never writes or deletes (`-32603 permission denied`,
 //! `data.reason: "not_granted"`). Values cross the daemon as `Redacted` strings: no log line, `host.event` or
 //! error carries one. Errors: a malformed field → `-32602` naming it (`key: …`, `value:

@@ -9,7 +9,7 @@ use car_proto::methods::server::{self as m, CapabilitiesReply, CapabilityRow, Sc
 use serde_json::Value;
 
 use crate::handler::{Call, Routes};
-use crate::session::Session;
+use crate::state::session::Session;
 use crate::state::ServerState;
 
 pub fn register(routes: &mut Routes) {

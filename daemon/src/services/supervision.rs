@@ -1,5 +1,5 @@
 //! `supervision.*`: subscribe, unsubscribe, poll and decide, over
-//! [`crate::supervision::Supervision`] (its module docs state who sees and may decide
+//! [`crate::state::supervision::Supervision`] (its module docs state who sees and may decide
 //! which intent; the gate on `proposal.submit` is `proposal::admission`).
 //!
 //! A filter's `tools` and `sessions` lists hold at most [`MAX_FILTER_ENTRIES`] names.

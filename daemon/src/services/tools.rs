@@ -1,4 +1,4 @@
-//! `tools.*`: the connection's tool registry (at most [`MAX_TOOLS`]).
+//! `tools.*`: the connection's tool registry (at most [`MAX_TOOLS`](registration::MAX_TOOLS)).
 //!
 //! `tools.register` takes one `ToolDefinition` or an array, all or nothing; a name may not
 //! contain white space; `parameters`, when given, is the tool's JSON Schema object.
@@ -10,13 +10,9 @@ use car_proto::methods::fields::{NoParams, OneOrMany};
 use car_proto::methods::tools::{
     self as m, ListReply, NameParams, ToolDefinition, ToolSchema, UnregisterReply,
 };
-use serde_json::Value;
 
 use crate::handler::{Call, Routes};
-use crate::runtime::ToolDescriptor;
-
-/// Most tools one connection may hold.
-pub const MAX_TOOLS: usize = 4096;
+use crate::state::registration::{self, ToolDescriptor};
 
 pub fn register(routes: &mut Routes) {
     routes
@@ -25,62 +21,10 @@ pub fn register(routes: &mut Routes) {
         .add::<m::Unregister, _, _>(unregister);
 }
 
-/// Checks definitions (`what` names the field in messages: `tools` inside `session.init`,
-/// `""` when the definitions are the params themselves).
-pub fn descriptors(defs: Vec<ToolDefinition>, what: &str) -> Result<Vec<ToolDescriptor>, RpcError> {
-    if defs.len() > MAX_TOOLS {
-        let field = if what.is_empty() { "params" } else { what };
-        return Err(RpcError::invalid_params(format!(
-            "{field}: has {} tools, at most {MAX_TOOLS}",
-            defs.len()
-        )));
-    }
-    defs.into_iter()
-        .enumerate()
-        .map(|(i, d)| {
-            let name = d.name.into_string();
-            if name.chars().any(|c| c.is_whitespace() || c.is_control()) {
-                return Err(RpcError::invalid_params(format!(
-                    "{what}[{i}].name: must not contain white space, got {name:?}"
-                )));
-            }
-            Ok(ToolDescriptor {
-                name,
-                description: d.description,
-                parameters: d.parameters.map(Value::Object),
-                returns: d.returns.map(Value::Object),
-                idempotent: d.idempotent.unwrap_or(false),
-                cache_ttl_secs: d.cache_ttl_secs,
-                rate_limit: d.rate_limit,
-                builtin: false,
-            })
-        })
-        .collect()
-}
-
-/// Adds tools to the connection's registry, all or nothing; returns the new total.
-pub fn install(call: &Call, tools: Vec<ToolDescriptor>) -> Result<usize, RpcError> {
-    call.session.runtime(|rt| {
-        let new = tools
-            .iter()
-            .filter(|t| !rt.tools.contains_key(&t.name))
-            .count();
-        if rt.tools.len() + new > MAX_TOOLS {
-            return Err(RpcError::invalid_params(format!(
-                "a connection may register at most {MAX_TOOLS} tools"
-            )));
-        }
-        for t in tools {
-            rt.tools.insert(t.name.clone(), t);
-        }
-        Ok(rt.tools.len())
-    })
-}
-
 async fn register_tools(call: Call, defs: OneOrMany<ToolDefinition>) -> Result<u64, RpcError> {
-    let tools = descriptors(defs.0, "")?;
+    let tools = registration::tool_descriptors(defs.0, "")?;
     let registered = tools.len() as u64;
-    install(&call, tools)?;
+    registration::install_tools(&call.session, tools)?;
     Ok(registered)
 }
 

@@ -1,6 +1,6 @@
 //! `workflow.*` on `car-workflow`: the daemon's [`StepExecutor`] runs pattern stages with
 //! `car-multi` (agents through the caller's runner or the daemon's, see
-//! [`crate::agent_runner`]) and proposal stages with the proposal engine (tools called back
+//! [`crate::state::agent_runner`]) and proposal stages with the proposal engine (tools called back
 //! on the calling connection). Checkpoints: `CAR_HOME/workflow-runs/`; dedup seen-sets:
 //! `CAR_HOME/workflow-dedup/`.
 //!
@@ -19,13 +19,11 @@ use car_proto::methods::fields::NoParams;
 use car_proto::methods::multi::{self as mm, AgentSpec, SwarmMode};
 use car_proto::methods::proposal::SubmitParams;
 use car_proto::methods::workflow::{self as m, PausedRow, VerifyReply};
-use car_workflow::{
-    BoxFuture, CheckpointStore, Object, PatternKind, PatternOutcome, ProposalOutcome, StepExecutor,
-};
+use car_workflow::{BoxFuture, Object, PatternKind, PatternOutcome, ProposalOutcome, StepExecutor};
 use serde_json::{json, Value};
 
-use crate::agent_runner::SessionRunner;
 use crate::handler::{Call, Routes};
+use crate::state::agent_runner::SessionRunner;
 
 pub fn register(routes: &mut Routes) {
     routes
@@ -34,11 +32,6 @@ pub fn register(routes: &mut Routes) {
         .add::<m::Resume, _, _>(resume)
         .add::<m::ListPaused, _, _>(list_paused)
         .add::<m::Verify, _, _>(verify);
-}
-
-pub fn store(state_root: &std::path::Path) -> CheckpointStore {
-    CheckpointStore::new(state_root.join("workflow-runs"))
-        .with_dedup_dir(state_root.join("workflow-dedup"))
 }
 
 struct Executor {
@@ -239,16 +232,15 @@ impl Executor {
         let Value::Object(map) = proposal.clone() else {
             return Err("the proposal is not an object".into());
         };
-        let result = crate::services::proposal::submit(
-            self.call.clone(),
-            SubmitParams {
+        let result = self
+            .call
+            .invoke::<car_proto::methods::proposal::Submit>(SubmitParams {
                 proposal: map,
                 session_id: None,
                 scope: None,
-            },
-        )
-        .await
-        .map_err(|e| e.message)?;
+            })
+            .await
+            .map_err(|e| e.message)?;
         let errors = result
             .get("errors")
             .and_then(Value::as_array)

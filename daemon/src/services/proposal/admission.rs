@@ -2,7 +2,7 @@
 //! any action dispatches, in this order (both must pass; neither is a bypass of the
 //! other):
 //!
-//! 1. **Supervision** ([`crate::supervision`]): with no supervisor this is one atomic
+//! 1. **Supervision** ([`crate::state::supervision`]): with no supervisor this is one atomic
 //!    read. Otherwise a proposal that matches a supervisor's filter is parked as an intent
 //!    (action ids, types, tools, classified reversibility, parameter key names and a
 //!    parameter digest — never values) until a supervisor decides: `allow` → go on;
@@ -10,7 +10,7 @@
 //!    (`action: "supervision:<proposal_id>"`, the intent in `details`) decides within the
 //!    approval timeout (`--approval-timeout`), deny or timeout → rejected; no decision
 //!    within `--supervision-timeout` → rejected (fail-closed).
-//! 2. **Permission** ([`crate::permission::Gate`], the rule `permission.evaluate`
+//! 2. **Permission** ([`crate::state::permission::Gate`], the rule `permission.evaluate`
 //!    answers): any action that is not `allow` blocks the **whole** proposal.
 //!
 //! A rejected proposal is answered like a halted session's: the ordinary result with
@@ -29,11 +29,11 @@ use car_proto::methods::supervision::{IntentAction, SupervisionIntent};
 use serde_json::{json, Map, Value};
 
 use super::exec::{ActionResult, Execution, Status};
-use super::model::{Action, ActionKind};
 use crate::handler::Call;
-use crate::host_state::{ApprovalRequest, HostState};
-use crate::permission::{self, classify};
-use crate::supervision::Outcome;
+use crate::state::host_state::{ApprovalRequest, HostState};
+use crate::state::permission::{self, classify};
+use crate::state::proposal::{Action, ActionKind};
+use crate::state::supervision::Outcome;
 
 /// Why a proposal was not admitted.
 #[derive(Debug, Clone)]
@@ -138,7 +138,7 @@ async fn escalate(
     let state = &call.state;
     if call.session.principal().is_host {
         // The host is who an escalation asks, and only a host with another credential may
-        // resolve a system approval (`crate::host_state`): a host's own proposal goes on.
+        // resolve a system approval (`crate::state::host_state`): a host's own proposal goes on.
         tracing::info!(intent = %intent_id, %reason, "a supervisor escalated the host's own proposal: the host's submission is its approval");
         return None;
     }
@@ -188,7 +188,7 @@ async fn supervise(
     }
     let intent = intent(call, raw, actions, execution, scope);
     let timeout = call.state.config.supervision_timeout;
-    let submitter = crate::supervision::Submitter {
+    let submitter = crate::state::supervision::Submitter {
         session_id: call.session.id,
         agent_id: call.session.identity().agent_id,
     };
@@ -219,7 +219,7 @@ async fn supervise(
 }
 
 fn permission_gate(call: &Call, actions: &[Action]) -> Option<Refusal> {
-    let blocked: Vec<_> = super::super::permission::decisions(call, actions)
+    let blocked: Vec<_> = crate::state::permission::decisions(&call.session, &call.state, actions)
         .into_iter()
         .filter(|d| d.decision != Verdict::Allow)
         .collect();

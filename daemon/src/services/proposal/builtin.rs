@@ -13,7 +13,7 @@
 use serde_json::{json, Map, Value};
 
 use super::exec::{ActionResult, Execution, Status};
-use super::model::Action;
+use crate::state::proposal::Action;
 
 impl Execution<'_> {
     pub(super) async fn call_builtin(
@@ -30,7 +30,7 @@ impl Execution<'_> {
         }
         let params = Value::Object(parameters.clone());
         if car_builtin_tools::is_mutating(tool) {
-            let gate = crate::approval_gate::admit(
+            let gate = crate::state::approval_gate::admit(
                 &self.call.state,
                 &self.call.session,
                 tool,

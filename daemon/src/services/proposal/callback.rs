@@ -9,8 +9,8 @@ use car_proto::errors::RpcError;
 use serde_json::{json, Value};
 
 use super::exec::{Execution, CALLBACK_GRACE};
-use super::model::Action;
-use crate::session::ReverseCallError;
+use crate::state::proposal::Action;
+use crate::state::session::ReverseCallError;
 
 /// How an attempt ended.
 pub(super) enum Attempt {

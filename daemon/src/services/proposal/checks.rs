@@ -24,9 +24,9 @@ use car_proto::methods::proposal_checks::{
 };
 use serde_json::{json, Value};
 
-use super::model::{ActionKind, Proposal};
 use super::plan::{self, Category, Context, Severity};
 use crate::handler::{Call, Routes};
+use crate::state::proposal::{ActionKind, Proposal};
 
 /// Most start states `verify.equivalent` probes.
 pub const MAX_TEST_STATES: usize = 256;
@@ -142,7 +142,7 @@ fn to_object(state: BTreeMap<String, Value>) -> Object {
 }
 
 async fn simulate(_: Call, p: SimulateParams) -> Result<SimulateReply, RpcError> {
-    let proposal = super::parse_whole(p.proposal.clone())?;
+    let proposal = crate::state::proposal::parse_whole(p.proposal.clone())?;
     let initial = p.initial_state.unwrap_or_default().into_iter().collect();
     let sim = run(&proposal, &p.proposal, initial);
     Ok(SimulateReply {
@@ -169,8 +169,10 @@ fn renamed(mut e: RpcError, field: &str) -> RpcError {
 }
 
 async fn equivalent(_: Call, p: EquivalentParams) -> Result<EquivalentReply, RpcError> {
-    let a = super::parse_whole(p.proposal_a.clone()).map_err(|e| renamed(e, "proposal_a"))?;
-    let b = super::parse_whole(p.proposal_b.clone()).map_err(|e| renamed(e, "proposal_b"))?;
+    let a = crate::state::proposal::parse_whole(p.proposal_a.clone())
+        .map_err(|e| renamed(e, "proposal_a"))?;
+    let b = crate::state::proposal::parse_whole(p.proposal_b.clone())
+        .map_err(|e| renamed(e, "proposal_b"))?;
     let given = p.test_states.filter(|s| !s.is_empty());
     if let Some(states) = &given {
         if states.len() > MAX_TEST_STATES {
@@ -215,7 +217,7 @@ async fn equivalent(_: Call, p: EquivalentParams) -> Result<EquivalentReply, Rpc
 }
 
 async fn optimize(_: Call, p: OptimizeParams) -> Result<OptimizeReply, RpcError> {
-    let proposal = super::parse_whole(p.proposal.clone())?;
+    let proposal = crate::state::proposal::parse_whole(p.proposal.clone())?;
     let written: BTreeSet<String> = proposal
         .actions
         .iter()

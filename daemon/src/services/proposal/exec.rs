@@ -25,10 +25,10 @@ use serde::Serialize;
 use serde_json::{json, Map, Value};
 
 use super::callback::Attempt;
-use super::model::{Action, ActionKind, FailureBehavior};
 use crate::handler::Call;
-use crate::session::Session;
-use crate::store::NewEvent;
+use crate::state::proposal::{Action, ActionKind, FailureBehavior};
+use crate::state::session::Session;
+use crate::state::store::NewEvent;
 
 /// Added to an action's `timeout_ms` for the daemon's own callback wait.
 pub const CALLBACK_GRACE: Duration = Duration::from_secs(5);

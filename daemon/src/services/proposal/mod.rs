@@ -13,18 +13,18 @@ mod builtin;
 mod callback;
 pub mod checks;
 pub mod exec;
-pub mod model;
 pub mod plan;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use car_proto::errors::RpcError;
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
 use car_proto::methods::proposal::{self as m, SubmitParams, VerifyParams};
 
 use crate::handler::{Call, Routes};
+use crate::state::proposal as model;
 use exec::Execution;
 use plan::{Context, Plan};
 
@@ -70,26 +70,6 @@ fn levels_by_id(plan: &Plan, proposal: &model::Proposal) -> Value {
         .iter()
         .map(|l| l.iter().map(|&i| id(i)).collect::<Vec<_>>())
         .collect::<Vec<_>>())
-}
-
-/// `verify {proposal, initial_state?, session_id?}` → `{valid, issues, execution_levels, conflicts}`.
-/// A proposal whose actions all parse; the first malformed action is `-32602` naming its
-/// path (every one is listed in `error.data.issues`).
-pub(crate) fn parse_whole(proposal: Map<String, Value>) -> Result<model::Proposal, RpcError> {
-    let proposal = model::parse(&Value::Object(proposal))?;
-    let malformed: Vec<&model::Malformed> = proposal
-        .actions
-        .iter()
-        .filter_map(|a| a.as_ref().err())
-        .collect();
-    if let Some(first) = malformed.first() {
-        let issues: Vec<Value> = malformed
-            .iter()
-            .map(|m| json!({"action_id": m.action_id, "message": m.error.message}))
-            .collect();
-        return Err(first.error.clone().with_data(json!({"issues": issues})));
-    }
-    Ok(proposal)
 }
 
 /// CAR's `evidence`: the checks `verify` ran, what each establishes and what it cannot.
@@ -157,9 +137,10 @@ fn evidence(plan: &Plan) -> Value {
     })
 }
 
+/// `verify {proposal, initial_state?, session_id?}` → `{valid, issues, execution_levels, conflicts}`.
 async fn verify(call: Call, p: VerifyParams) -> Result<Value, RpcError> {
     {
-        let proposal = parse_whole(p.proposal)?;
+        let proposal = model::parse_whole(p.proposal)?;
         let initial = p.initial_state.map(|m| m.into_iter().collect());
         let session_id = p
             .session_id
@@ -203,7 +184,7 @@ pub(crate) async fn submit(call: Call, p: SubmitParams) -> Result<Value, RpcErro
         let work = run_id.as_ref().and_then(|r| call.state.live_runs.work(r));
         let raw_map = p.proposal.clone();
         let raw = Value::Object(p.proposal.clone());
-        let proposal = parse_whole(p.proposal)?;
+        let proposal = model::parse_whole(p.proposal)?;
         let session_id = p
             .session_id
             .filter(|s| !s.is_empty())
@@ -250,7 +231,7 @@ pub(crate) async fn submit(call: Call, p: SubmitParams) -> Result<Value, RpcErro
             },
             None => go.await?,
         };
-        super::run_turns::record_proposal(&call, run_id, &raw, &result).await;
+        crate::state::run_records::record_proposal(&call.state, run_id, &raw, &result).await;
         Ok(result)
     }
 }

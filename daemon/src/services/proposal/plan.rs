@@ -20,8 +20,8 @@ use std::collections::{BTreeMap, HashMap};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use super::model::{Action, ActionKind, Proposal};
-use crate::runtime::{violation_in, Policy, ToolDescriptor};
+use crate::state::proposal::{Action, ActionKind, Proposal};
+use crate::state::runtime::{violation_in, Policy, ToolDescriptor};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -368,7 +368,7 @@ pub fn analyze(proposal: &Proposal, ctx: Context<'_>) -> Plan {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::services::proposal::model::parse;
+    use crate::state::proposal::parse;
     use serde_json::json;
 
     fn plan(actions: Value, tools: &[&str]) -> Plan {
