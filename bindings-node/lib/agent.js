@@ -2,7 +2,7 @@
 // `runAgent`'s config: CAR's `AgentLoopConfig` with the package's camelCase option names,
 // checked and turned into the wire shape the shared Rust loop reads
 // (`car_daemon_client::AgentConfig`, snake_case), and its `tools` map turned into the one
-// tool function the native run calls (src/runtime.rs `runAgent`).
+// tool function the native run calls (src/client.rs `runAgent`).
 //
 // The loop itself (tool registration with `finish`, `runs.start` / `runs.complete`, infer
 // with tools, verify, execute, observe) is not here: it runs in car-daemon-client, the same

@@ -111,7 +111,7 @@ function wrapListener(fn, what) {
 }
 
 /**
- * The JavaScript end of one streaming call (`src/runtime.rs` `callStreaming`).
+ * The JavaScript end of one streaming call (`src/client.rs` `callStreaming`).
  *
  * `forward(paramsJson)` is what the native layer calls, in order, with each of the call's
  * `inference.stream.event` params and finally `null` (the end-of-stream marker the native

@@ -8,7 +8,7 @@
 // that cannot be sent → `InvalidArgumentError` (a `TypeError`); a client-side refusal or
 // a result a typed member cannot project → `CarError` with `kind` `refused` /
 // `unexpected_result`. The native addon hands every client failure to `fromErrorObject`
-// as a structured object (src/errors.rs) and rejects with the instance it returns, so no
+// as a structured object (src/error.rs) and rejects with the instance it returns, so no
 // message text is ever parsed. A JSON-RPC code is only attached when the daemon sent one.
 
 /** Base class of every error this package raises for a failed daemon interaction. */

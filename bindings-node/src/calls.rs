@@ -26,7 +26,7 @@ use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi::Status;
 use serde_json::Value;
 
-use crate::errors::ErrorObject;
+use crate::error::ErrorObject;
 
 /// A settled call as JS receives it: its id, then the result (a JSON string for
 /// `daemonCall`, a value for a typed member; absent for a member that returns nothing),

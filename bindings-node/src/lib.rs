@@ -18,8 +18,8 @@
 pub mod callbacks;
 pub mod calls;
 pub mod chat;
-pub mod errors;
-pub mod runtime;
+pub mod client;
+pub mod error;
 
 #[allow(unsafe_code)] // `#[napi]` expands to unsafe FFI glue; nothing here is hand-written unsafe.
 pub mod exports {

@@ -28,7 +28,7 @@ use serde_json::Value;
 use tokio::runtime::Handle;
 
 use crate::chat;
-use crate::errors::{guard_panics, to_py};
+use crate::error::{guard_panics, to_py};
 use crate::hub::{Hub, Kind, Target};
 use crate::process::{self, lock};
 use crate::values;

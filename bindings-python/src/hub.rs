@@ -22,7 +22,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyString;
 use serde_json::Value;
 
-use crate::errors;
+use crate::error;
 use crate::process::{self, lock};
 
 /// The process-wide `tools.execute` handler (`register_tool_handler`).
@@ -114,7 +114,7 @@ impl CallbackJob {
         let Some(job) = lock(&self.job).take() else {
             return Ok(());
         };
-        let outcome = errors::guard_panics(|| Ok(run_job(py, &job)))
+        let outcome = error::guard_panics(|| Ok(run_job(py, &job)))
             .unwrap_or_else(|e| Err(HandlerError::new(format!("python callback failed: {e}"))));
         // The waiting handler may be gone (its call was cancelled); nothing to tell then.
         let _ = job.reply.send(outcome);
@@ -150,7 +150,7 @@ fn run_job(py: Python<'_>, job: &Job) -> HandlerResult {
             Ok(Value::Null)
         }
         (Kind::Chat, Ok(_)) => Ok(Value::Null),
-        (Kind::Chat, Err(err)) => Err(errors::handler_error(py, &err)),
+        (Kind::Chat, Err(err)) => Err(error::handler_error(py, &err)),
         (Kind::Request, Ok(value)) => {
             let Ok(text) = value.cast::<PyString>() else {
                 let type_name = value
@@ -168,7 +168,7 @@ fn run_job(py: Python<'_>, job: &Job) -> HandlerResult {
             serde_json::from_str(&text)
                 .map_err(|e| HandlerError::new(format!("callback returned invalid JSON: {e}")))
         }
-        (Kind::Request, Err(err)) => Err(errors::handler_error(py, &err)),
+        (Kind::Request, Err(err)) => Err(error::handler_error(py, &err)),
     }
 }
 
@@ -176,7 +176,7 @@ fn run_job(py: Python<'_>, job: &Job) -> HandlerResult {
 /// arrived. Called by the worker threads of `car_runtime._callbacks`.
 #[pyfunction]
 pub(crate) fn next_callback(py: Python<'_>, timeout_s: f64) -> PyResult<Option<CallbackJob>> {
-    errors::guard_panics(|| {
+    error::guard_panics(|| {
         let (_, hub) = process::current(py)?;
         let wait = Duration::try_from_secs_f64(timeout_s.max(0.0))
             .map_err(|e| pyo3::exceptions::PyValueError::new_err(format!("timeout_s: {e}")))?;

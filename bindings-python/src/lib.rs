@@ -19,7 +19,7 @@
 
 mod chat;
 mod client;
-mod errors;
+mod error;
 mod hub;
 mod process;
 mod values;
@@ -32,7 +32,7 @@ use pyo3::prelude::*;
 #[pyfunction]
 #[pyo3(signature = (handler))]
 fn set_chat_handler(py: Python<'_>, handler: Option<Py<PyAny>>) -> PyResult<()> {
-    errors::guard_panics(|| chat::set_handler(py, handler))
+    error::guard_panics(|| chat::set_handler(py, handler))
 }
 
 /// The version of the bundled client (the workspace version).
@@ -52,7 +52,7 @@ fn protocol_version() -> u64 {
 /// is `"call"` (in the calling thread) or `"task"` (inside a future on the runtime).
 #[pyfunction]
 fn _panic_for_tests(py: Python<'_>, where_: &str) -> PyResult<()> {
-    errors::guard_panics(|| match where_ {
+    error::guard_panics(|| match where_ {
         "call" => panic!("deliberate panic for tests"),
         "task" => {
             let (handle, _) = process::current(py)?;

@@ -24,7 +24,7 @@ use serde_json::Value;
 use tokio::runtime::Handle;
 use tokio::sync::mpsc::UnboundedReceiver;
 
-use crate::errors;
+use crate::error;
 
 /// How often a blocked call looks for a pending signal (Ctrl-C).
 const SIGNAL_POLL: Duration = Duration::from_millis(100);
@@ -70,7 +70,7 @@ where
                 biased;
                 out = &mut fut => match out {
                     Ok(result) => Slice::Done(result),
-                    Err(panic) => Slice::Panicked(errors::panic_text(panic.as_ref())),
+                    Err(panic) => Slice::Panicked(error::panic_text(panic.as_ref())),
                 },
                 Some(event) = next_event => Slice::Event(event),
                 () = tokio::time::sleep(SIGNAL_POLL) => Slice::Elapsed,
@@ -117,7 +117,7 @@ where
             std::thread::scope(|s| {
                 s.spawn(|| drive(handle, fut, events))
                     .join()
-                    .unwrap_or_else(|p| Waited::Panicked(errors::panic_text(p.as_ref())))
+                    .unwrap_or_else(|p| Waited::Panicked(error::panic_text(p.as_ref())))
             })
         }
     })
@@ -126,8 +126,8 @@ where
 fn finish<T>(py: Python<'_>, waited: Waited<T>) -> PyResult<T> {
     match waited {
         Waited::Done(Ok(value)) => Ok(value),
-        Waited::Done(Err(e)) => Err(errors::to_py(py, e)),
-        Waited::Panicked(text) => Err(errors::internal(py, format!("native panic: {text}"))),
+        Waited::Done(Err(e)) => Err(error::to_py(py, e)),
+        Waited::Panicked(text) => Err(error::internal(py, format!("native panic: {text}"))),
         Waited::Interrupted(e) => Err(e),
     }
 }

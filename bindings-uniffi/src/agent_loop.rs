@@ -18,7 +18,7 @@
 //! - [`AgentOutcome`] is CAR's `AgentOutcome`, with `evidence` as JSON text.
 //!
 //! `run` is synchronous like every export: it blocks its caller's thread (never a runtime
-//! worker; see `runtime::block_on`) until the run ends.
+//! worker; see `tokio_runtime::block_on`) until the run ends.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -29,7 +29,7 @@ use serde_json::Value;
 
 use crate::client::CarDaemonClient;
 use crate::error::CarError;
-use crate::runtime;
+use crate::tokio_runtime;
 
 /// CAR's `AgentLoopConfig` without its callables (the tools are the loop's).
 #[derive(Debug, Clone, PartialEq, uniffi::Record)]
@@ -236,7 +236,8 @@ impl AgentLoop {
         let tools = Arc::clone(&self.tools);
         let tool_fn = move |call: ToolCall| run_tool(&tools, call);
         let client = self.client.client();
-        let outcome = runtime::block_on(client.run_agent(&config, &goal, max_turns, tool_fn))??;
+        let outcome =
+            tokio_runtime::block_on(client.run_agent(&config, &goal, max_turns, tool_fn))??;
         Ok(outcome.into())
     }
 }

@@ -17,7 +17,7 @@ use serde_json::Value;
 
 use crate::error::CarError;
 use crate::handlers::{self, DaemonHandler, DaemonNotificationHandler};
-use crate::runtime;
+use crate::tokio_runtime;
 
 /// A connection to the local daemon, opened on the first call and re-opened by the next
 /// call after it dropped. Handlers survive reconnects. Safe to share between threads.
@@ -99,7 +99,7 @@ impl CarDaemonClient {
     /// foreign code configures the client through its environment).
     pub fn with_config(config: ClientConfig) -> Result<Arc<Self>, CarError> {
         Ok(Arc::new(Self {
-            inner: BlockingClient::with_handle(config, runtime::handle()?),
+            inner: BlockingClient::with_handle(config, tokio_runtime::handle()?),
         }))
     }
 

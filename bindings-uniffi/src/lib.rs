@@ -47,7 +47,7 @@ mod error;
 mod generated;
 mod handlers;
 mod host;
-mod runtime;
+mod tokio_runtime;
 
 pub use agent_loop::{
     AgentLoop, AgentLoopConfig, AgentMetrics, AgentOutcome, AgentTool, ToolAbort,

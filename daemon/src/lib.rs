@@ -1,21 +1,25 @@
 //! `car-server`: the car-runtime daemon.
 //!
 //! One daemon per user per host owns the shared state; every program reaches it through
-//! JSON-RPC 2.0 over WebSocket, on TCP (`127.0.0.1:9100`) and on a Unix socket. Modules:
+//! JSON-RPC 2.0 over WebSocket, on TCP (`127.0.0.1:9100`) and on a Unix socket.
 //!
-//! - [`config`]: flags and environment → `Config`;
-//! - [`auth`]: tokens, their `0600` files, constant-time comparison;
-//! - [`instance`]: the primary-daemon rule (lock + socket probe);
-//! - [`transport`] and [`upgrade`]: listeners and the upgrade-time Origin/Host checks;
-//! - [`connection`] and [`outbound`]: one connection's reader, writer, liveness and queue;
-//! - [`session`]: per-connection identity, negotiation and reverse calls;
-//! - [`dispatch`]: declarations → gates → handler, under deadlines;
-//! - [`handler`]: the typed routes services register (a leaf module);
-//! - [`in_memory`]: a daemon connection over an in-process pipe, for fast service tests;
-//! - [`services`]: one module per method namespace;
-//! - [`permission`]: the action classifier, the approval ledger and the per-agent policy;
-//! - [`supervision`]: supervisors and the proposals parked on their decisions;
-//! - [`state`]: what all connections share.
+//! The code is in layers, each importing only the layers below it (checked by
+//! `tests/layering.rs`, which reads every module's imports):
+//!
+//! 1. this module: the process ([`run`], [`open_state`]);
+//! 2. [`transport`]: listeners, the upgrade-time Origin/Host checks, the primary-daemon
+//!    rule, one connection's reader/writer/liveness, and the sibling endpoints
+//!    (dashboard, MCP);
+//! 3. [`dispatch`]: declarations → gates (the access rule) → handler, under deadlines; it
+//!    also runs one service's call of another's method ([`handler::Invoke`]);
+//! 4. [`services`]: one module per contract namespace, same name; no service imports
+//!    another;
+//! 5. [`handler`]: the typed routes services register (`Call`, `Routes`);
+//! 6. [`state`]: what all connections share, owned by small typed stores (sessions and
+//!    their identity, auth files, the event and run store, run records, memory, models,
+//!    agents and their processes, approvals and the permission gate, supervision,
+//!    schedules, secrets' grants, the proposal model);
+//! 7. [`config`]: flags and environment → `Config`.
 //!
 //! [`run`] is the whole process: resolve paths, bind, claim primacy, publish credentials,
 //! serve until SIGINT/SIGTERM, then remove the token files and the socket.

@@ -262,3 +262,31 @@ fn test_only_code_and_comments_do_not_count() {
     )];
     assert!(violations(&files).is_empty());
 }
+
+/// The module names in `dir` (`x.rs` and `x/mod.rs` both name `x`), without `skip`.
+fn modules_in(dir: &Path, skip: &[&str]) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .expect("read a source directory")
+        .map(|e| e.expect("dir entry").path())
+        .filter(|p| p.is_dir() || p.extension().is_some_and(|e| e == "rs"))
+        .map(|p| p.file_stem().unwrap().to_string_lossy().into_owned())
+        .filter(|n| !skip.contains(&n.as_str()))
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn services_are_the_contracts_namespaces_by_the_same_names() {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let services = modules_in(&manifest.join("src/services"), &["mod"]);
+    let namespaces = modules_in(
+        &manifest.join("../core/src/methods"),
+        &["mod", "fields", "member", "spec", "tests"],
+    );
+    assert!(namespaces.len() > 20, "{namespaces:?}");
+    assert_eq!(
+        services, namespaces,
+        "one service module per contract namespace"
+    );
+}

@@ -5,7 +5,7 @@ use serde::Serialize;
 
 /// CAR's role label for a method (`capabilities.json`), published by `capabilities.list`.
 ///
-/// Enforcement (see docs/protocol-choices.md, "Roles"): `host` methods need a session
+/// Enforcement (docs/security.md, "One access rule per method"): `host` methods need a session
 /// authenticated with the host token; `owner` methods are admitted and check the concrete
 /// resource's owner in their handler; `agent` and `operator` methods are callable by any
 /// authenticated session.

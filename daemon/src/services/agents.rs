@@ -43,7 +43,7 @@ use serde_json::{json, Value};
 use crate::handler::{Call, Routes};
 use crate::state::agent_registry;
 use crate::state::chat_routes::{ChatRoutes, Route};
-use crate::state::runtime::ToolDescriptor;
+use crate::state::per_connection::ToolDescriptor;
 use crate::state::session::{ReverseCallError, Session};
 use crate::state::ServerState;
 

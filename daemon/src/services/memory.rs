@@ -1,5 +1,5 @@
-//! `memory.*`, `skill.*` and `skills.*`: the durable fact and skill graphs
-//! (`car-memory`), scoped per connection (docs/protocol-choices.md, "Memory scope").
+//! `memory.*`: the durable fact graph (`car-memory`), scoped per connection
+//! (docs/protocol-choices.md, "Memory scope"; `skill.*` / `skills.*` are `services::skills`).
 //!
 //! A connection authenticated with `memory_namespace` uses that namespace's graph; one bound
 //! to an agent uses the agent's graph; every other connection uses the daemon-wide shared
@@ -7,14 +7,13 @@
 //! disk); this module reads params with precise `-32602` errors and maps engine errors:
 //! the caller's mistakes are `-32602`, I/O failures `-32603`.
 
-use car_memory::{FactInput, FactKind, Outcome, Scope, SkillInput, SkillQuery};
+use car_memory::{FactInput, FactKind, Scope};
 use car_proto::errors::RpcError;
 use car_proto::methods::fields::NoParams;
 use car_proto::methods::memory::{
     self as mm, AddFactParams, BuildContextParams, DeleteParams, DeleteReply, FactHit, PathParams,
     QueryParams,
 };
-use car_proto::methods::skills::{self as ms, FindParams, IngestParams, ListParams, ReportParams};
 use serde_json::Value;
 
 use crate::handler::{Call, Routes};
@@ -24,12 +23,6 @@ fn scope_of(call: &Call) -> Scope {
     call.session.identity().memory_scope()
 }
 
-fn to_json<T: serde::Serialize>(v: T) -> Result<Value, RpcError> {
-    serde_json::to_value(v)
-        .map_err(|e| RpcError::internal(format!("encoding a memory result: {e}")))
-}
-
-/// An optional integer (any sign, so the engine can name out-of-range values itself).
 pub fn register(routes: &mut Routes) {
     routes
         .add::<mm::AddFact, _, _>(add_fact)
@@ -39,11 +32,7 @@ pub fn register(routes: &mut Routes) {
         .add::<mm::Consolidate, _, _>(consolidate)
         .add::<mm::BuildContext, _, _>(build_context)
         .add::<mm::Persist, _, _>(persist)
-        .add::<mm::Load, _, _>(load)
-        .add::<ms::Ingest, _, _>(skill_ingest)
-        .add::<ms::Find, _, _>(skill_find)
-        .add::<ms::Report, _, _>(skill_report)
-        .add::<ms::List, _, _>(skills_list);
+        .add::<mm::Load, _, _>(load);
 }
 
 fn invalid(e: impl std::fmt::Display) -> RpcError {
@@ -129,7 +118,7 @@ async fn delete(call: Call, p: DeleteParams) -> Result<DeleteReply, RpcError> {
 /// `candidates_rejected` lists (this engine merges duplicates and promotes no candidates,
 /// so both are empty).
 async fn consolidate(call: Call, _: NoParams) -> Result<Value, RpcError> {
-    let mut report = to_json(
+    let mut report = crate::handler::to_result(
         call.state
             .memory
             .consolidate(&scope_of(&call))
@@ -177,66 +166,4 @@ async fn load(call: Call, p: PathParams) -> Result<u64, RpcError> {
         .await
         .map_err(RpcError::from)?;
     Ok(n as u64)
-}
-
-/// `skill.ingest` → the skill's node id.
-async fn skill_ingest(call: Call, p: IngestParams) -> Result<u64, RpcError> {
-    let input = SkillInput {
-        name: p.name,
-        code: p.code,
-        platform: p.platform.unwrap_or_default(),
-        persona: p.persona.unwrap_or_default(),
-        url_pattern: p.url_pattern.unwrap_or_default(),
-        task_keywords: p.task_keywords.unwrap_or_default(),
-        description: p.description.unwrap_or_default(),
-        supersedes: p.supersedes,
-    };
-    let input = input.validate().map_err(invalid)?;
-    let id = call
-        .state
-        .memory
-        .ingest_skill(&scope_of(&call), input)
-        .await
-        .map_err(RpcError::from)?;
-    Ok(id as u64)
-}
-
-/// `skill.find` → scored matches, best first.
-async fn skill_find(call: Call, p: FindParams) -> Result<Value, RpcError> {
-    let query = SkillQuery {
-        persona: p.persona,
-        url: p.url,
-        task: p.task,
-        max_results: p.max_results,
-    };
-    to_json(
-        call.state
-            .memory
-            .find_skills(&scope_of(&call), &query)
-            .await
-            .map_err(RpcError::from)?,
-    )
-}
-
-/// `skill.report {skill_name, outcome}` → the skill's updated stats.
-async fn skill_report(call: Call, p: ReportParams) -> Result<Value, RpcError> {
-    let outcome: Outcome = p.outcome.parse().map_err(invalid)?;
-    to_json(
-        call.state
-            .memory
-            .report_outcome(&scope_of(&call), &p.skill_name, outcome)
-            .await
-            .map_err(RpcError::from)?,
-    )
-}
-
-/// `skills.list {domain?}` → skills.
-async fn skills_list(call: Call, p: ListParams) -> Result<Value, RpcError> {
-    to_json(
-        call.state
-            .memory
-            .list_skills(&scope_of(&call), p.domain.as_deref())
-            .await
-            .map_err(RpcError::from)?,
-    )
 }

@@ -1,10 +1,13 @@
-//! Services: one module per method namespace. A service implements the declared methods of
-//! its namespace (`car_proto::methods::<ns>`) as typed functions and registers them in
-//! [`routes`]; it never touches a socket: it gets the caller's [`Session`] (identity,
-//! negotiated capabilities, reverse calls, notifications) and the shared [`ServerState`]
-//! through [`Call`].
+//! Services: one module per contract namespace, with the namespace's name (`services::runs`
+//! serves `car_proto::methods::runs`; `tests/layering.rs` checks the two lists match). A
+//! service implements its namespace's declared methods as typed functions and registers
+//! them in [`routes`]; it never touches a socket: it gets the caller's [`Session`]
+//! (identity, negotiated capabilities, reverse calls, notifications) and the shared
+//! [`ServerState`] through [`Call`].
 //!
-//! Services depend on the leaf module [`crate::handler`]; dispatch depends on no service.
+//! A service imports [`crate::handler`], [`crate::state`] and [`crate::config`], never
+//! another service: what two services share lives in `state`, and one service runs
+//! another's method with [`Call::invoke`](crate::handler::Call::invoke), through dispatch.
 //!
 //! [`Session`]: crate::state::session::Session
 //! [`ServerState`]: crate::state::ServerState
@@ -31,6 +34,7 @@ pub mod scheduler;
 mod secret;
 mod server;
 mod session;
+mod skills;
 mod state;
 mod supervision;
 mod tools;
@@ -47,6 +51,7 @@ pub fn routes() -> Routes {
         state::register,
         memory::register,
         memory_proactive::register,
+        skills::register,
         tools::register,
         policy::register,
         proposal_checks::register,

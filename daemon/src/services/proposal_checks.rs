@@ -17,7 +17,7 @@
 //! `basis` is `policy_load_failed`, `denied_by_rule`, `passed_rules` (rules ran and the
 //! call cleared them) or `no_rules_configured` (nothing was loaded: the allow reviewed
 //! nothing). CAR also applies a stateless egress inspector; this daemon has none, so every
-//! finding comes from a rule (documented in docs/protocol-choices.md, "MCP").
+//! finding comes from a rule (documented in docs/protocol-choices.md, "Sibling endpoints, static checks and MCP (issue 16)").
 
 use std::path::{Path, PathBuf};
 
@@ -138,7 +138,7 @@ async fn check(call: Call, p: PolicyCheckParams) -> Result<PolicyCheckReply, Rpc
         let state = rt.partition(None).cloned().unwrap_or_default();
         (
             rt.policies.len(),
-            crate::state::runtime::violation_in(
+            crate::state::per_connection::violation_in(
                 &rt.policies,
                 &session_id,
                 &p.tool,

@@ -16,7 +16,7 @@ use car_proto::methods::scheduler::{self as m};
 use car_scheduler::{PromptRunner, Task};
 use serde_json::{Map, Value};
 
-use crate::handler::{Call, Routes};
+use crate::handler::{to_result, Call, Routes};
 use crate::state::agent_runner::SessionRunner;
 
 fn strip_nulls(v: &mut Value) {
@@ -24,10 +24,6 @@ fn strip_nulls(v: &mut Value) {
         map.retain(|_, v| !v.is_null());
         map.values_mut().for_each(strip_nulls);
     }
-}
-
-fn encode(v: impl serde::Serialize) -> Result<Value, RpcError> {
-    serde_json::to_value(v).map_err(RpcError::internal)
 }
 
 fn task_of(task: Map<String, Value>) -> Result<Task, RpcError> {
@@ -84,7 +80,7 @@ pub fn register(routes: &mut Routes) {
                 system_prompt: p.system_prompt.unwrap_or_default(),
                 ..Default::default()
             };
-            encode(Task::create(new).map_err(RpcError::from)?)
+            to_result(Task::create(new).map_err(RpcError::from)?)
         })
         .add::<m::Run, _, _>(|call, p: m::RunParams| async move {
             let task = task_of(p.task)?;
@@ -97,7 +93,7 @@ pub fn register(routes: &mut Routes) {
             )
             .await
             .map_err(|e| RpcError::from(e.within("task")))?;
-            encode(execution)
+            to_result(execution)
         })
         .add::<m::RunLoop, _, _>(|call, p: m::RunLoopParams| async move {
             let task = task_of(p.task)?;
@@ -111,12 +107,12 @@ pub fn register(routes: &mut Routes) {
             )
             .await
             .map_err(RpcError::from)?;
-            encode(runs)
+            to_result(runs)
         })
         .add::<m::OsRender, _, _>(|call, p: m::OsScheduleParams| async move {
             let task = task_of(p.task)?;
             let args = p.args.unwrap_or_default();
-            encode(car_scheduler::render(
+            to_result(car_scheduler::render(
                 &task.id,
                 task.trigger,
                 &task.schedule,
@@ -134,7 +130,7 @@ pub fn register(routes: &mut Routes) {
                 )));
             }
             let args = p.args.unwrap_or_default();
-            encode(
+            to_result(
                 call.state
                     .scheduling
                     .os
@@ -144,7 +140,7 @@ pub fn register(routes: &mut Routes) {
             )
         })
         .add::<m::OsUninstall, _, _>(|call, p: m::OsUninstallParams| async move {
-            encode(
+            to_result(
                 call.state
                     .scheduling
                     .os
@@ -157,7 +153,7 @@ pub fn register(routes: &mut Routes) {
             call.state.scheduling.os.list().map_err(RpcError::from)
         })
         .add::<m::OsReconcile, _, _>(|call, _: NoParams| async move {
-            encode(
+            to_result(
                 call.state
                     .scheduling
                     .os
@@ -171,7 +167,7 @@ pub fn register(routes: &mut Routes) {
             let mut raw = serde_json::to_value(&p).map_err(RpcError::internal)?;
             strip_nulls(&mut raw);
             let request = car_scheduler::decode(raw).map_err(RpcError::from)?;
-            encode(
+            to_result(
                 call.state
                     .scheduling
                     .commands
@@ -181,7 +177,7 @@ pub fn register(routes: &mut Routes) {
             )
         })
         .add::<m::List, _, _>(|call, _: NoParams| async move {
-            encode(
+            to_result(
                 call.state
                     .scheduling
                     .commands
@@ -191,7 +187,7 @@ pub fn register(routes: &mut Routes) {
         })
         .add::<m::Unschedule, _, _>(|call, p: m::UnscheduleParams| async move {
             let id: Name = p.id;
-            encode(
+            to_result(
                 call.state
                     .scheduling
                     .commands

@@ -22,7 +22,7 @@ use car_proto::methods::workflow::{self as m, PausedRow, VerifyReply};
 use car_workflow::{BoxFuture, Object, PatternKind, PatternOutcome, ProposalOutcome, StepExecutor};
 use serde_json::{json, Value};
 
-use crate::handler::{Call, Routes};
+use crate::handler::{to_result, Call, Routes};
 use crate::state::agent_runner::SessionRunner;
 
 pub fn register(routes: &mut Routes) {
@@ -292,17 +292,13 @@ fn executor(call: &Call, runner: Option<mm::RunnerChoice>) -> Executor {
     }
 }
 
-fn encode(v: impl serde::Serialize) -> Result<Value, RpcError> {
-    serde_json::to_value(v).map_err(RpcError::internal)
-}
-
 async fn run(call: Call, p: m::RunParams) -> Result<Value, RpcError> {
     let wf = car_workflow::parse(&Value::Object(p.workflow)).map_err(RpcError::from)?;
     let exec = executor(&call, p.runner);
     let result = car_workflow::run(&exec, &call.state.workflows, wf, p.initial_state)
         .await
         .map_err(RpcError::from)?;
-    encode(result)
+    to_result(result)
 }
 
 async fn chain(call: Call, p: m::ChainParams) -> Result<Value, RpcError> {
@@ -311,7 +307,7 @@ async fn chain(call: Call, p: m::ChainParams) -> Result<Value, RpcError> {
     let result = car_workflow::chain(&exec, &call.state.workflows, workflows, p.initial_state)
         .await
         .map_err(RpcError::from)?;
-    encode(result)
+    to_result(result)
 }
 
 async fn resume(call: Call, p: m::ResumeParams) -> Result<Value, RpcError> {
@@ -338,7 +334,7 @@ async fn resume(call: Call, p: m::ResumeParams) -> Result<Value, RpcError> {
     )
     .await
     .map_err(RpcError::from)?;
-    encode(result)
+    to_result(result)
 }
 
 async fn list_paused(call: Call, _: NoParams) -> Result<Vec<PausedRow>, RpcError> {

@@ -9,8 +9,8 @@ use car_proto::methods::tools::ToolDefinition;
 use regex::RegexBuilder;
 use serde_json::Value;
 
-pub use crate::state::runtime::ToolDescriptor;
-use crate::state::runtime::{Policy, Rule};
+pub use crate::state::per_connection::ToolDescriptor;
+use crate::state::per_connection::{Policy, Rule};
 use crate::state::session::Session;
 
 /// Most tools one connection may hold.

@@ -19,7 +19,7 @@ use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use crate::state::outbound::Outbound;
-use crate::state::runtime::Runtime;
+use crate::state::per_connection::Runtime;
 
 /// Ids for daemon-originated requests, shared by every session of the process.
 static NEXT_CALLBACK_ID: AtomicU64 = AtomicU64::new(1);

@@ -20,8 +20,8 @@ use std::collections::{BTreeMap, HashMap};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
+use crate::state::per_connection::{violation_in, Policy, ToolDescriptor};
 use crate::state::proposal::{Action, ActionKind, Proposal};
-use crate::state::runtime::{violation_in, Policy, ToolDescriptor};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]

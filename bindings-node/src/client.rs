@@ -6,7 +6,7 @@
 //! `car_daemon_client::typed` for every generated member), `connectionEpoch`, handler
 //! registration, `executeProposal`, `runAgent` (the shared agent loop) and `disconnect`.
 //! Every call returns a Promise that settles on the JS thread: with the result, or rejected
-//! with the error object [`crate::errors::to_js`] builds from the client's structured
+//! with the error object [`crate::error::to_js`] builds from the client's structured
 //! error. It holds no protocol logic. Every client starts with the process-wide tool
 //! handler and tool-cancel listener wired in, so `registerToolHandler` serves every
 //! runtime, including ones created earlier; likewise every client serves `agent.chat`
@@ -33,7 +33,7 @@ use serde_json::Value;
 use crate::callbacks::{self, JsHandler, JsListener, JsStreamListener};
 use crate::calls::{self, JsCompletion};
 use crate::chat;
-use crate::errors::{invalid_argument, parse_json, to_js};
+use crate::error::{invalid_argument, parse_json, to_js};
 
 /// The native client behind `CarRuntime` (see `index.js`).
 #[napi]
