@@ -311,5 +311,4 @@ pub fn sync_dir(dir: &Path) -> std::io::Result<()> {
 }
 
 #[cfg(test)]
-#[path = "safe_file_tests.rs"]
 mod tests;

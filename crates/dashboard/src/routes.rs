@@ -272,5 +272,4 @@ fn secure(site: &Site, headers: &mut HeaderMap) {
 }
 
 #[cfg(test)]
-#[path = "routes_tests.rs"]
 mod tests;

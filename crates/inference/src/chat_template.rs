@@ -411,5 +411,4 @@ fn strftime_now(format: String) -> String {
 }
 
 #[cfg(test)]
-#[path = "chat_template_tests.rs"]
 pub(crate) mod tests;

@@ -268,7 +268,7 @@ impl InferenceEngine {
     /// completed tool call ([`StreamEvent::ToolCall`], after the last text piece). Returning
     /// `StreamControl::Stop` from any event ends generation like `cancel` does. A GGUF model
     /// calls tools through a generic tool prompt and grammar-constrained decoding (see
-    /// `llama_tools`).
+    /// `llama::tools`).
     pub fn generate_with_events(
         &self,
         model: Option<&str>,
@@ -550,5 +550,4 @@ fn wrong_kind(entry: &ModelEntry, purpose: Use) -> InferenceError {
 }
 
 #[cfg(test)]
-#[path = "engine_tests.rs"]
 mod tests;

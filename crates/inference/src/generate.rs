@@ -447,5 +447,4 @@ impl TextAssembler {
 }
 
 #[cfg(test)]
-#[path = "generate_tests.rs"]
 mod tests;

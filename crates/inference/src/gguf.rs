@@ -580,5 +580,4 @@ fn tensor_nbytes(name: &str, dims: &[u64], type_id: u32) -> Result<u64, GgufErro
 }
 
 #[cfg(test)]
-#[path = "gguf_tests.rs"]
 mod tests;

@@ -4,7 +4,7 @@
 //! and the grammar of a whole tool-call answer: the generic `{"tool_calls": [{"name",
 //! "arguments"}]}` ([`tool_calls_gbnf`]) or a model's own format such as Hermes'
 //! `<tool_call>\n{"name": …, "arguments": …}\n</tool_call>` ([`native_calls_gbnf`]).
-//! Must not touch: llama.cpp itself (see `llama_tools`) or the tool IR's checks (`tools`).
+//! Must not touch: llama.cpp itself (see `llama::tools`) or the tool IR's checks (`tools`).
 //!
 //! Supported: `type` (`object`, `string`, `number`, `integer`, `boolean`, `null`, or a list
 //! of these), `properties` with `required` (properties appear in the schema's key order,
@@ -406,5 +406,4 @@ fn repeat(min: u64, max: Option<u64>) -> String {
 }
 
 #[cfg(test)]
-#[path = "grammar_tests.rs"]
 mod tests;

@@ -31,27 +31,11 @@ pub mod identity;
 pub mod keys;
 #[cfg(feature = "engines")]
 pub mod llama;
-#[cfg(feature = "engines")]
-mod llama_classify;
-#[cfg(feature = "engines")]
-mod llama_sched;
-#[cfg(feature = "engines")]
-mod llama_seq;
-#[cfg(feature = "engines")]
-mod llama_tools;
-#[cfg(feature = "engines")]
-mod openai;
 pub mod prefix_cache;
-#[cfg(feature = "engines")]
-mod provider_error;
 #[cfg(feature = "engines")]
 pub mod registry;
 #[cfg(feature = "engines")]
 pub mod remote;
-#[cfg(feature = "engines")]
-mod remote_read;
-#[cfg(feature = "engines")]
-pub mod sse;
 #[cfg(feature = "engines")]
 mod tool_formats;
 pub mod tools;
@@ -75,7 +59,3 @@ pub use registry::{ModelEntry, ModelRegistry, ModelSource, RegisterRequest};
 #[cfg(feature = "engines")]
 pub use remote::RemoteConfig;
 pub use tools::{ToolCall, ToolChoice, ToolSpec};
-
-#[cfg(test)]
-#[cfg(feature = "engines")]
-mod native_tools_tests;

@@ -6,8 +6,8 @@
 //! registry, the cache policy (see `cache`) or admission (the daemon's).
 //!
 //! Concurrent requests on one loaded model run as sequences of one shared llama.cpp
-//! context, decoded together (`llama_sched`, continuous batching; each request's decode
-//! state is `llama_seq`); a request too large for the shared context gets one of its own.
+//! context, decoded together (`llama::sched`, continuous batching; each request's decode
+//! state is `llama::seq`); a request too large for the shared context gets one of its own.
 //! Sequences never see each other's KV cells. The loaded model itself is shared
 //! (`LlamaModel` is `Send + Sync`). A sequence starts from the saved sequence of an earlier
 //! request that shares a prefix of its prompt (see `prefix_cache`), and leaves its own
@@ -18,7 +18,7 @@
 //! (`tool_formats`) is rendered through that template (`chat_template`, minijinja), tools
 //! and tool turns included; any other, or one whose rendering fails (logged as a warning),
 //! goes through llama.cpp's built-in template matcher with tool turns as plain text and the
-//! generic tool prompt (`llama_tools`).
+//! generic tool prompt (`llama::tools`).
 
 use std::num::NonZeroU32;
 use std::path::Path;
@@ -41,13 +41,20 @@ use crate::generate::{
     DEFAULT_TEMPERATURE, DEFAULT_TOP_P,
 };
 use crate::gguf;
-use crate::llama_sched::{self as sched, Scheduler};
-use crate::llama_seq::{Job, Relay};
+use crate::llama::seq::{Job, Relay};
 use crate::prefix_cache::{CacheStats, PrefixCache};
 use crate::tool_formats::ToolFormat;
+use sched::Scheduler;
 
-#[path = "llama_render.rs"]
 mod render;
+
+pub(crate) mod classify;
+mod sched;
+mod seq;
+pub(crate) mod tools;
+
+#[cfg(test)]
+mod native_tools_tests;
 
 /// Tokens decoded per llama.cpp batch while reading the prompt.
 pub(crate) const PROMPT_BATCH: u32 = 512;
@@ -304,11 +311,11 @@ impl LlamaEngineModel {
     /// Runs one generation. `on_event` receives text as it becomes final and, once
     /// generation has ended, each tool call; returning `StreamControl::Stop` ends generation
     /// with `StopReason::Cancelled` (the text is then exactly what `on_event` received), as
-    /// does `cancel`. Tools are handled as `llama_tools` describes: a constrained answer is
+    /// does `cancel`. Tools are handled as `llama::tools` describes: a constrained answer is
     /// not streamed as text, and a parsed one sets `tool_calls` (with empty text) and
     /// `StopReason::ToolUse`. Stop sequences do not apply to a constrained answer.
     ///
-    /// The generation runs as one sequence of the model's shared batch (`llama_sched`),
+    /// The generation runs as one sequence of the model's shared batch (`llama::sched`),
     /// or alone in a context of its own when it needs more cells than the shared one has;
     /// `on_event` runs on the calling thread, which blocks until the end.
     pub fn generate(

@@ -465,5 +465,4 @@ fn remote_entry(request: &RegisterRequest, base_url: &str) -> Result<ModelEntry>
 }
 
 #[cfg(test)]
-#[path = "registry_tests.rs"]
 mod tests;

@@ -2,14 +2,14 @@
 //! `/v1/embeddings`.
 //!
 //! Owns: request bodies, bounded retries, and mapping provider error answers to
-//! `InferenceError` (reading successful answers is `remote_read`'s). Must not touch: the
+//! `InferenceError` (reading successful answers is `remote::read`'s). Must not touch: the
 //! registry, API key storage or the rules on which key may be used (`keys`; it receives
 //! the key, inside `Redacted`, and the key's *name*, and only the name ever appears in
 //! errors or logs), or local engines.
 //!
 //! Provider text in errors: a provider's error body is never passed on whole. Only a short
 //! sanitized reason is (its JSON `error.message`, at most 200 characters; a non-JSON body
-//! only by its size; see `provider_error`), a 401/403 carries nothing of the body, and
+//! only by its size; see `remote::provider_error`), a 401/403 carries nothing of the body, and
 //! every error a call returns has the API key replaced by `[redacted]`, wherever the
 //! provider echoed it.
 //!
@@ -41,8 +41,13 @@
 //!
 //! Tool calling: tools, `tool_choice`, `parallel_tool_calls` and tool turns are sent in
 //! OpenAI's shape (`openai`); calls come back as `ToolCall`s with `StopReason::ToolUse`,
-//! from a whole message or assembled from streamed fragments (`remote_read`). Response
-//! reading lives in `remote_read`.
+//! from a whole message or assembled from streamed fragments (`remote::read`). Response
+//! reading lives in `remote::read`.
+
+pub(crate) mod openai;
+mod provider_error;
+mod read;
+pub mod sse;
 
 use std::io::Read;
 use std::time::{Duration, Instant};
@@ -58,9 +63,8 @@ use crate::generate::{
 };
 use crate::keys::KeySource;
 use crate::llama::Generated;
-use crate::openai;
-use crate::provider_error::{check_error_object, ErrorBody};
-use crate::remote_read::{answers_json, cancelled, read_stream, read_whole, report_calls};
+use crate::remote::provider_error::{check_error_object, ErrorBody};
+use crate::remote::read::{answers_json, cancelled, read_stream, read_whole, report_calls};
 
 /// Most stop sequences forwarded to a provider (OpenAI's limit); all of them are also
 /// enforced locally.

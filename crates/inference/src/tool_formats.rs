@@ -4,7 +4,7 @@
 //! Owns: [`ToolFormat`] and deciding it for a chat template ([`native_template`]), each
 //! format's grammar, `auto` trigger and parser, and writing calls into a conversation for a
 //! template that does not render `tool_calls` itself. Must not touch: the Jinja rendering
-//! (`chat_template`), the decode loop (`llama`) or the generic prompt (`llama_tools`).
+//! (`chat_template`), the decode loop (`llama`) or the generic prompt (`llama::tools`).
 //!
 //! The rule: a model's template is used for tools when it *supports tools* — its source
 //! mentions `tools`, and rendering a probe conversation with a probe tool differs from
@@ -22,7 +22,7 @@
 //! Either way the probe's tool result must appear in the rendering too. Any other template
 //! — without tools support, with a call format not recognised here, or one minijinja cannot
 //! compile or render — keeps the generic path: the generic tool prompt
-//! (`llama_tools::tool_prompt`) in the system message, tool turns as plain text
+//! (`tools::tool_prompt`) in the system message, tool turns as plain text
 //! (`tools::plain_turns`), llama.cpp's built-in template matcher, and the generic
 //! `{"tool_calls": [...]}` grammar.
 
@@ -33,7 +33,7 @@ use serde_json::{json, Value};
 use crate::chat_template::{python_json, ChatTemplate};
 use crate::generate::Message;
 use crate::grammar::{self, CallSyntax};
-use crate::llama_tools;
+use crate::llama::tools;
 use crate::tools::{ToolCall, ToolSpec};
 
 const HERMES_OPEN: &str = "<tool_call>";
@@ -110,8 +110,8 @@ impl ToolFormat {
     /// `None` when there is not one.
     pub fn parse(&self, text: &str, first_id: usize, truncated: bool) -> Option<Vec<ToolCall>> {
         match (self, truncated) {
-            (Self::Generic, false) => llama_tools::parse_calls(text, first_id),
-            (Self::Generic, true) => llama_tools::parse_truncated_calls(text, first_id),
+            (Self::Generic, false) => tools::parse_calls(text, first_id),
+            (Self::Generic, true) => tools::parse_truncated_calls(text, first_id),
             (Self::Hermes { .. }, _) => parse_hermes(text, first_id, truncated),
             (Self::Llama3, _) => {
                 let v: Value = serde_json::from_str(text.trim()).ok()?;
@@ -343,5 +343,4 @@ pub(crate) fn native_template(
 }
 
 #[cfg(test)]
-#[path = "tool_formats_tests.rs"]
 mod tests;

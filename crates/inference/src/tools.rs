@@ -310,5 +310,4 @@ pub fn plain_turns(conversation: &[Message]) -> Vec<(String, String)> {
 }
 
 #[cfg(test)]
-#[path = "tools_tests.rs"]
 mod tests;

@@ -456,5 +456,4 @@ fn collect_refs(value: &Value, out: &mut Vec<String>) {
 }
 
 #[cfg(test)]
-#[path = "catalog_tests.rs"]
 mod tests;

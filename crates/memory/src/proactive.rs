@@ -363,5 +363,4 @@ impl MemoryStore {
 }
 
 #[cfg(test)]
-#[path = "proactive_tests.rs"]
 mod tests;

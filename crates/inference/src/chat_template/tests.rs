@@ -4,18 +4,19 @@ use super::*;
 use crate::tools::ToolCall;
 
 /// Qwen/Qwen2.5-*-Instruct's chat template.
-pub(crate) const QWEN25: &str = include_str!("../tests/fixtures/templates/qwen2.5-instruct.jinja");
+pub(crate) const QWEN25: &str =
+    include_str!("../../tests/fixtures/templates/qwen2.5-instruct.jinja");
 /// NousResearch/Hermes-3-Llama-3.1-8B's `tool_use` chat template.
 pub(crate) const HERMES3: &str =
-    include_str!("../tests/fixtures/templates/hermes-3-llama-3.1-tool-use.jinja");
+    include_str!("../../tests/fixtures/templates/hermes-3-llama-3.1-tool-use.jinja");
 /// HuggingFaceTB/SmolLM3-3B's chat template.
-pub(crate) const SMOLLM3: &str = include_str!("../tests/fixtures/templates/smollm3.jinja");
+pub(crate) const SMOLLM3: &str = include_str!("../../tests/fixtures/templates/smollm3.jinja");
 /// meta-llama/Llama-3.1-8B-Instruct's chat template.
 pub(crate) const LLAMA31: &str =
-    include_str!("../tests/fixtures/templates/llama-3.1-instruct.jinja");
+    include_str!("../../tests/fixtures/templates/llama-3.1-instruct.jinja");
 /// meta-llama/Llama-3.2-3B-Instruct's chat template.
 pub(crate) const LLAMA32: &str =
-    include_str!("../tests/fixtures/templates/llama-3.2-instruct.jinja");
+    include_str!("../../tests/fixtures/templates/llama-3.2-instruct.jinja");
 
 pub(crate) fn weather() -> ToolSpec {
     ToolSpec {

@@ -3,7 +3,7 @@
 //! Owns: reducing an error answer (the body of a non-2xx response, a 2xx body's `error`
 //! object, a streamed `{"error": …}` event) to a short sanitized reason, and detecting
 //! content refusals in it. Must not touch: HTTP, retries or successful answers (`remote`,
-//! `remote_read`).
+//! `remote::read`).
 //!
 //! A "provider" is whatever URL was registered: its error body can say anything, and may
 //! echo the request back, headers included. Errors reach the daemon's caller, so only this
@@ -138,5 +138,4 @@ pub(crate) fn check_error_object(value: &Value, key: Option<&str>) -> Result<()>
 }
 
 #[cfg(test)]
-#[path = "provider_error_tests.rs"]
 mod tests;

@@ -1,12 +1,12 @@
 //! One generation as a sequence of a llama.cpp context: the per-request decode state
-//! machine that `llama_sched` steps one token per batch.
+//! machine that `llama::sched` steps one token per batch.
 //!
 //! Owns: what a request is while it decodes — its prompt evaluation (in chunks, starting
 //! after a restored prefix), sampling (an optional tool grammar), tool probing and the
 //! restart into constrained decoding, stop sequences (`TextAssembler`), cancellation,
 //! `max_tokens` and the context-length limit, time to first token, usage, the parsed tool
 //! calls and saving its KV cells for prefix reuse when it ends. Must not touch: which
-//! sequences share a batch or a context (`llama_sched`), or the caller's stream callback
+//! sequences share a batch or a context (`llama::sched`), or the caller's stream callback
 //! (text pieces go out through a channel; `llama` relays them).
 //!
 //! A sequence is fed through [`Sequence::fill`] (its next prompt chunk, or the token it
@@ -24,8 +24,8 @@ use llama_cpp_2::token::LlamaToken;
 
 use crate::error::{InferenceError, Result};
 use crate::generate::{CancelToken, GenerateRequest, StopReason, TextAssembler, Usage};
+use crate::llama::tools::{self, Probe, ToolPlan};
 use crate::llama::{Core, Generated};
-use crate::llama_tools::{self, Probe, ToolPlan};
 use crate::tool_formats::ToolFormat;
 
 /// What a running generation sends its caller.
@@ -274,7 +274,7 @@ impl Sequence {
             self.held.push_str(&piece);
             piece = String::new();
             self.probe.extend(vocab.token_to_piece(token, true, None));
-            match llama_tools::probe(&String::from_utf8_lossy(&self.probe), self.trigger) {
+            match tools::probe(&String::from_utf8_lossy(&self.probe), self.trigger) {
                 Probe::Call => {
                     self.restart(core, ctx)?;
                     return Ok(Some(Step::Continue));

@@ -9,7 +9,7 @@ use super::{LlamaEngineModel, FALLBACK_TEMPLATE};
 use crate::chat_template::ChatTemplate;
 use crate::error::{InferenceError, Result};
 use crate::generate::{GenerateRequest, Message};
-use crate::llama_tools::{self, ToolPlan};
+use crate::llama::tools::{self, ToolPlan};
 use crate::tool_formats::{self, ToolFormat};
 use crate::tools::ToolSpec;
 
@@ -117,7 +117,7 @@ impl LlamaEngineModel {
         }
         let plan = ToolPlan::for_request(request, ToolFormat::Generic);
         if let Some(p) = &plan {
-            conversation = llama_tools::with_tool_prompt(conversation, &p.prompt);
+            conversation = tools::with_tool_prompt(conversation, &p.prompt);
         }
         let prompt = self.render_generic(&conversation)?;
         Ok((plan, prompt))

@@ -3,7 +3,7 @@
 //! Owns: finish-reason mapping, usage, refusal checks on choices, local stop-sequence
 //! enforcement, tool-call assembly (through `openai`) and delivering stream events. Must
 //! not touch: request bodies, retries or HTTP errors (see `remote`), or what of an
-//! `{"error": …}` object reaches an error (see `provider_error`; `key` is the API key to
+//! `{"error": …}` object reaches an error (see `remote::provider_error`; `key` is the API key to
 //! keep out of it).
 //!
 //! Tool calls: a result carries the provider's calls with `StopReason::ToolUse` (when the
@@ -24,10 +24,10 @@ use ureq::Body;
 use crate::error::{InferenceError, Result};
 use crate::generate::{StopReason, StreamControl, StreamEvent, TextAssembler, Usage};
 use crate::llama::Generated;
-use crate::openai::{message_tool_calls, StreamedToolCalls};
-use crate::provider_error::check_error_object;
+use crate::remote::openai::{message_tool_calls, StreamedToolCalls};
+use crate::remote::provider_error::check_error_object;
+use crate::remote::sse::EventReader;
 use crate::remote::{malformed, read_json};
-use crate::sse::EventReader;
 use crate::CancelToken;
 
 pub(crate) fn cancelled(

@@ -222,5 +222,4 @@ impl StreamedToolCalls {
 }
 
 #[cfg(test)]
-#[path = "openai_tests.rs"]
 mod tests;

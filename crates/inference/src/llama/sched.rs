@@ -4,7 +4,7 @@
 //! Owns: the per-model scheduler thread and its shared context, which sequences run
 //! (admission by free seq ids and KV cells), building each step's batch, and the one-off
 //! context of a request too large for the shared one. Must not touch: what a sequence
-//! does with its logits (`llama_seq`), or the caller's callback (`llama` relays).
+//! does with its logits (`llama::seq`), or the caller's callback (`llama` relays).
 //!
 //! Shape:
 //! - the shared context has `n_seq` sequences over one unified KV cache of
@@ -35,8 +35,8 @@ use llama_cpp_2::llama_batch::LlamaBatch;
 
 use crate::error::{InferenceError, Result};
 use crate::generate::StopReason;
+use crate::llama::seq::{Job, Sequence, Step};
 use crate::llama::{Core, PROMPT_BATCH};
-use crate::llama_seq::{Job, Sequence, Step};
 
 /// A context with several sequences and the ones running in it.
 pub(crate) struct Batcher<'m> {
@@ -261,7 +261,7 @@ fn run(core: &Core, rx: Receiver<Box<Job>>, shape: Shape) {
         waiting.retain_mut(|job| {
             if job.cancelled() {
                 let done = job.cancelled_result();
-                let _ = job.relay.send(crate::llama_seq::Relay::Done(Ok(done)));
+                let _ = job.relay.send(crate::llama::seq::Relay::Done(Ok(done)));
                 false
             } else {
                 true
