@@ -380,8 +380,9 @@ impl Client {
         };
         let schema_keys = keys("tool", schemas);
         let policy_keys = keys("policy", policies);
-        let new_schemas: Vec<Value> = self
-            .agent_unregistered(epoch, &schema_keys)
+        let registered = self.extension::<Registered>();
+        let new_schemas: Vec<Value> = registered
+            .missing(epoch, &schema_keys)
             .into_iter()
             .map(|i| schemas[i].clone())
             .collect();
@@ -389,10 +390,10 @@ impl Client {
             self.call("tools.register", Value::Array(new_schemas))
                 .await?;
         }
-        self.agent_registered(epoch, schema_keys);
-        for i in self.agent_unregistered(epoch, &policy_keys) {
+        registered.record(epoch, schema_keys);
+        for i in registered.missing(epoch, &policy_keys) {
             self.call("policy.register", policies[i].clone()).await?;
-            self.agent_registered(epoch, [policy_keys[i].clone()]);
+            registered.record(epoch, [policy_keys[i].clone()]);
         }
         Ok(())
     }
@@ -458,6 +459,41 @@ impl Client {
                 }
             })
             .collect())
+    }
+}
+
+/// Tool schemas and policies (as canonical JSON) the agent loop registered on the
+/// connection of `epoch`; a new epoch starts empty. Kept per client (an extension).
+#[derive(Debug, Default)]
+struct Registered(std::sync::Mutex<Registrations>);
+
+#[derive(Debug, Default)]
+struct Registrations {
+    epoch: u64,
+    items: std::collections::HashSet<String>,
+}
+
+impl Registered {
+    /// Of `items`, those not yet registered on the connection of `epoch`.
+    fn missing(&self, epoch: u64, items: &[String]) -> Vec<usize> {
+        let mut done = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if done.epoch != epoch {
+            *done = Registrations {
+                epoch,
+                items: Default::default(),
+            };
+        }
+        (0..items.len())
+            .filter(|i| !done.items.contains(&items[*i]))
+            .collect()
+    }
+
+    /// Records `items` as registered on the connection of `epoch`.
+    fn record(&self, epoch: u64, items: impl IntoIterator<Item = String>) {
+        let mut done = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if done.epoch == epoch {
+            done.items.extend(items);
+        }
     }
 }
 

@@ -62,9 +62,9 @@ pub use params::{approves, ChatGoal, ChatParams};
 pub use turn::{ChatTurnContext, FINISH_CANCELLED, FINISH_STOP};
 
 use crate::client::{Client, WeakClient};
-use crate::connection::Peer;
 use crate::error::HandlerError;
 use crate::handlers::{self, AfterReply, HandlerResult, RequestHandler};
+use crate::peer::Peer;
 use params::ApproveParams;
 use turn::{Stop, TurnState};
 
@@ -214,7 +214,14 @@ impl Client {
     /// [`Client`], which would keep the client alive through its own handler registry.
     pub fn serve_chat<H: ChatHandler>(&self, handler: H) {
         let handler: Arc<dyn ChatHandler> = Arc::new(handler);
-        let sessions = self.chat_sessions().clone();
+        let sessions = self.extension::<ChatSessions>();
+        {
+            let sessions = sessions.clone();
+            self.route_locally(
+                EVENT_METHOD,
+                Arc::new(move |params: &Value| sessions.route(params)),
+            );
+        }
         let weak = self.downgrade();
         let registry = self.registry();
         {

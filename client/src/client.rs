@@ -37,7 +37,11 @@ use crate::timeouts::{self, TimeoutPolicy, Wait};
 use crate::typed::{self, Naming, Projected};
 
 mod connect;
+mod extensions;
 mod host;
+
+pub(crate) use extensions::LocalRoute;
+use extensions::{Extensions, LocalRoutes};
 
 /// How to find, authenticate to and wait for the daemon.
 #[derive(Debug, Clone)]
@@ -191,18 +195,10 @@ struct Inner {
     epochs: AtomicU64,
     /// Host-token connections opened so far (see [`Client::host_connection_epoch`]).
     host_epochs: AtomicU64,
-    /// What the agent loop registered on which connection epoch.
-    agent_registered: std::sync::Mutex<AgentRegistrations>,
-    /// The chat turns this client serves that are in flight (`chat`).
-    chat: Arc<crate::chat::ChatSessions>,
-}
-
-/// Tool schemas and policies (as canonical JSON) the agent loop registered on the
-/// connection of `epoch`; a new epoch starts empty.
-#[derive(Debug, Default)]
-pub(crate) struct AgentRegistrations {
-    pub(crate) epoch: u64,
-    pub(crate) items: std::collections::HashSet<String>,
+    /// State the features built on this client keep (see `extensions`).
+    extensions: Extensions,
+    /// Methods a feature answers in this process (see `extensions`).
+    local: LocalRoutes,
 }
 
 /// The shared daemon client. Cheap to clone; the last clone's drop stops every task.
@@ -244,8 +240,8 @@ impl Client {
                 closed: AtomicBool::new(false),
                 epochs: AtomicU64::new(0),
                 host_epochs: AtomicU64::new(0),
-                agent_registered: Default::default(),
-                chat: Default::default(),
+                extensions: Extensions::default(),
+                local: LocalRoutes::default(),
             }),
         }
     }
@@ -261,34 +257,15 @@ impl Client {
         WeakClient(Arc::downgrade(&self.inner))
     }
 
-    /// Of `items` (canonical JSON), those not yet registered on the connection of `epoch`.
-    pub(crate) fn agent_unregistered(&self, epoch: u64, items: &[String]) -> Vec<usize> {
-        let mut done = self
-            .inner
-            .agent_registered
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        if done.epoch != epoch {
-            *done = AgentRegistrations {
-                epoch,
-                items: Default::default(),
-            };
-        }
-        (0..items.len())
-            .filter(|i| !done.items.contains(&items[*i]))
-            .collect()
+    /// This client's `T` (created on first use): where a feature keeps its per-client
+    /// state.
+    pub(crate) fn extension<T: Default + Send + Sync + 'static>(&self) -> Arc<T> {
+        self.inner.extensions.get::<T>()
     }
 
-    /// Records `items` as registered on the connection of `epoch`.
-    pub(crate) fn agent_registered(&self, epoch: u64, items: impl IntoIterator<Item = String>) {
-        let mut done = self
-            .inner
-            .agent_registered
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        if done.epoch == epoch {
-            done.items.extend(items);
-        }
+    /// Answers `method` in this process whenever `route` takes its params.
+    pub(crate) fn route_locally(&self, method: &'static str, route: LocalRoute) {
+        self.inner.local.set(method, route);
     }
 
     pub fn config(&self) -> &ClientConfig {
@@ -307,7 +284,7 @@ impl Client {
         params: Value,
         options: CallOptions,
     ) -> Result<Value, Error> {
-        if method == crate::chat::EVENT_METHOD && self.chat_sessions().route(&params) {
+        if self.inner.local.take(method, &params) {
             return Ok(Value::Null);
         }
         let live = self.live(Credential::Token).await?;
@@ -320,7 +297,7 @@ impl Client {
     /// frame was queued for the socket; an error when the client is closed or the
     /// connection cannot be opened or has ended.
     pub async fn notify(&self, method: &str, params: Value) -> Result<(), Error> {
-        if method == crate::chat::EVENT_METHOD && self.chat_sessions().route(&params) {
+        if self.inner.local.take(method, &params) {
             return Ok(());
         }
         let live = self.live(Credential::Token).await?;
@@ -516,11 +493,6 @@ impl Client {
 
     pub fn unregister_notification_handler(&self, method: &str) {
         self.inner.registry.set_notification(method, None);
-    }
-
-    /// The chat turns in flight (`chat`).
-    pub(crate) fn chat_sessions(&self) -> &Arc<crate::chat::ChatSessions> {
-        &self.inner.chat
     }
 
     /// The handler registry every connection of this client dispatches to.

@@ -37,8 +37,8 @@ use car_proto::jsonrpc::{error_frame, result_frame};
 use futures_util::FutureExt;
 use serde_json::{json, Value};
 
-use crate::connection::Peer;
 use crate::error::HandlerError;
+use crate::peer::Peer;
 
 /// What a reverse-call handler returns.
 pub type HandlerResult = Result<Value, HandlerError>;

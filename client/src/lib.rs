@@ -33,6 +33,7 @@ mod connection;
 pub mod discovery;
 mod error;
 mod handlers;
+mod peer;
 mod proposals;
 pub mod timeouts;
 pub mod typed;

@@ -25,8 +25,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::{ChatHandler, ChatParams, EVENT_METHOD};
 use crate::client::Client;
-use crate::connection::Peer;
 use crate::handlers::AbortSignal;
+use crate::peer::Peer;
 
 /// The `finish_reason` of a turn that ended normally.
 pub const FINISH_STOP: &str = "stop";
