@@ -1,8 +1,12 @@
 //! The native half of the Node package `car-runtime`: a napi-rs translation layer around
 //! `car-daemon-client`.
 //!
+//! Owns: translation between JavaScript and the shared client. Must not touch: protocol logic
+//! (it is the shared client's), or the JS thread from a non-JS thread (results settle through
+//! napi's thread-safe functions).
+//!
 //! This crate owns only translation: JS values to `serde_json::Value` and back, client
-//! errors to instances of the package's error classes (see [`errors`]), and JS functions
+//! errors to instances of the package's error classes (see [`error`]), and JS functions
 //! to reverse-call and notification handlers (see [`callbacks`]), and the process-wide chat
 //! handler to the client's chat turns (see [`chat`]). Every protocol rule
 //! (discovery, handshake, timeouts, reconnect, reverse-call routing, typed members' params

@@ -1,5 +1,8 @@
 //! `car_runtime._native`: the PyO3 module under the `car_runtime` Python package.
 //!
+//! Owns: translation between Python and the shared client. Must not touch: protocol logic (it
+//! is the shared client's), or the GIL across a blocking wait (every wait releases it).
+//!
 //! A translation layer around `car-daemon-client` and nothing else: JSON strings in and
 //! out, client errors mapped to the package's exception classes, Python callbacks run on
 //! Python-owned worker threads (a streaming call's events on the thread that made it).

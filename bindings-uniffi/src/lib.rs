@@ -1,6 +1,10 @@
 //! `car-runtime-uniffi`: the UniFFI library through which Swift and Kotlin apps reach the
 //! local daemon (docs/protocol-choices.md, "Bindings").
 //!
+//! Owns: translation between Swift/Kotlin and the shared client, and the process's one tokio
+//! runtime for it. Must not touch: protocol logic (it is the shared client's), or a foreign
+//! callback while holding a lock.
+//!
 //! This crate is a translation layer over `car-daemon-client` and owns nothing else:
 //!
 //! - [`CarDaemonClient`] (`client`): the generic bridge (`daemon_call`,

@@ -1,6 +1,11 @@
 //! `car-daemon-client`: the shared client through which every language binding talks to
 //! the local daemon `car-server`.
 //!
+//! Owns: the one connection logic every binding shares: discovery, auth and handshake,
+//! timeouts, reverse-call and notification handlers, reconnects, typed members, the agent loop
+//! and chat serving. Must not touch: any language runtime (bindings translate), the daemon's
+//! files (it reads only the token files discovery names), or blocking waits on a tokio worker.
+//!
 //! Everything protocol-shaped lives here so each binding only translates types:
 //!
 //! - [`discovery`]: daemon address, Unix-socket preference, token, host token, memory

@@ -1,5 +1,10 @@
 //! `car-server`: the car-runtime daemon.
 //!
+//! Owns: every piece of shared state a daemon process holds (under `state`), the listeners,
+//! dispatch and the services. Must not touch: another daemon's state root (the primary-daemon
+//! rule in `transport::instance`), or any file a caller names outside `car_proto::safe_file`'s
+//! rules.
+//!
 //! One daemon per user per host owns the shared state; every program reaches it through
 //! JSON-RPC 2.0 over WebSocket, on TCP (`127.0.0.1:9100`) and on a Unix socket.
 //!

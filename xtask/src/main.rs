@@ -1,5 +1,9 @@
-//! `cargo xtask codegen [--check]` (an alias in `.cargo/config.toml`): writes (or checks) every generated file: the binding members
-//! generated from the method contract in `car-proto` (`core/src/methods/`).
+//! `cargo xtask codegen [--check]` (an alias in `.cargo/config.toml`): writes (or checks)
+//! every file generated from the method contract in `car-proto` (`core/src/methods/`): the
+//! binding members and wrappers, `bindings-uniffi/MEMBERS.md` and `docs/methods.md`.
+//!
+//! Owns: every generated file (written from the contract). Must not touch: hand-written
+//! sources.
 //!
 //! For every declaration a default daemon serves (the `--debug-methods` ones are left out):
 //!

@@ -1,5 +1,9 @@
 //! car-builtin-tools: the built-in agent tools behind `agents.register_basics`.
 //!
+//! Owns: the built-in tools' behaviour and their confinement to one workspace root. Must not
+//! touch: anything outside that root, sockets, processes, or the daemon's state (it is handed a
+//! `Workspace`).
+//!
 //! The daemon executes these tools itself (no reverse call to the client), each confined to
 //! one workspace root:
 //!

@@ -1,5 +1,9 @@
 //! `car-dashboard`: the daemon's loopback dashboard, served on `127.0.0.1:<ws_port + 1>`.
 //!
+//! Owns: the dashboard's HTTP server, its page and the one-time login exchange. Must not touch:
+//! daemon state (the page reads through the WebSocket with the observer token), or any
+//! non-loopback address.
+//!
 //! What it owns: one small HTTP/1 server (hyper) that serves a static page (`assets/`,
 //! compiled in) and `GET /auth-token`, which hands the page the daemon's read-only
 //! **dashboard token** and the WebSocket URL in exchange for a one-time login secret

@@ -2,6 +2,10 @@
 //! served over Streamable HTTP (embedded in `car-server`, [`serve_http`]) and over stdio
 //! (the `car-mcp` binary, [`serve_stdio`]).
 //!
+//! Owns: the MCP protocol (sessions, framing, the tool catalog) and the mapping of tools onto
+//! daemon methods. Must not touch: daemon state directly (every tool is a daemon call through
+//! `car-daemon-client` with the caller's credential).
+//!
 //! One transport-independent dispatcher ([`McpServer`], module `dispatch`) answers
 //! `initialize`, `ping`, `tools/list`, `tools/call`, `prompts/list`, `prompts/get`,
 //! `resources/list`, `completion/complete`; `resources/subscribe`, `resources/unsubscribe`,

@@ -1,6 +1,9 @@
 //! `car-multi`: the multi-agent coordination engine behind the daemon's `multi.*` methods
 //! (CAR 0.58.0-compatible shapes; the wire types live in [`car_proto::methods::multi`]).
 //!
+//! Owns: the coordination patterns and their budgets. Must not touch: models, sockets or files
+//! (agents run through the `AgentRunner` seam the daemon provides).
+//!
 //! # Design
 //!
 //! - **The runner is a seam.** This crate never talks to a model or a socket: every agent

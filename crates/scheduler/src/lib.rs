@@ -1,5 +1,9 @@
 //! `car-scheduler`: the engine behind the daemon's `scheduler.*` and `tasks.*` methods.
 //!
+//! Owns: task files under the directory it is given, cadences, daemon timers, OS schedule
+//! renderings, command-task processes. Must not touch: JSON-RPC, models (prompt tasks run
+//! through the `PromptRunner` seam), or files outside the directories the daemon passes in.
+//!
 //! The daemon does JSON-RPC, decodes params ([`decode`] gives serde errors a field path)
 //! and runs agents; this crate takes typed values and callbacks. Its only side effects are
 //! file I/O under directories the daemon passes in, spawning command-task processes, and,

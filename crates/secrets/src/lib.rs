@@ -2,6 +2,10 @@
 //! `status` / `available` / `list`, `diagnostics.secret_store_activity`, and inference
 //! providers that name a secret instead of embedding it.
 //!
+//! Owns: `CAR_HOME/secrets/` (directory 0700, files 0600) and the attempt counters. Must not
+//! touch: logs or errors with a value in them (values cross as `Redacted`), or who may read
+//! what (the daemon's grants decide).
+//!
 //! # Layout
 //!
 //! ```text

@@ -3,6 +3,10 @@
 //! [`LaunchSpec`] (with the agent's credentials already in `env`) and reads back an
 //! [`AgentRuntime`]. Unix only.
 //!
+//! Owns: the supervised child processes, their pid records, restarts and rotated logs. Must not
+//! touch: agent specs or tokens (the daemon owns them and hands over a `LaunchSpec`), or
+//! JSON-RPC.
+//!
 //! # Design
 //!
 //! **One task per run.** `start` spawns (or adopts) the child itself, so a spawn failure

@@ -2,6 +2,10 @@
 //! `workflow.chain`, `workflow.verify`, `workflow.resume` and `workflow.list_paused`
 //! (CAR-compatible).
 //!
+//! Owns: parsing, validating and running workflows, approval checkpoints and dedup sets under
+//! the directories it is given. Must not touch: models, tools or proposals directly (every step
+//! runs through the daemon's `StepExecutor`).
+//!
 //! # Design
 //!
 //! * **Manifest** ([`model`]): CAR's serde shape, decoded by [`parse`] with

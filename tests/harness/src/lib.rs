@@ -3,6 +3,10 @@
 //! stop it by signal or kill. Also a scripted HTTP server standing in for remote model
 //! providers ([`http_script`]) and the benchmarks' shared settings ([`bench`]).
 //!
+//! Owns: starting and stopping real `car-server` processes for tests and benchmarks, and the
+//! scripted provider server. Must not touch: a real `CAR_HOME` (every daemon gets a temporary
+//! one).
+//!
 //! The daemon announces readiness through `--ready-file`: a JSON object
 //! `{pid, port, ws_url, socket, primary}` written atomically once both listeners are bound.
 //! The child's stderr goes to a file in the temporary home so a chatty daemon can never
