@@ -139,6 +139,69 @@ mod tests {
         assert!(!Dispatch::new(routes, false).serves("test.throwaway"));
     }
 
+    /// The same throwaway reaches the access gates through its declaration alone: each
+    /// principal gets what `Access::daemon()` on an `op` method says (the real-daemon
+    /// access matrix, `tests/access_matrix.rs`, derives every declared method's row the
+    /// same way).
+    #[tokio::test]
+    async fn a_new_declaration_reaches_the_access_gates() {
+        use crate::dispatch::Verdict;
+        use crate::state::session::{Identity, Session};
+        use car_proto::methods::CallerRole;
+        use tokio_util::sync::CancellationToken;
+
+        let mut routes = super::routes();
+        routes.add::<Throwaway, _, _>(|_, _: NoParams| async { Ok(7u64) });
+        let declarations: Vec<&'static Declaration> = methods::active(false)
+            .chain(std::iter::once(&THROWAWAY))
+            .collect();
+        let dispatch = Dispatch::for_declarations(routes, declarations);
+        let session = |identity: Option<Identity>| {
+            let (outbound, _rx) =
+                crate::state::outbound::channel(1 << 20, CancellationToken::new());
+            let s = Session::new(
+                1,
+                "test",
+                true,
+                outbound,
+                CancellationToken::new(),
+                CancellationToken::new(),
+                None,
+            );
+            if let Some(identity) = identity {
+                s.set_identity(identity);
+            }
+            s
+        };
+        let identity = |role: CallerRole, observer: bool| Identity {
+            authenticated: true,
+            role,
+            agent_id: (role == CallerRole::Agent).then(|| "a1".to_string()),
+            memory_namespace: None,
+            method_allowlist: None,
+            observer,
+            grant: None,
+        };
+        let verdict = |s: &Session| dispatch.gate(s, "test.throwaway", &serde_json::json!({}));
+        assert!(matches!(
+            verdict(&session(None)),
+            Verdict::CloseUnauthenticated
+        ));
+        match verdict(&session(Some(identity(CallerRole::Host, true)))) {
+            Verdict::Refuse(e) => assert_eq!(e.data.unwrap()["reason"], "read_only"),
+            other => panic!("the observer was let through: {other:?}"),
+        }
+        for role in [CallerRole::Agent, CallerRole::Operator, CallerRole::Host] {
+            assert!(
+                matches!(
+                    verdict(&session(Some(identity(role, false)))),
+                    Verdict::Run(..)
+                ),
+                "{role:?} is refused an op method"
+            );
+        }
+    }
+
     #[test]
     fn every_declaration_has_exactly_one_route() {
         let dispatch = crate::dispatch::Dispatch::new(super::routes(), true);
