@@ -26,14 +26,6 @@ pub struct StartParams {
     pub idempotency_key: Option<Name>,
 }
 
-/// `runs.start` result: CAR's fields (the daemon answers the whole run record, which has
-/// them).
-#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
-pub struct StartReply {
-    pub run_id: String,
-    pub agent_id: String,
-}
-
 /// CAR's `AgentOutcome`, or (for older callers) a bare status string.
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(untagged)]
@@ -72,14 +64,6 @@ pub struct CompleteParams {
     pub summary: Option<String>,
 }
 
-/// `runs.complete` result: CAR's fields (the daemon answers the completed run record with
-/// `ok: true`).
-#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
-pub struct CompleteReply {
-    pub run_id: String,
-    pub ok: bool,
-}
-
 /// `runs.list` params.
 #[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
 pub struct ListParams {
@@ -108,32 +92,136 @@ pub struct SubscribeParams {
     pub run_id: Option<Name>,
 }
 
+/// A run record (CAR's run): what `runs.start`, `runs.complete`, `runs.list` and
+/// `runs.get_trace` report. Absent values are `null`.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, JsonSchema)]
+pub struct RunRecord {
+    pub run_id: String,
+    pub intent: String,
+    pub agent_id: Option<String>,
+    pub agent_name: Option<String>,
+    pub idempotency_key: Option<String>,
+    /// `running`, `completed`, `incomplete` or `cancelled`.
+    pub status: String,
+    pub outcome: Option<String>,
+    pub summary: Option<String>,
+    pub started_ms: i64,
+    pub completed_ms: Option<i64>,
+}
+
+/// `runs.start` result: the run, and whether this call created it (an idempotency key
+/// names an existing run of the same owner: `created: false`).
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, JsonSchema)]
+pub struct StartReply {
+    #[serde(flatten)]
+    pub run: RunRecord,
+    pub created: bool,
+}
+
+/// `runs.complete` result: the completed run with `ok: true`.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, JsonSchema)]
+pub struct CompleteReply {
+    #[serde(flatten)]
+    pub run: RunRecord,
+    pub ok: bool,
+}
+
+/// `runs.list` result: the agent listed (`null`: every agent, for a host) and its runs,
+/// newest first.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, JsonSchema)]
+pub struct ListReply {
+    pub agent_id: Option<String>,
+    pub runs: Vec<RunRecord>,
+}
+
+/// `runs.get_trace` result.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, JsonSchema)]
+#[serde(untagged)]
+pub enum TraceReply {
+    /// The run and its records from offset `cursor` (echoed); `next_cursor` is the offset
+    /// after them. A record is CAR's `RunRecord`: its kind's fields beside `record`, `seq`
+    /// and `ts_ms` (free-form by kind).
+    Found {
+        run_id: String,
+        agent_id: Option<String>,
+        run: Box<RunRecord>,
+        records: Vec<Json>,
+        cursor: u64,
+        next_cursor: u64,
+    },
+    /// No run by that id is visible to this session.
+    NotFound { run_id: String, not_found: bool },
+}
+
+/// `runs.subscribe` result.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, JsonSchema)]
+#[serde(untagged)]
+pub enum SubscribeReply {
+    /// One run: its turns so far (free-form turn records), the cursor after them and its
+    /// live status.
+    Run {
+        run_id: String,
+        agent_id: Option<String>,
+        cursor: u64,
+        turns_so_far: Vec<Json>,
+        status: String,
+    },
+    /// Every run this session may read.
+    All { subscribed: bool },
+}
+
+/// `runs.record_model_turn` result: `{run_id, index, ok: true}`, or `{run_id, ok: false,
+/// dropped}` when the turn cannot land (the caller stops sending for this run).
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, JsonSchema)]
+pub struct RecordModelTurnReply {
+    pub run_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub index: Option<i64>,
+    pub ok: bool,
+    /// `run_not_found`, `run_terminal`, `run_turn_limit`, `run_bytes_limit` or
+    /// `turn_too_large`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dropped: Option<String>,
+}
+
+/// `runs.record_turns` result: `{run_id, base_index, count, ok: true}`, or a drop with
+/// `base_index: 0, count: 0, ok: false, dropped`.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, JsonSchema)]
+pub struct RecordTurnsReply {
+    pub run_id: String,
+    pub base_index: i64,
+    pub count: u64,
+    pub ok: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dropped: Option<String>,
+}
+
 crate::method!(
     /// `runs.start` → the run record (`{run_id, agent_id, owner, intent, status, created, …}`).
     Start = agent("runs.start", "start a durable run record, idempotent by key");
     access: Access::owned(Resource::Runs);
-    StartParams => Json;
+    StartParams => StartReply;
     member("runs_start", &[whole("params_json")], json())
 );
 crate::method!(
     /// `runs.complete` → the completed run record with `ok: true`.
     Complete = owner("runs.complete", "complete a run with its outcome");
     access: Access::owned(Resource::Runs);
-    CompleteParams => Json;
+    CompleteParams => CompleteReply;
     member("runs_complete", &[whole("params_json")], json())
 );
 crate::method!(
     /// `runs.list` → runs newest first.
     List = owner("runs.list", "runs visible to this session, newest first");
     access: Access::owned(Resource::Runs).observer();
-    ListParams => Json
+    ListParams => ListReply
 );
 crate::method!(
     /// `runs.get_trace` → `{run_id, agent_id, run, records, cursor, next_cursor}`: the
     /// records in order, `started … ended`, from `cursor` (echoed).
     GetTrace = owner("runs.get_trace", "a run and its trace records");
     access: Access::owned(Resource::Runs).observer();
-    TraceParams => Json
+    TraceParams => TraceReply
 );
 crate::method!(
     /// `runs.subscribe {run_id}` → the snapshot `{run_id, agent_id, turns_so_far, cursor,
@@ -141,7 +229,7 @@ crate::method!(
     /// → `{subscribed: true}` and the events of every run the session may read.
     Subscribe = owner("runs.subscribe", "receive runs.trace.event notifications");
     access: Access::owned(Resource::Runs).observer();
-    SubscribeParams => Json
+    SubscribeParams => SubscribeReply
 );
 
 /// `runs.record_model_turn` params: one model turn of a run (what CAR's agent loop sends).
@@ -279,7 +367,7 @@ crate::method!(
     /// `turn_too_large`).
     RecordModelTurn = agent("runs.record_model_turn", "append a model turn to a run's trace");
     access: Access::owned(Resource::Runs);
-    RecordModelTurnParams => Json;
+    RecordModelTurnParams => RecordModelTurnReply;
     member("runs_record_model_turn", &[whole("params_json")], json())
 );
 crate::method!(
@@ -287,7 +375,7 @@ crate::method!(
     /// base_index: 0, count: 0, ok: false, dropped}`.
     RecordTurns = agent("runs.record_turns", "append client-narrated turns to a run's trace");
     access: Access::owned(Resource::Runs);
-    RecordTurnsParams => Json
+    RecordTurnsParams => RecordTurnsReply
 );
 crate::method!(
     /// `runs.cancel` → CAR's receipt; the run's work is stopped and its trace ends

@@ -15,6 +15,7 @@
 //! `runs.*` and `proposal.submit` write a trace the same way without importing each other.
 
 use car_proto::errors::RpcError;
+use car_proto::methods::runs::RunRecord;
 use rusqlite::Row;
 use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::{json, Map, Value};
@@ -221,30 +222,35 @@ pub const MAX_RUN_TURN_BYTES: i64 = 32 * 1024 * 1024;
 
 pub const COLUMNS: &str = "run_id, owner, intent, agent_id, agent_name, idempotency_key, status, outcome, summary, started_ms, completed_ms";
 
-pub fn run_json(r: &Row<'_>) -> rusqlite::Result<(String, Value)> {
+/// One `runs` row ([`COLUMNS`] order) as `(owner, run)`.
+pub fn run_row(r: &Row<'_>) -> rusqlite::Result<(String, RunRecord)> {
     let owner: String = r.get(1)?;
     Ok((
         owner,
-        json!({
-            "run_id": r.get::<_, String>(0)?,
-            "intent": r.get::<_, String>(2)?,
-            "agent_id": r.get::<_, Option<String>>(3)?,
-            "agent_name": r.get::<_, Option<String>>(4)?,
-            "idempotency_key": r.get::<_, Option<String>>(5)?,
-            "status": r.get::<_, String>(6)?,
-            "outcome": r.get::<_, Option<String>>(7)?,
-            "summary": r.get::<_, Option<String>>(8)?,
-            "started_ms": r.get::<_, i64>(9)?,
-            "completed_ms": r.get::<_, Option<i64>>(10)?,
-        }),
+        RunRecord {
+            run_id: r.get(0)?,
+            intent: r.get(2)?,
+            agent_id: r.get(3)?,
+            agent_name: r.get(4)?,
+            idempotency_key: r.get(5)?,
+            status: r.get(6)?,
+            outcome: r.get(7)?,
+            summary: r.get(8)?,
+            started_ms: r.get(9)?,
+            completed_ms: r.get(10)?,
+        },
     ))
 }
 
-pub fn load(c: &rusqlite::Connection, run_id: &str) -> Result<Option<(String, Value)>, RpcError> {
+/// The run `run_id` as `(owner, run)`, if it exists.
+pub fn load(
+    c: &rusqlite::Connection,
+    run_id: &str,
+) -> Result<Option<(String, RunRecord)>, RpcError> {
     c.query_row(
         &format!("SELECT {COLUMNS} FROM runs WHERE run_id = ?1"),
         [run_id],
-        run_json,
+        run_row,
     )
     .optional()
     .map_err(db_error)
@@ -312,7 +318,7 @@ pub async fn append(
             if writer.as_ref().is_some_and(|w| w != &owner) {
                 return Ok(Appended::Dropped("run_not_found"));
             }
-            if is_terminal(run["status"].as_str().unwrap_or_default()) {
+            if is_terminal(&run.status) {
                 return Ok(Appended::Dropped("run_terminal"));
             }
             let existing = turn_count(&tx, &id)?;

@@ -174,11 +174,11 @@ async fn cancel(call: Call, p: CancelParams) -> Result<CancelReceipt, RpcError> 
         .run(move |c| {
             let tx = c.transaction().map_err(db_error)?;
             match load(&tx, &first.run_id)? {
-                Some((_, run)) if may_read(&identity, run["agent_id"].as_str()) => {
+                Some((_, run)) if may_read(&identity, run.agent_id.as_deref()) => {
                     if let Some(receipt) = first.earlier(&tx)? {
                         return Ok(Some(receipt));
                     }
-                    if is_terminal(run["status"].as_str().unwrap_or_default()) {
+                    if is_terminal(&run.status) {
                         let receipt = first.already_ended(&tx)?;
                         tx.commit().map_err(db_error)?;
                         return Ok(Some(receipt));
@@ -319,10 +319,10 @@ async fn resume(call: Call, p: ResumeParams) -> Result<ResumeReply, RpcError> {
     let id = run_id.clone();
     let run = call.state.store.run(move |c| load(c, &id)).await?;
     let run = match run {
-        Some((_, run)) if run["agent_id"].as_str() == Some(agent.as_str()) => run,
+        Some((_, run)) if run.agent_id.as_deref() == Some(agent.as_str()) => run,
         _ => return Err(no_run(&run_id)),
     };
-    if is_terminal(run["status"].as_str().unwrap_or_default()) {
+    if is_terminal(&run.status) {
         return Err(ended(&run_id, &run));
     }
     let from = call

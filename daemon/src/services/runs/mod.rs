@@ -30,13 +30,14 @@ use serde_json::{json, Value};
 
 use car_proto::methods::fields::Name;
 use car_proto::methods::runs::{
-    self as m, CompleteParams, ListParams, Outcome, StartParams, SubscribeParams, TraceEvent,
-    TraceParams, UnsubscribeParams, UnsubscribeReply,
+    self as m, CompleteParams, CompleteReply, ListParams, ListReply, Outcome, RunRecord,
+    StartParams, StartReply, SubscribeParams, SubscribeReply, TraceEvent, TraceParams, TraceReply,
+    UnsubscribeParams, UnsubscribeReply,
 };
 
 use crate::handler::{Call, Routes};
 use crate::state::run_records::{
-    self as records, is_terminal, live_status, load, run_json, Pending, COLUMNS,
+    self as records, is_terminal, live_status, load, run_row, Pending, COLUMNS,
 };
 use crate::state::session::Identity;
 use crate::state::store::db_error;
@@ -81,10 +82,13 @@ pub(super) fn no_run(run_id: &str) -> RpcError {
 }
 
 /// A run that has ended, for a method that needs it running.
-pub(super) fn ended(run_id: &str, run: &Value) -> RpcError {
-    let how = match run["status"].as_str() {
-        Some("completed") => format!("is already completed ({})", run["outcome"]),
-        Some("cancelled") => "was cancelled".to_string(),
+pub(super) fn ended(run_id: &str, run: &RunRecord) -> RpcError {
+    let how = match run.status.as_str() {
+        "completed" => format!(
+            "is already completed ({})",
+            serde_json::to_string(&run.outcome).unwrap_or_default()
+        ),
+        "cancelled" => "was cancelled".to_string(),
         _ => "already ended incomplete".to_string(),
     };
     RpcError::invalid_params(format!(
@@ -133,7 +137,7 @@ fn new_run_id() -> String {
 }
 
 /// `runs.start {intent, agent_id?, agent_name?, idempotency_key?}` → the run, with `created`.
-async fn start(call: Call, p: StartParams) -> Result<Value, RpcError> {
+async fn start(call: Call, p: StartParams) -> Result<StartReply, RpcError> {
     {
         let intent = text("intent", Some(p.intent))?
             .ok_or_else(|| RpcError::invalid_params("intent: is required"))?;
@@ -199,12 +203,7 @@ async fn start(call: Call, p: StartParams) -> Result<Value, RpcError> {
             call.session.track_run(&run_id);
             call.state.live_runs.attach(&run_id, &call.session, false);
         }
-        let mut run = run;
-        run["created"] = json!(created);
-        if run["agent_id"].is_null() {
-            run["agent_id"] = run["owner"].clone();
-        }
-        Ok(run)
+        Ok(StartReply { run, created })
     }
 }
 
@@ -223,7 +222,7 @@ fn slug(name: &str) -> String {
 }
 
 /// `runs.complete {run_id, outcome, summary?}` → the completed run.
-async fn complete(call: Call, p: CompleteParams) -> Result<Value, RpcError> {
+async fn complete(call: Call, p: CompleteParams) -> Result<CompleteReply, RpcError> {
     {
         let run_id = p.run_id.into_string();
         let (outcome, summary, agent_outcome) = match p.outcome {
@@ -257,7 +256,7 @@ async fn complete(call: Call, p: CompleteParams) -> Result<Value, RpcError> {
                     _ => return Err(no_run(&id)),
                 };
                 // The first terminal wins: an ended run is never completed again.
-                if is_terminal(run["status"].as_str().unwrap_or_default()) {
+                if is_terminal(&run.status) {
                     return Err(ended(&id, &run));
                 }
                 tx.execute(
@@ -277,14 +276,12 @@ async fn complete(call: Call, p: CompleteParams) -> Result<Value, RpcError> {
         if let Some(producer) = call.state.live_runs.release(&run_id) {
             producer.untrack_run(&run_id);
         }
-        let mut run = run;
-        run["ok"] = json!(true);
-        Ok(run)
+        Ok(CompleteReply { run, ok: true })
     }
 }
 
 /// `runs.list {status?, limit?}` → runs visible to this session, newest first.
-async fn list(call: Call, p: ListParams) -> Result<Value, RpcError> {
+async fn list(call: Call, p: ListParams) -> Result<ListReply, RpcError> {
     {
         let status = p.status.map(|s| {
             if s == "in_progress" {
@@ -321,18 +318,21 @@ async fn list(call: Call, p: ListParams) -> Result<Value, RpcError> {
                 let mut stmt = c
                     .prepare(&format!("SELECT {COLUMNS} FROM runs WHERE (?1 IS NULL OR status = ?1) ORDER BY started_ms DESC, rowid DESC"))
                     .map_err(db_error)?;
-                let rows = stmt.query_map(params![status], run_json).map_err(db_error)?;
+                let rows = stmt.query_map(params![status], run_row).map_err(db_error)?;
                 let mut out = Vec::new();
                 for row in rows {
                     let (_, run) = row.map_err(db_error)?;
-                    if agent.as_ref().is_none_or(|a| run["agent_id"].as_str() == Some(a.as_str())) {
+                    if agent.as_ref().is_none_or(|a| run.agent_id.as_deref() == Some(a.as_str())) {
                         out.push(run);
                         if out.len() as i64 >= limit {
                             break;
                         }
                     }
                 }
-                Ok(json!({"agent_id": agent, "runs": out}))
+                Ok(ListReply {
+                    agent_id: agent,
+                    runs: out,
+                })
             })
             .await
     }
@@ -341,7 +341,7 @@ async fn list(call: Call, p: ListParams) -> Result<Value, RpcError> {
 /// `runs.get_trace {run_id, cursor?}` → `{run_id, agent_id, run, records, cursor,
 /// next_cursor}`: the records from offset `cursor` (echoed, CAR's rule), `next_cursor` the
 /// offset after them.
-async fn get_trace(call: Call, p: TraceParams) -> Result<Value, RpcError> {
+async fn get_trace(call: Call, p: TraceParams) -> Result<TraceReply, RpcError> {
     let run_id = p.run_id.into_string();
     let cursor = p.cursor.unwrap_or(0).min(i64::MAX as u64) as i64;
     let identity = call.session.identity();
@@ -349,14 +349,26 @@ async fn get_trace(call: Call, p: TraceParams) -> Result<Value, RpcError> {
         .store
         .run(move |c| {
             let run = match load(c, &run_id)? {
-                Some((_, run)) if may_read(&identity, run["agent_id"].as_str()) => run,
+                Some((_, run)) if may_read(&identity, run.agent_id.as_deref()) => run,
                 Some(_) => return Err(not_entitled("runs.get_trace")),
                 // CAR's not-found marker: nothing is revealed, there is no owner to check.
-                None => return Ok(json!({"run_id": run_id, "not_found": true})),
+                None => {
+                    return Ok(TraceReply::NotFound {
+                        run_id,
+                        not_found: true,
+                    })
+                }
             };
             let records = records::records(c, &run_id, None, cursor)?;
             let next = cursor + records.len() as i64;
-            Ok(json!({"run_id": run_id, "agent_id": run["agent_id"], "run": run, "records": records, "cursor": cursor, "next_cursor": next}))
+            Ok(TraceReply::Found {
+                agent_id: run.agent_id.clone(),
+                run_id,
+                run: Box::new(run),
+                records,
+                cursor: cursor as u64,
+                next_cursor: next as u64,
+            })
         })
         .await
 }
@@ -366,7 +378,7 @@ async fn get_trace(call: Call, p: TraceParams) -> Result<Value, RpcError> {
 /// read and the subscriber registered in one database job, the one that appends and
 /// publishes records, so no record is missed or repeated. Without `run_id` →
 /// `{subscribed: true}` and the records of every run this session may read.
-async fn subscribe(call: Call, p: SubscribeParams) -> Result<Value, RpcError> {
+async fn subscribe(call: Call, p: SubscribeParams) -> Result<SubscribeReply, RpcError> {
     let Some(run_id) = p.run_id.map(Name::into_string) else {
         let events = call.state.run_events.subscribe();
         let stop = call.session.add_run_subscription(None);
@@ -378,7 +390,7 @@ async fn subscribe(call: Call, p: SubscribeParams) -> Result<Value, RpcError> {
             },
             stop,
         );
-        return Ok(json!({"subscribed": true}));
+        return Ok(SubscribeReply::All { subscribed: true });
     };
     let identity = call.session.identity();
     let sender = call.state.run_events.clone();
@@ -388,20 +400,20 @@ async fn subscribe(call: Call, p: SubscribeParams) -> Result<Value, RpcError> {
         .store
         .run(move |c| {
             let run = match load(c, &id)? {
-                Some((_, run)) if may_read(&identity, run["agent_id"].as_str()) => run,
+                Some((_, run)) if may_read(&identity, run.agent_id.as_deref()) => run,
                 Some(_) => return Err(not_entitled("runs.subscribe")),
                 None => return Err(no_run(&id)),
             };
             let turns = records::turns(c, &id)?;
             let events = sender.subscribe();
             Ok((
-                json!({
-                    "run_id": id,
-                    "agent_id": run["agent_id"],
-                    "cursor": turns.len(),
-                    "turns_so_far": turns,
-                    "status": live_status(run["status"].as_str().unwrap_or_default()),
-                }),
+                SubscribeReply::Run {
+                    run_id: id,
+                    agent_id: run.agent_id,
+                    cursor: turns.len() as u64,
+                    turns_so_far: turns,
+                    status: live_status(&run.status).to_string(),
+                },
                 events,
             ))
         })

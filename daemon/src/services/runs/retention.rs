@@ -91,7 +91,7 @@ async fn delete(call: Call, p: DeleteParams) -> Result<DeleteReply, RpcError> {
             else {
                 return Ok(false);
             };
-            let status = run["status"].as_str().unwrap_or_default();
+            let status = run.status.as_str();
             if !is_terminal(status) {
                 return Err(RpcError::invalid_params(format!(
                     "run_id: run {id:?} is {status}: cancel or complete it before deleting it"

@@ -15,7 +15,9 @@
 //! started the run; a host session does not write turns.
 
 use car_proto::errors::RpcError;
-use car_proto::methods::runs::{self as m, RecordModelTurnParams, RecordTurnsParams};
+use car_proto::methods::runs::{
+    self as m, RecordModelTurnParams, RecordModelTurnReply, RecordTurnsParams, RecordTurnsReply,
+};
 use serde_json::{json, Map, Value};
 
 use crate::handler::{Call, Routes};
@@ -38,7 +40,10 @@ fn writer_of(identity: &crate::state::session::Identity) -> String {
 }
 
 /// `runs.record_model_turn` → `{run_id, index, ok: true}` or `{run_id, ok: false, dropped}`.
-async fn record_model_turn(call: Call, p: RecordModelTurnParams) -> Result<Value, RpcError> {
+async fn record_model_turn(
+    call: Call,
+    p: RecordModelTurnParams,
+) -> Result<RecordModelTurnReply, RpcError> {
     let run_id = p.run_id.into_string();
     let mut turn = Map::new();
     for (key, value) in [
@@ -66,16 +71,24 @@ async fn record_model_turn(call: Call, p: RecordModelTurnParams) -> Result<Value
         )
         .await?
         {
-            Appended::Turns { base_index, .. } => {
-                json!({"run_id": run_id, "index": base_index, "ok": true})
-            }
-            Appended::Dropped(why) => json!({"run_id": run_id, "ok": false, "dropped": why}),
+            Appended::Turns { base_index, .. } => RecordModelTurnReply {
+                run_id,
+                index: Some(base_index),
+                ok: true,
+                dropped: None,
+            },
+            Appended::Dropped(why) => RecordModelTurnReply {
+                run_id,
+                index: None,
+                ok: false,
+                dropped: Some(why.into()),
+            },
         },
     )
 }
 
 /// `runs.record_turns` → `{run_id, base_index, count, ok: true}` or a drop.
-async fn record_turns(call: Call, p: RecordTurnsParams) -> Result<Value, RpcError> {
+async fn record_turns(call: Call, p: RecordTurnsParams) -> Result<RecordTurnsReply, RpcError> {
     if p.turns.is_empty() {
         return Err(RpcError::invalid_params("turns: must not be empty"));
     }
@@ -97,12 +110,20 @@ async fn record_turns(call: Call, p: RecordTurnsParams) -> Result<Value, RpcErro
     let writer = writer_of(&call.session.identity());
     Ok(
         match append(&call.state, Some(writer), run_id.clone(), "turn", turns).await? {
-            Appended::Turns { base_index, count } => {
-                json!({"run_id": run_id, "base_index": base_index, "count": count, "ok": true})
-            }
-            Appended::Dropped(why) => json!({
-                "run_id": run_id, "base_index": 0, "count": 0, "ok": false, "dropped": why,
-            }),
+            Appended::Turns { base_index, count } => RecordTurnsReply {
+                run_id,
+                base_index,
+                count: count as u64,
+                ok: true,
+                dropped: None,
+            },
+            Appended::Dropped(why) => RecordTurnsReply {
+                run_id,
+                base_index: 0,
+                count: 0,
+                ok: false,
+                dropped: Some(why.into()),
+            },
         },
     )
 }
