@@ -115,11 +115,22 @@ crate::method!(
     EventQuery => QueryReply;
     member("event_query", &[whole("query_json")], json())
 );
+/// `events.stats` result: event totals (in all and by kind) and the log's time span, over
+/// the events this session may read.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, JsonSchema)]
+pub struct StatsReply {
+    pub total: i64,
+    pub by_kind: std::collections::BTreeMap<String, i64>,
+    /// The oldest and newest event's `ts_ms` (`null` for an empty log).
+    pub first_ms: Option<i64>,
+    pub last_ms: Option<i64>,
+}
+
 crate::method!(
     /// `events.stats` → totals by kind and the log's time span.
     Stats = op("events.stats", "event totals by kind and the time span of the log");
     access: Access::owned(Resource::Events).observer();
-    NoParams => Json
+    NoParams => StatsReply
 );
 
 crate::method!(

@@ -215,19 +215,31 @@ crate::method!(
     access: Access::daemon().grantable();
     GenerateParams => Json
 );
+/// `infer.cancel` result.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, JsonSchema)]
+pub struct CancelReply {
+    pub cancelled: bool,
+}
+
+/// `infer.deadline` result: the deadline set, in milliseconds from the call.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, JsonSchema)]
+pub struct DeadlineReply {
+    pub deadline_ms: u64,
+}
+
 crate::method!(
     /// `infer.cancel` → `{cancelled}`.
     Cancel = op("infer.cancel", "stop a running infer call of this connection")
         .capability(capabilities::INFER_CANCEL_V1);
     access: Access::daemon().grantable();
-    CancelParams => Json
+    CancelParams => CancelReply
 );
 crate::method!(
-    /// `infer.deadline` → `{id, deadline_ms}`.
+    /// `infer.deadline` → `{deadline_ms}`.
     Deadline = op("infer.deadline", "stop a running infer call once a deadline passes")
         .capability(capabilities::INFER_DEADLINE_V1);
     access: Access::daemon().grantable();
-    DeadlineParams => Json
+    DeadlineParams => DeadlineReply
 );
 crate::method!(
     /// `embed` → `{embeddings}`.

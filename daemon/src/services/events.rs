@@ -12,7 +12,7 @@
 
 use car_proto::errors::RpcError;
 use rusqlite::types::Value as SqlValue;
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
 use car_proto::methods::events::{self as m, EventQuery, QueryReply, TimeBound};
 use car_proto::methods::fields::NoParams;
@@ -171,13 +171,13 @@ async fn query(call: Call, p: EventQuery) -> Result<QueryReply, RpcError> {
     })
 }
 
-async fn stats(call: Call, _: NoParams) -> Result<Value, RpcError> {
+async fn stats(call: Call, _: NoParams) -> Result<m::StatsReply, RpcError> {
     let agent = scope(&call);
     {
         call.state
             .store
             .run(move |c| {
-                let mut by_kind = Map::new();
+                let mut by_kind = std::collections::BTreeMap::new();
                 let mut stmt = c
                     .prepare("SELECT kind, COUNT(*) FROM events WHERE (?1 IS NULL OR agent_id = ?1) GROUP BY kind ORDER BY kind")
                     .map_err(db_error)?;
@@ -190,7 +190,7 @@ async fn stats(call: Call, _: NoParams) -> Result<Value, RpcError> {
                 for row in rows {
                     let (kind, n) = row.map_err(db_error)?;
                     total += n;
-                    by_kind.insert(kind, json!(n));
+                    by_kind.insert(kind, n);
                 }
                 let (first, last): (Option<i64>, Option<i64>) = c
                     .query_row(
@@ -199,7 +199,12 @@ async fn stats(call: Call, _: NoParams) -> Result<Value, RpcError> {
                         |r| Ok((r.get(0)?, r.get(1)?)),
                     )
                     .map_err(db_error)?;
-                Ok(json!({"total": total, "by_kind": by_kind, "first_ms": first, "last_ms": last}))
+                Ok(m::StatsReply {
+                    total,
+                    by_kind,
+                    first_ms: first,
+                    last_ms: last,
+                })
             })
             .await
     }

@@ -333,7 +333,7 @@ fn meter(call: &Call, model: &str, usage: &car_inference::Usage) {
 }
 
 /// `infer.cancel {id}` (needs `infer.cancel.v1`) → `{cancelled: true}`.
-async fn cancel(call: Call, p: CancelParams) -> Result<Value, RpcError> {
+async fn cancel(call: Call, p: CancelParams) -> Result<m::CancelReply, RpcError> {
     {
         let id = p.id;
         let running = service(&call).find(call.session.id, &id).ok_or_else(|| {
@@ -342,13 +342,13 @@ async fn cancel(call: Call, p: CancelParams) -> Result<Value, RpcError> {
             ))
         })?;
         running.cancel.cancel();
-        Ok(json!({"cancelled": true}))
+        Ok(m::CancelReply { cancelled: true })
     }
 }
 
 /// `infer.deadline {id, deadline_ms}` (needs `infer.deadline.v1`): stop call `id` once
 /// `deadline_ms` from now has passed (its stop reason is then `cancelled`).
-async fn deadline(call: Call, p: DeadlineParams) -> Result<Value, RpcError> {
+async fn deadline(call: Call, p: DeadlineParams) -> Result<m::DeadlineReply, RpcError> {
     {
         let id = p.id;
         let ms = p.deadline_ms;
@@ -364,7 +364,7 @@ async fn deadline(call: Call, p: DeadlineParams) -> Result<Value, RpcError> {
         })?;
         *running.deadline.lock().expect("deadline lock") =
             Some(Instant::now() + Duration::from_millis(ms));
-        Ok(json!({"deadline_ms": ms}))
+        Ok(m::DeadlineReply { deadline_ms: ms })
     }
 }
 
