@@ -215,6 +215,47 @@ crate::method!(
     access: Access::daemon().grantable();
     GenerateParams => Json
 );
+/// The immutable identity of a registered model, returned with every result and by `list`.
+///
+/// For local models `sha256` is the lower-case hex SHA-256 of the weights file (the GGUF
+/// file, or `model.safetensors` of an embedding model) and `size` its length in bytes, both
+/// computed once at registration. Remote models have no weights here, so both are `null`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ModelIdentity {
+    /// The registry id.
+    pub id: String,
+    /// SHA-256 of the weights file; `None` for remote models.
+    pub sha256: Option<String>,
+    /// Size of the weights file in bytes; `None` for remote models.
+    pub size: Option<u64>,
+}
+
+/// `embed` result: one vector per text, in order, and the model used.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, JsonSchema)]
+pub struct EmbedReply {
+    pub embeddings: Vec<Vec<f32>>,
+    pub model_identity: ModelIdentity,
+}
+
+/// One `classify` score (CAR's shape; a call's scores sum to 1, best first).
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, JsonSchema)]
+pub struct LabelScore {
+    pub label: String,
+    pub score: f32,
+}
+
+/// `tokenize` result.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, JsonSchema)]
+pub struct TokenizeReply {
+    pub tokens: Vec<i32>,
+}
+
+/// `detokenize` result.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, JsonSchema)]
+pub struct DetokenizeReply {
+    pub text: String,
+}
+
 /// `infer.cancel` result.
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize, JsonSchema)]
 pub struct CancelReply {
@@ -245,28 +286,28 @@ crate::method!(
     /// `embed` → `{embeddings}`.
     Embed = op("embed", "embedding vectors for texts from a local or remote embedding model");
     access: Access::daemon();
-    EmbedParams => Json;
+    EmbedParams => EmbedReply;
     member("embed", &[req("texts", StrList), opt("model", Str)], json())
 );
 crate::method!(
     /// `classify` → `[{label, score}]`, best first (CAR's shape).
     Classify = op("classify", "zero-shot classification of text against labels by embedding similarity");
     access: Access::daemon().grantable();
-    ClassifyParams => Json;
+    ClassifyParams => Vec<LabelScore>;
     member("classify", &[req("text", Str), req("labels", StrList), opt("model", Str)], json())
 );
 crate::method!(
     /// `tokenize` → token ids.
     Tokenize = op("tokenize", "token ids of text under a local model's vocabulary");
     access: Access::daemon();
-    TokenizeParams => Json;
+    TokenizeParams => TokenizeReply;
     member("tokenize", &[req("model", Str), req("text", Str)], field("tokens", ReturnKind::Json))
 );
 crate::method!(
     /// `detokenize` → text.
     Detokenize = op("detokenize", "text of token ids under a local model's vocabulary");
     access: Access::daemon();
-    DetokenizeParams => Json;
+    DetokenizeParams => DetokenizeReply;
     member("detokenize", &[req("model", Str), req("tokens", IntList)], text_at("text"))
 );
 

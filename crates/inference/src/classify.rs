@@ -9,7 +9,6 @@
 //! first (the scale sentence-transformers trains its contrastive objective with), which
 //! turns a clear winner into a clear score while keeping the ranking unchanged.
 
-use serde::{Deserialize, Serialize};
 
 use crate::embed::cosine;
 use crate::error::{InferenceError, Result};
@@ -19,14 +18,7 @@ pub const CLASSIFY_TEMPERATURE: f32 = 0.05;
 /// Most labels accepted in one call.
 pub const MAX_LABELS: usize = 256;
 
-/// One label's score.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct LabelScore {
-    /// The label as given.
-    pub label: String,
-    /// Its probability-like score; all scores of a call sum to 1.
-    pub score: f32,
-}
+pub use car_proto::methods::inference::LabelScore;
 
 /// Scores `labels` for `text`, best first. `embed` must return one vector per input text.
 pub fn classify(

@@ -1,31 +1,17 @@
 //! Model identity: `{id, sha256, size}` and the streaming hash that computes it.
 //!
-//! Owns: `ModelIdentity` (the `infer.model-identity.v1` / `models.catalog-identity.v1`
-//! shape) and hashing weights files. Must not touch: the registry file or any engine.
+//! Owns: hashing weights files into a `ModelIdentity` (the `infer.model-identity.v1` /
+//! `models.catalog-identity.v1` shape, declared in the contract). Must not touch: the registry file or any engine.
 
 use std::io::Read;
 use std::path::Path;
 
 use car_proto::safe_file::{open_regular, SafeFileError};
-use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::error::{InferenceError, Result};
 
-/// The immutable identity of a registered model, returned with every result and by `list`.
-///
-/// For local models `sha256` is the lower-case hex SHA-256 of the weights file (the GGUF
-/// file, or `model.safetensors` of an embedding model) and `size` its length in bytes, both
-/// computed once at registration. Remote models have no weights here, so both are `null`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ModelIdentity {
-    /// The registry id.
-    pub id: String,
-    /// SHA-256 of the weights file; `None` for remote models.
-    pub sha256: Option<String>,
-    /// Size of the weights file in bytes; `None` for remote models.
-    pub size: Option<u64>,
-}
+pub use car_proto::methods::inference::ModelIdentity;
 
 /// Streams `path` through SHA-256 in 1 MiB chunks and returns `(hex digest, size)`.
 /// The file is opened with `car_proto::safe_file::open_regular`: a FIFO or device is

@@ -369,7 +369,7 @@ async fn deadline(call: Call, p: DeadlineParams) -> Result<m::DeadlineReply, Rpc
 }
 
 /// `embed {texts, model?}` → `{embeddings, model_identity}`.
-async fn embed(call: Call, p: EmbedParams) -> Result<Value, RpcError> {
+async fn embed(call: Call, p: EmbedParams) -> Result<m::EmbedReply, RpcError> {
     if p.texts.is_empty() {
         return Err(RpcError::invalid_params("texts: must not be empty"));
     }
@@ -377,34 +377,38 @@ async fn embed(call: Call, p: EmbedParams) -> Result<Value, RpcError> {
     let engine = service(&call).engine.clone();
     let r =
         crate::state::inference::blocking(move || engine.embed(model.as_deref(), &texts)).await?;
-    Ok(json!({"embeddings": r.embeddings, "model_identity": r.model_identity}))
+    Ok(m::EmbedReply {
+        embeddings: r.embeddings,
+        model_identity: r.model_identity,
+    })
 }
 
 /// `classify {text, labels, model?}` → `[{label, score}]`, best first (CAR's shape).
-async fn classify(call: Call, p: ClassifyParams) -> Result<Value, RpcError> {
+async fn classify(call: Call, p: ClassifyParams) -> Result<Vec<m::LabelScore>, RpcError> {
     let (text, labels, model) = (p.text, p.labels, p.model.map(Name::into_string));
     let engine = service(&call).engine.clone();
     let r = crate::state::inference::blocking(move || {
         engine.classify(model.as_deref(), &text, &labels)
     })
     .await?;
-    Ok(json!(r.scores))
+    Ok(r.scores)
 }
 
 /// `tokenize {text, model?}` → `{tokens}`.
-async fn tokenize(call: Call, p: TokenizeParams) -> Result<Value, RpcError> {
+async fn tokenize(call: Call, p: TokenizeParams) -> Result<m::TokenizeReply, RpcError> {
     let (text, model) = (p.text, p.model.map(Name::into_string));
     let engine = service(&call).engine.clone();
-    Ok(
-        json!({"tokens": crate::state::inference::blocking(move || engine.tokenize(model.as_deref(), &text)).await?}),
-    )
+    let tokens =
+        crate::state::inference::blocking(move || engine.tokenize(model.as_deref(), &text)).await?;
+    Ok(m::TokenizeReply { tokens })
 }
 
 /// `detokenize {tokens, model?}` → `{text}`.
-async fn detokenize(call: Call, p: DetokenizeParams) -> Result<Value, RpcError> {
+async fn detokenize(call: Call, p: DetokenizeParams) -> Result<m::DetokenizeReply, RpcError> {
     let (tokens, model) = (p.tokens, p.model.map(Name::into_string));
     let engine = service(&call).engine.clone();
-    Ok(
-        json!({"text": crate::state::inference::blocking(move || engine.detokenize(model.as_deref(), &tokens)).await?}),
-    )
+    let text =
+        crate::state::inference::blocking(move || engine.detokenize(model.as_deref(), &tokens))
+            .await?;
+    Ok(m::DetokenizeReply { text })
 }
