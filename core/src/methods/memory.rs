@@ -80,6 +80,50 @@ pub struct PathParams {
     pub path: String,
 }
 
+/// Why a group was merged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum MergeReason {
+    /// Every member had the same normalised subject and body.
+    Exact,
+    /// At least one member was only a near-duplicate.
+    Near,
+}
+
+/// One merged group.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct MergedGroup {
+    /// The surviving fact id.
+    pub kept: String,
+    /// The ids merged into it (and so removed), oldest first.
+    pub removed: Vec<String>,
+    /// Exact or near.
+    pub reason: MergeReason,
+    /// The lowest Jaccard similarity between the survivor's text and a removed member's.
+    pub similarity: f64,
+}
+
+/// What `consolidate` did.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ConsolidationReport {
+    /// The groups merged, by surviving id.
+    pub merged: Vec<MergedGroup>,
+    /// How many facts were removed in total.
+    pub removed_count: usize,
+    /// Facts left afterwards.
+    pub fact_count: usize,
+}
+
+/// `memory.consolidate` result: what merged, and CAR's promotion-gate lists (always empty
+/// here: this daemon has no promotion gate yet).
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, JsonSchema)]
+pub struct ConsolidateReply {
+    #[serde(flatten)]
+    pub report: ConsolidationReport,
+    pub candidates_promoted: Vec<Json>,
+    pub candidates_rejected: Vec<Json>,
+}
+
 crate::method!(
     /// `memory.add_fact` → the new fact count.
     AddFact = agent("memory.add_fact", "add a fact to this connection's memory graph; returns the new count");
@@ -112,7 +156,7 @@ crate::method!(
     /// `memory.consolidate` → the consolidation report.
     Consolidate = agent("memory.consolidate", "merge duplicate facts and report what merged");
     access: Access::owned(Resource::Memory);
-    NoParams => Json;
+    NoParams => ConsolidateReply;
     member("consolidate", &[], json())
 );
 crate::method!(

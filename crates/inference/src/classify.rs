@@ -9,7 +9,6 @@
 //! first (the scale sentence-transformers trains its contrastive objective with), which
 //! turns a clear winner into a clear score while keeping the ranking unchanged.
 
-
 use crate::embed::cosine;
 use crate::error::{InferenceError, Result};
 

@@ -24,45 +24,11 @@
 
 use crate::fact::Fact;
 use crate::graph::{Entry, Graph};
-use serde::{Deserialize, Serialize};
+pub use car_proto::methods::memory::{ConsolidationReport, MergeReason, MergedGroup};
 use std::collections::{HashMap, HashSet};
 
 /// Jaccard similarity at or above which two same-kind facts are near-duplicates.
 pub const NEAR_DUPLICATE_JACCARD: f64 = 0.85;
-
-/// Why a group was merged.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum MergeReason {
-    /// Every member had the same normalised subject and body.
-    Exact,
-    /// At least one member was only a near-duplicate.
-    Near,
-}
-
-/// One merged group.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct MergedGroup {
-    /// The surviving fact id.
-    pub kept: String,
-    /// The ids merged into it (and so removed), oldest first.
-    pub removed: Vec<String>,
-    /// Exact or near.
-    pub reason: MergeReason,
-    /// The lowest Jaccard similarity between the survivor's text and a removed member's.
-    pub similarity: f64,
-}
-
-/// What `consolidate` did.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct ConsolidationReport {
-    /// The groups merged, by surviving id.
-    pub merged: Vec<MergedGroup>,
-    /// How many facts were removed in total.
-    pub removed_count: usize,
-    /// Facts left afterwards.
-    pub fact_count: usize,
-}
 
 fn jaccard(a: &HashSet<String>, b: &HashSet<String>) -> f64 {
     if a.is_empty() && b.is_empty() {

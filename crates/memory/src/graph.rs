@@ -93,7 +93,7 @@ impl Graph {
             graph.insert_entry(Entry::new(fact));
         }
         for mut skill in skills {
-            skill.refresh_degraded();
+            crate::skills::refresh_degraded(&mut skill);
             if graph.skills.contains_key(&skill.name) {
                 return Err(format!("duplicate skill name {:?}", skill.name));
             }

@@ -379,7 +379,7 @@ fn apply(graph: &mut Graph, record: RecordIn) -> Result<(), String> {
         }
         RecordIn::PutSkill(mut skill) => {
             snapshot::check_skill(&skill)?;
-            skill.refresh_degraded();
+            crate::skills::refresh_degraded(&mut skill);
             graph.skills.insert(skill.name.clone(), skill);
         }
         RecordIn::DelSkill(name) => {

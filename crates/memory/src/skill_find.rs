@@ -40,7 +40,8 @@
 
 use crate::error::ValidationError;
 use crate::graph::Graph;
-use crate::skills::{Skill, SkillStats};
+use crate::skills::Skill;
+pub use car_proto::methods::skills::SkillMatch;
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
 
@@ -66,36 +67,6 @@ pub struct SkillQuery {
     pub task: Option<String>,
     /// 1..=[`MAX_RESULTS`], default [`DEFAULT_MAX_RESULTS`].
     pub max_results: Option<i64>,
-}
-
-/// One `skill.find` row: CAR's `{ name, code, platform, description, stats, match_score }`
-/// plus the skill's other trigger fields and flat copies of `stats`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SkillMatch {
-    /// The skill's name.
-    pub name: String,
-    /// Its code.
-    pub code: String,
-    /// Its platform.
-    pub platform: String,
-    /// Its description.
-    pub description: String,
-    /// Its track record (`{success_count, fail_count, degraded}`).
-    pub stats: SkillStats,
-    /// Score in (0, 1] (formula in the module docs).
-    pub match_score: f64,
-    /// Its persona.
-    pub persona: String,
-    /// Its URL glob.
-    pub url_pattern: String,
-    /// Its task keywords.
-    pub task_keywords: Vec<String>,
-    /// Successes so far (same as `stats.success_count`).
-    pub success_count: u64,
-    /// Failures so far (same as `stats.fail_count`).
-    pub fail_count: u64,
-    /// Whether it is degraded (same as `stats.degraded`).
-    pub degraded: bool,
 }
 
 /// Matches `text` against a glob where `*` is any run of characters; case-insensitive.

@@ -22,6 +22,7 @@ use crate::fact::validate_tags;
 use crate::graph::Graph;
 use crate::skill_find::host_of;
 use car_proto::clock::now_ms_u64;
+pub use car_proto::methods::skills::{Skill, SkillStats};
 use serde::{Deserialize, Serialize};
 use std::str::FromStr;
 
@@ -72,45 +73,6 @@ impl<'de> Deserialize<'de> for Outcome {
     }
 }
 
-/// A stored skill, exactly as snapshots write it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Skill {
-    /// Unique name; ingesting the same name replaces the skill.
-    pub name: String,
-    /// The procedure itself.
-    pub code: String,
-    /// Where it runs (free text, e.g. `python`, `browser`).
-    pub platform: String,
-    /// Which persona it is for; empty means any.
-    pub persona: String,
-    /// Glob over URLs where it applies; empty means anywhere.
-    pub url_pattern: String,
-    /// Words describing the tasks it solves.
-    pub task_keywords: Vec<String>,
-    /// What it does.
-    pub description: String,
-    /// The skill this one replaced, if any.
-    #[serde(default)]
-    pub supersedes: Option<String>,
-    /// The skill that replaced this one; a superseded skill is never returned by `find`.
-    #[serde(default)]
-    pub superseded_by: Option<String>,
-    /// Successes reported since the code last changed.
-    #[serde(default)]
-    pub success_count: u64,
-    /// Failures reported since the code last changed.
-    #[serde(default)]
-    pub fail_count: u64,
-    /// Whether the degradation rule ([`is_degraded`]) holds for the counts above. Snapshots
-    /// from older versions may also carry a `recent_outcomes` list; it is ignored on load.
-    #[serde(default)]
-    pub degraded: bool,
-    /// First ingested (Unix milliseconds).
-    pub created_ms: u64,
-    /// Last ingested or reported (Unix milliseconds).
-    pub updated_ms: u64,
-}
-
 /// The parameters of `skill.ingest`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct SkillInput {
@@ -131,18 +93,6 @@ pub struct SkillInput {
     /// An existing skill this one replaces.
     #[serde(default)]
     pub supersedes: Option<String>,
-}
-
-/// A skill's track record: the `skill.report` result and the `stats` of a `skill.find`
-/// row.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SkillStats {
-    /// Successes so far.
-    pub success_count: u64,
-    /// Failures so far.
-    pub fail_count: u64,
-    /// Whether the skill is now degraded.
-    pub degraded: bool,
 }
 
 /// The `skill.report` result (the same shape as [`SkillStats`]).
@@ -202,28 +152,17 @@ impl SkillInput {
     }
 }
 
-impl Skill {
-    /// Its counts and degraded flag.
-    pub fn stats(&self) -> SkillStats {
-        SkillStats {
-            success_count: self.success_count,
-            fail_count: self.fail_count,
-            degraded: self.degraded,
-        }
-    }
+/// Recomputes a skill's `degraded` from its counts ([`is_degraded`]).
+pub(crate) fn refresh_degraded(skill: &mut Skill) {
+    skill.degraded = is_degraded(skill.success_count, skill.fail_count);
+}
 
-    /// Recomputes `degraded` from the counts ([`is_degraded`]).
-    pub(crate) fn refresh_degraded(&mut self) {
-        self.degraded = is_degraded(self.success_count, self.fail_count);
+fn record(skill: &mut Skill, outcome: Outcome) {
+    match outcome {
+        Outcome::Success => skill.success_count = skill.success_count.saturating_add(1),
+        Outcome::Fail => skill.fail_count = skill.fail_count.saturating_add(1),
     }
-
-    fn record(&mut self, outcome: Outcome) {
-        match outcome {
-            Outcome::Success => self.success_count = self.success_count.saturating_add(1),
-            Outcome::Fail => self.fail_count = self.fail_count.saturating_add(1),
-        }
-        self.refresh_degraded();
-    }
+    refresh_degraded(skill);
 }
 
 impl Graph {
@@ -284,7 +223,7 @@ impl Graph {
             skill.success_count = p.success_count;
             skill.fail_count = p.fail_count;
         }
-        skill.refresh_degraded();
+        refresh_degraded(&mut skill);
         if let Some(old) = skill
             .supersedes
             .as_ref()
@@ -311,7 +250,7 @@ impl Graph {
                 field: "name",
                 name: name.to_owned(),
             })?;
-        skill.record(outcome);
+        record(skill, outcome);
         skill.updated_ms = now_ms_u64();
         let stats = skill.stats();
         self.changes.skill(name);
@@ -392,7 +331,7 @@ mod tests {
             (F, (3, 7), true),
         ];
         for (outcome, counts, degraded) in steps {
-            s.record(outcome);
+            record(&mut s, outcome);
             assert_eq!(
                 ((s.success_count, s.fail_count), s.degraded),
                 (counts, degraded)

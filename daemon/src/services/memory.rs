@@ -14,7 +14,6 @@ use car_proto::methods::memory::{
     self as mm, AddFactParams, BuildContextParams, DeleteParams, DeleteReply, FactHit, PathParams,
     QueryParams,
 };
-use serde_json::Value;
 
 use crate::handler::{Call, Routes};
 
@@ -117,21 +116,18 @@ async fn delete(call: Call, p: DeleteParams) -> Result<DeleteReply, RpcError> {
 /// `memory.consolidate` → the consolidation report, with CAR's `candidates_promoted` /
 /// `candidates_rejected` lists (this engine merges duplicates and promotes no candidates,
 /// so both are empty).
-async fn consolidate(call: Call, _: NoParams) -> Result<Value, RpcError> {
-    let mut report = crate::handler::to_result(
-        call.state
-            .memory
-            .consolidate(&scope_of(&call))
-            .await
-            .map_err(RpcError::from)?,
-    )?;
-    if let Some(obj) = report.as_object_mut() {
-        obj.entry("candidates_promoted")
-            .or_insert(Value::Array(Vec::new()));
-        obj.entry("candidates_rejected")
-            .or_insert(Value::Array(Vec::new()));
-    }
-    Ok(report)
+async fn consolidate(call: Call, _: NoParams) -> Result<mm::ConsolidateReply, RpcError> {
+    let report = call
+        .state
+        .memory
+        .consolidate(&scope_of(&call))
+        .await
+        .map_err(RpcError::from)?;
+    Ok(mm::ConsolidateReply {
+        report,
+        candidates_promoted: Vec::new(),
+        candidates_rejected: Vec::new(),
+    })
 }
 
 /// `memory.build_context` → the assembled context text (CAR's result is the string).

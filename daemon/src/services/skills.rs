@@ -5,9 +5,8 @@
 use car_memory::{Outcome, SkillInput, SkillQuery};
 use car_proto::errors::RpcError;
 use car_proto::methods::skills::{self as ms, FindParams, IngestParams, ListParams, ReportParams};
-use serde_json::Value;
 
-use crate::handler::{to_result, Call, Routes};
+use crate::handler::{Call, Routes};
 
 pub fn register(routes: &mut Routes) {
     routes
@@ -44,41 +43,35 @@ async fn skill_ingest(call: Call, p: IngestParams) -> Result<u64, RpcError> {
 }
 
 /// `skill.find` → scored matches, best first.
-async fn skill_find(call: Call, p: FindParams) -> Result<Value, RpcError> {
+async fn skill_find(call: Call, p: FindParams) -> Result<Vec<ms::SkillMatch>, RpcError> {
     let query = SkillQuery {
         persona: p.persona,
         url: p.url,
         task: p.task,
         max_results: p.max_results,
     };
-    to_result(
-        call.state
-            .memory
-            .find_skills(&scope_of(&call), &query)
-            .await
-            .map_err(RpcError::from)?,
-    )
+    call.state
+        .memory
+        .find_skills(&scope_of(&call), &query)
+        .await
+        .map_err(RpcError::from)
 }
 
 /// `skill.report {skill_name, outcome}` → the skill's updated stats.
-async fn skill_report(call: Call, p: ReportParams) -> Result<Value, RpcError> {
+async fn skill_report(call: Call, p: ReportParams) -> Result<ms::SkillStats, RpcError> {
     let outcome: Outcome = p.outcome.parse().map_err(RpcError::invalid_params)?;
-    to_result(
-        call.state
-            .memory
-            .report_outcome(&scope_of(&call), &p.skill_name, outcome)
-            .await
-            .map_err(RpcError::from)?,
-    )
+    call.state
+        .memory
+        .report_outcome(&scope_of(&call), &p.skill_name, outcome)
+        .await
+        .map_err(RpcError::from)
 }
 
 /// `skills.list {domain?}` → skills.
-async fn skills_list(call: Call, p: ListParams) -> Result<Value, RpcError> {
-    to_result(
-        call.state
-            .memory
-            .list_skills(&scope_of(&call), p.domain.as_deref())
-            .await
-            .map_err(RpcError::from)?,
-    )
+async fn skills_list(call: Call, p: ListParams) -> Result<Vec<ms::Skill>, RpcError> {
+    call.state
+        .memory
+        .list_skills(&scope_of(&call), p.domain.as_deref())
+        .await
+        .map_err(RpcError::from)
 }
