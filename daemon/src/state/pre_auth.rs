@@ -65,12 +65,6 @@ pub struct Ticket {
 }
 
 impl Ticket {
-    /// A ticket from no shared pool: for in-process connections (`crate::in_memory`),
-    /// which no stranger can open.
-    pub fn detached() -> Ticket {
-        PreAuth::new(1).admit().expect("a fresh pool has a slot")
-    }
-
     /// Splits the ticket: the slot (dropped by the session when it authenticates, or with
     /// the connection) and the token cancelled at authentication.
     pub fn into_parts(self) -> (OwnedSemaphorePermit, CancellationToken) {
