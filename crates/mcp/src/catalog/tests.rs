@@ -89,6 +89,7 @@ fn only_object_results_declare_an_output_schema() {
             "optimize",
             "policy_check",
             "events_query",
+            "events_stats",
             "workflow_verify"
         ]
     );
