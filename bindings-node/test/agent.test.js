@@ -80,7 +80,7 @@ test('runAgent runs the shared loop: the tool runs with the model\'s arguments, 
   assert.deepEqual(seen, [{ a: 2, b: 3 }])
   assert.deepEqual(outcome.metrics, { turns: 2, tool_calls: 2, actions_succeeded: 2, actions_failed: 0 })
   assert.match(outcome.run_id, /^run-/)
-  assert.match(outcome.timestamp, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/)
+  assert.match(outcome.timestamp, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/)
   assert.deepEqual(outcome.evidence, [{ kind: 'tool_result', description: 'finish called', data: { answer: 'the sum is 5' } }])
 
   // The config reached the model in CAR's request: identity as the system prompt, the
