@@ -86,13 +86,6 @@ impl std::fmt::Debug for Handler {
     }
 }
 
-/// A handler's untyped result: `value` as JSON (`-32603` if it cannot encode). Typed
-/// results need no call: the route encodes them.
-pub fn to_result<T: serde::Serialize>(value: T) -> Result<Value, RpcError> {
-    serde_json::to_value(value)
-        .map_err(|e| RpcError::internal(format!("internal error: a result does not encode: {e}")))
-}
-
 fn encode<T: serde::Serialize>(method: &str, value: T) -> Result<Value, RpcError> {
     serde_json::to_value(value).map_err(|e| {
         tracing::error!(method, error = %e, "result does not encode");

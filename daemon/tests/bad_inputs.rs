@@ -143,32 +143,32 @@ async fn wrong_param_types_on_every_method() {
         (
             "proposal.submit",
             json!({"proposal": {}}),
-            "invalid params: proposal.actions is required",
+            "invalid params: proposal: missing field `actions`",
         ),
         (
             "proposal.submit",
             json!({"proposal": {"actions": [{"id": "a", "type": "teleport"}]}}),
-            "invalid params: proposal.actions[0].type must be tool_call, state_write or state_delete, got \"teleport\"",
+            "invalid params: proposal.actions[0].type: unknown variant `teleport`, expected one of `tool_call`, `state_write`, `state_delete`",
         ),
         (
             "proposal.submit",
             json!({"proposal": {"actions": [{"id": "a", "type": "tool_call"}]}}),
-            "invalid params: proposal.actions[0].tool is required",
+            "invalid params: proposal.actions[0].tool: required for a tool_call action",
         ),
         (
             "proposal.submit",
             json!({"proposal": {"actions": [{"id": "a", "type": "state_write", "key": "k", "value": 1, "timeout_ms": 0}]}}),
-            "invalid params: proposal.actions[0].timeout_ms must be an integer from 1 to 86400000, got 0",
+            "invalid params: proposal.actions[0].timeout_ms: must be an integer from 1 to 86400000, got 0",
         ),
         (
             "proposal.submit",
             json!({"proposal": {"actions": [{"id": "a", "type": "state_write", "key": "k", "value": 1, "failure_behavior": "panic"}]}}),
-            "invalid params: proposal.actions[0].failure_behavior must be abort, skip or retry, got \"panic\"",
+            "invalid params: proposal.actions[0].failure_behavior: unknown variant `panic`, expected one of `abort`, `skip`, `retry`",
         ),
         (
             "proposal.submit",
             json!({"proposal": {"actions": [{"id": "a", "type": "state_write", "key": "k", "value": 1, "dependencies": "b"}]}}),
-            "invalid params: proposal.actions[0].dependencies must be an array of strings, got a string",
+            "invalid params: proposal.actions[0].dependencies: invalid type: string \"b\", expected a sequence",
         ),
         (
             "proposal.submit",
@@ -272,12 +272,12 @@ async fn verify_reports_every_problem_and_runs_nothing() {
             ]}}),
         )
         .await;
-    let first = "invalid params: proposal.actions[0].type must be tool_call, state_write or state_delete, got \"teleport\"";
+    let first = "invalid params: proposal.actions[0].type: unknown variant `teleport`, expected one of `tool_call`, `state_write`, `state_delete`";
     assert_eq!(
         r["error"],
         json!({"code": -32602, "message": first, "data": {"issues": [
             {"action_id": "a", "message": first},
-            {"action_id": "x", "message": "invalid params: proposal.actions[1].key is required"}
+            {"action_id": "x", "message": "invalid params: proposal.actions[1].key: required for a state_write action"}
         ]}}),
         "{r}"
     );

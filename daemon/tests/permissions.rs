@@ -281,7 +281,10 @@ async fn approve_and_reject_refuse_bad_input_naming_the_field() {
             ),
             (json!({"fingerprint": 7}), "fingerprint"),
             (json!({"action": "send"}), "action"),
-            (json!({"action": {"id": "a"}}), "action.type"),
+            (
+                json!({"action": {"id": "a"}}),
+                "action: missing field `type`",
+            ),
             (
                 json!({"action": {"id": "a", "type": "tool_call"}}),
                 "action.tool",

@@ -200,7 +200,7 @@ crate::method!(
     /// `infer` → `{text, tool_calls, usage, model_used, model_identity, latency_ms, …}`.
     Infer = INFER;
     access: Access::daemon().grantable();
-    GenerateParams => Json;
+    GenerateParams => InferReply;
     member("infer", &[req("prompt", Str), opt("model", Str), opt_at("max_tokens", "params.max_tokens", Int), opt_at("intent_json", "intent", Json)], field("text", ReturnKind::Text)),
     member("infer_tracked", &[req("prompt", Str), opt("model", Str), opt_at("max_tokens", "params.max_tokens", Int), opt("context", Str), opt_at("tools_json", "tools", Json), opt_at("messages_json", "messages", Json), opt_at("tool_choice", "params.tool_choice", Str), opt_at("parallel_tool_calls", "params.parallel_tool_calls", Bool), opt_at("intent_json", "intent", Json), opt_at("images_json", "images", Json)], json()),
     member("infer_tracked_with_request", &[whole("request_json")], json()),
@@ -213,7 +213,7 @@ crate::method!(
     InferStream = agent("infer_stream", "generate text with inference.stream.event notifications")
         .deadline(DeadlineClass::Inference);
     access: Access::daemon().grantable();
-    GenerateParams => Json
+    GenerateParams => InferReply
 );
 /// The immutable identity of a registered model, returned with every result and by `list`.
 ///
@@ -254,6 +254,84 @@ pub struct TokenizeReply {
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize, JsonSchema)]
 pub struct DetokenizeReply {
     pub text: String,
+}
+
+/// One call the model made: which tool, with which arguments.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ToolCall {
+    /// The provider's call id; a tool result's `tool_use_id` refers to it.
+    pub id: String,
+    /// The tool's name.
+    pub name: String,
+    /// The arguments, a JSON object.
+    #[serde(default = "empty_object")]
+    pub arguments: Json,
+}
+
+impl ToolCall {
+    /// A call with these parts.
+    pub fn new(id: impl Into<String>, name: impl Into<String>, arguments: Json) -> Self {
+        Self {
+            id: id.into(),
+            name: name.into(),
+            arguments,
+        }
+    }
+}
+
+fn empty_object() -> Json {
+    Json::Object(Default::default())
+}
+
+/// Why generation ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    /// The model emitted an end-of-generation token.
+    Stop,
+    /// `max_tokens` (or the context window) was reached.
+    Length,
+    /// The call was cancelled (`infer.cancel`, a deadline, or a stopped stream).
+    Cancelled,
+    /// A requested stop sequence appeared (it is not included in the text).
+    StopSequence,
+    /// The model called tools (`tool_calls`).
+    ToolUse,
+}
+
+/// CAR's usage object. `prompt_tokens` is the uncached part of the input and
+/// `cache_read_input_tokens` the part read from a cache (a reused KV prefix locally);
+/// nothing is charged for writing the local cache, so `cache_creation_input_tokens` is 0.
+/// `input_tokens` / `output_tokens` are CAR's `TokenUsage` names for the same counts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct InferUsage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    /// `prompt_tokens + cache_read_input_tokens + completion_tokens`.
+    pub total_tokens: u64,
+    pub cache_read_input_tokens: u64,
+    pub cache_creation_input_tokens: u64,
+}
+
+/// `infer` / `infer_stream` result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct InferReply {
+    pub text: String,
+    /// The tools the model called, in order.
+    pub tool_calls: Vec<ToolCall>,
+    pub usage: InferUsage,
+    /// `<session>-<request id>`: names this call in the event log.
+    pub trace_id: String,
+    /// The registry id of the model that answered.
+    pub model_used: String,
+    pub model_identity: ModelIdentity,
+    /// Wall time of the whole call, including a cold model load.
+    pub latency_ms: u64,
+    /// `null` when nothing was generated.
+    pub time_to_first_token_ms: Option<u64>,
+    pub stop_reason: StopReason,
 }
 
 /// `infer.cancel` result.

@@ -242,14 +242,23 @@ pub fn decode_params<T: DeserializeOwned>(params: Value) -> Result<T, RpcError> 
         Value::Null => Value::Object(Default::default()),
         other => other,
     };
-    serde_path_to_error::deserialize(params).map_err(|e| {
+    decode_at(params, "")
+}
+
+/// Decodes `value`, one element of a request at path `at` (`proposal.actions[3]`; empty for
+/// the params themselves), into `T` with [`decode_params`]'s messages, the path prefixed.
+pub fn decode_at<T: DeserializeOwned>(value: Value, at: &str) -> Result<T, RpcError> {
+    serde_path_to_error::deserialize(value).map_err(|e| {
         let path = e.path().to_string();
         let inner = e.into_inner().to_string();
-        if path == "." {
-            RpcError::invalid_params(format!("params: {inner}"))
-        } else {
-            RpcError::invalid_params(format!("{path}: {inner}"))
-        }
+        let full = match (at, path.as_str()) {
+            ("", ".") => "params".to_string(),
+            ("", p) => p.to_string(),
+            (at, ".") => at.to_string(),
+            (at, p) if p.starts_with('[') => format!("{at}{p}"),
+            (at, p) => format!("{at}.{p}"),
+        };
+        RpcError::invalid_params(format!("{full}: {inner}"))
     })
 }
 

@@ -6,9 +6,13 @@
 //! OpenAI-compatible endpoint). The older flat shape (`path`, or `base_url` + `model` +
 //! `api_key_env`, at top level) is accepted too.
 
+use std::path::PathBuf;
+
 use crate::methods::{Access, Resource};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+
+use super::inference::ModelIdentity;
 
 use super::fields::{Json, Name, NoParams};
 use super::member::{json, member, req_at, ArgKind::*};
@@ -102,6 +106,125 @@ impl RegisterParams {
     }
 }
 
+/// What a registered id points at (the registry's record; `kind` is the tag).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ModelSource {
+    /// A local GGUF generation model.
+    Gguf {
+        /// Absolute path of the `.gguf` file.
+        path: PathBuf,
+        /// SHA-256 of the file.
+        sha256: String,
+        /// File size in bytes.
+        size: u64,
+    },
+    /// A local BERT-style embedding model directory.
+    Embedding {
+        /// Absolute path of the directory.
+        path: PathBuf,
+        /// SHA-256 of `model.safetensors`.
+        sha256: String,
+        /// Size of `model.safetensors` in bytes.
+        size: u64,
+    },
+    /// A remote OpenAI-compatible endpoint.
+    Remote {
+        /// Base URL without `/v1`, e.g. `http://127.0.0.1:8080`.
+        base_url: String,
+        /// The provider's model name.
+        model: String,
+        /// Name of the env var (or `CAR_HOME/env` line) holding the API key.
+        api_key_env: Option<String>,
+        /// Name of the secret-store entry holding the API key (`service/key` or `key`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        api_key_secret: Option<String>,
+    },
+}
+
+/// One registry entry, as persisted in `registry.json`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ModelEntry {
+    /// The registry id.
+    pub id: String,
+    /// What it points at.
+    #[serde(flatten)]
+    pub source: ModelSource,
+    /// The agent that registered it; `None` for the host's and operators' entries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+}
+
+impl ModelEntry {
+    /// The entry's immutable identity.
+    pub fn identity(&self) -> ModelIdentity {
+        let (sha256, size) = match &self.source {
+            ModelSource::Gguf { sha256, size, .. }
+            | ModelSource::Embedding { sha256, size, .. } => (Some(sha256.clone()), Some(*size)),
+            ModelSource::Remote { .. } => (None, None),
+        };
+        ModelIdentity {
+            id: self.id.clone(),
+            sha256,
+            size,
+        }
+    }
+
+    /// `gguf`, `embedding` or `remote`.
+    pub fn kind_name(&self) -> &'static str {
+        match self.source {
+            ModelSource::Gguf { .. } => "gguf",
+            ModelSource::Embedding { .. } => "embedding",
+            ModelSource::Remote { .. } => "remote",
+        }
+    }
+
+    /// The weights file of a local model (`None` for remote ones).
+    pub fn weights_path(&self) -> Option<PathBuf> {
+        match &self.source {
+            ModelSource::Gguf { path, .. } => Some(path.clone()),
+            ModelSource::Embedding { path, .. } => Some(path.join("model.safetensors")),
+            ModelSource::Remote { .. } => None,
+        }
+    }
+}
+
+/// A `models.list` row: the registry entry (`kind` is its tag) with its identity and
+/// whether it is loaded, plus CAR's legacy catalog fields; the ones this registry does not
+/// know (`hf_repo`, `tokenizer_repo`, `param_count`) are always `null`.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+pub struct ModelRow {
+    #[serde(flatten)]
+    pub entry: ModelEntry,
+    pub identity: ModelIdentity,
+    pub loaded: bool,
+    /// The id again (CAR's catalog name).
+    pub name: String,
+    pub hf_repo: Option<String>,
+    /// The weights file's name (local models).
+    pub hf_filename: Option<String>,
+    pub tokenizer_repo: Option<String>,
+    /// `generate`, `embed` or `remote`.
+    pub role: String,
+    pub param_count: Option<u64>,
+    /// The weights file's size in MiB (local models whose file is present).
+    pub quantized_size_mb: Option<f64>,
+    /// Whether the weights file is present.
+    pub downloaded: bool,
+}
+
+/// `models.unregister` / `models.remove` result.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+pub struct UnregisterReply {
+    pub id: String,
+    pub unregistered: bool,
+    /// The registry file.
+    pub path: String,
+    pub note: String,
+    /// The model as it was listed.
+    pub model: ModelRow,
+}
+
 /// `models.register` result: CAR's fields plus the registered model's identity.
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 pub struct RegisterReply {
@@ -111,7 +234,7 @@ pub struct RegisterReply {
     pub path: String,
     pub note: String,
     /// The model as `models.list` shows it.
-    pub model: Json,
+    pub model: ModelRow,
 }
 
 /// `{id}` (CAR's client sends `model_id` for `models.remove`).
@@ -125,7 +248,7 @@ crate::method!(
     /// `models.list` → registered models with their identities.
     List = op("models.list", "registered models with their immutable identities");
     access: Access::owned(Resource::Models).observer();
-    NoParams => Json;
+    NoParams => Vec<ModelRow>;
     member("list_models", &[], json())
 );
 crate::method!(
@@ -139,13 +262,13 @@ crate::method!(
     /// `models.unregister` → `{id, unregistered, path, note}`.
     Unregister = op("models.unregister", "unregister a model");
     access: Access::owned(Resource::Models);
-    IdParams => Json
+    IdParams => UnregisterReply
 );
 crate::method!(
     /// `models.remove` (host) → like `models.unregister`.
     Remove = host("models.remove", "unregister a model (host session)");
     access: Access::owned(Resource::Models);
-    IdParams => Json;
+    IdParams => UnregisterReply;
     member("remove_model", &[req_at("model_id", "model_id", Str)], json())
 );
 

@@ -17,12 +17,15 @@ use std::collections::BTreeMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::fields::{Json, Name, NoParams};
+use super::fields::{Name, NoParams};
+
+mod shapes;
 use super::proposal::Object;
 use super::{
     host, json, module_fn, op, opt, req, req_at, ArgKind::Json as JsonArg, ArgKind::Str,
     Declaration,
 };
+pub use shapes::*;
 
 /// `scheduler.create` params.
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
@@ -114,7 +117,7 @@ crate::method!(
     /// `scheduler.create` → the task object (nothing runs).
     Create = op("scheduler.create", "build a prompt task definition (it does not run)");
     access: Access::owned(Resource::Tasks);
-    CreateParams => Json;
+    CreateParams => Task;
     module_fn(
         "create_task",
         &[req("name", Str), req("prompt", Str), opt("trigger", Str), opt("schedule", Str), opt("system_prompt", Str)],
@@ -125,33 +128,33 @@ crate::method!(
     /// `scheduler.run {task}` → one execution record.
     Run = op("scheduler.run", "run a prompt task's due occurrence once (an occurrence already run is not repeated)");
     access: Access::owned(Resource::Tasks);
-    RunParams => Json
+    RunParams => Execution
 );
 crate::method!(
     /// `scheduler.run_loop {task, max_iterations?}` → the execution records.
     RunLoop = op("scheduler.run_loop", "run a prompt task on its cadence for a number of occurrences");
     access: Access::owned(Resource::Tasks);
-    RunLoopParams => Json
+    RunLoopParams => Vec<Execution>
 );
 crate::method!(
     /// `scheduler.os_render` → every backend's rendering (no I/O).
     OsRender = op("scheduler.os_render", "preview the OS schedule (systemd, crontab, launchd, schtasks) a task would install");
     access: Access::owned(Resource::Tasks);
-    OsScheduleParams => Json;
+    OsScheduleParams => Rendered;
     module_fn("render_os_schedule", OS_ARGS, json())
 );
 crate::method!(
     /// `scheduler.os_install` → `{label, backend, detail}`.
     OsInstall = op("scheduler.os_install", "install a task's durable OS schedule");
     access: Access::owned(Resource::Tasks).gated();
-    OsScheduleParams => Json;
+    OsScheduleParams => InstallResult;
     module_fn("install_os_schedule", OS_ARGS, json())
 );
 crate::method!(
     /// `scheduler.os_uninstall {label}` → `{label, removed}`.
     OsUninstall = op("scheduler.os_uninstall", "remove a task's OS schedule");
     access: Access::owned(Resource::Tasks).gated();
-    OsUninstallParams => Json;
+    OsUninstallParams => UninstallResult;
     module_fn("uninstall_os_schedule", &[req_at("label_or_id", "label", Str)], json())
 );
 crate::method!(
@@ -165,28 +168,28 @@ crate::method!(
     /// `scheduler.os_reconcile` → `{removed, kept, errors}`.
     OsReconcile = op("scheduler.os_reconcile", "remove OS schedules whose task is gone");
     access: Access::owned(Resource::Tasks).gated();
-    NoParams => Json;
+    NoParams => ReconcileReport;
     module_fn("reconcile_os_schedules", &[], json())
 );
 crate::method!(
     /// `tasks.schedule` → `{id, durable, backend, task}`.
     Schedule = host("tasks.schedule", "run a command on a cadence (daemon timers or the OS scheduler)");
     access: Access::owned(Resource::Tasks);
-    ScheduleParams => Json;
+    ScheduleParams => ScheduleResponse;
     module_fn("schedule_task", &[req_at("spec_json", "", JsonArg)], json())
 );
 crate::method!(
     /// `tasks.list` → the command tasks.
     List = op("tasks.list", "the scheduled command tasks");
     access: Access::owned(Resource::Tasks).observer();
-    NoParams => Json;
+    NoParams => Vec<CommandTaskSummary>;
     module_fn("list_scheduled_tasks", &[], json())
 );
 crate::method!(
     /// `tasks.unschedule {id}` → `{id, os_removed, deleted}`.
     Unschedule = host("tasks.unschedule", "stop and delete a scheduled command task");
     access: Access::owned(Resource::Tasks);
-    UnscheduleParams => Json;
+    UnscheduleParams => UnscheduleResponse;
     module_fn("unschedule_task", &[req_at("id_or_label", "id", Str)], json())
 );
 

@@ -232,3 +232,30 @@ fn reserved_event_kinds_are_the_daemons() {
         1
     );
 }
+
+/// Acceptance of issue 25: a result is untyped JSON only where CAR's own shape is
+/// free-form, and those methods are the ones docs/protocol-choices.md lists.
+#[test]
+fn only_free_form_methods_answer_untyped_json() {
+    const FREE_FORM: &[&str] = &[
+        "state.get",
+        "debug.echo",
+        "debug.call_client",
+        "debug.notify_client",
+    ];
+    let mut generator = schemars::SchemaGenerator::default();
+    let untyped: Vec<&str> = all()
+        .filter(|d| {
+            let schema = d.result_schema(&mut generator).to_value();
+            schema == json!(true) || schema == json!({})
+        })
+        .map(|d| d.spec.name)
+        .collect();
+    let mut expected: Vec<&str> = FREE_FORM.to_vec();
+    expected.sort_unstable();
+    let mut got = untyped.clone();
+    got.sort_unstable();
+    assert_eq!(got, expected, "untyped results: {untyped:?}");
+    let doc = include_str!("../../../docs/protocol-choices.md");
+    assert!(doc.contains("`state.get`") && doc.contains("`debug.*`"));
+}

@@ -12,9 +12,12 @@ use crate::methods::{Access, Resource};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::fields::{Json, Name, NoParams};
+use super::fields::{Name, NoParams};
+
+mod shapes;
 use super::proposal::Object;
 use super::{json, module_fn, op, opt_at, req_at, ArgKind::Json as JsonArg, Declaration};
+pub use shapes::*;
 
 /// `workflow.run` params.
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
@@ -83,7 +86,7 @@ crate::method!(
     /// (`{workflow_id, workflow_name, status, stages, compensations, final_state, paused?, …}`).
     Run = op("workflow.run", "run a declarative workflow (agents, tools and approval gates)");
     access: Access::owned(Resource::Workflows);
-    RunParams => Json;
+    RunParams => WorkflowResult;
     module_fn(
         "run_workflow",
         &[req_at("workflow_json", "workflow", JsonArg), opt_at("initial_state_json", "initial_state", JsonArg)],
@@ -94,7 +97,7 @@ crate::method!(
     /// `workflow.chain {workflows, initial_state?}` → `{results, status, paused_at_index?, error?, failed_at_index?}`.
     Chain = op("workflow.chain", "run workflows in sequence, each seeded with the previous one's final state");
     access: Access::owned(Resource::Workflows);
-    ChainParams => Json;
+    ChainParams => ChainResult;
     module_fn(
         "workflow_chain",
         &[req_at("workflows_json", "workflows", JsonArg), opt_at("initial_state_json", "initial_state", JsonArg)],
@@ -105,7 +108,7 @@ crate::method!(
     /// `workflow.resume {run_id, input?}` → the next workflow result.
     Resume = op("workflow.resume", "resume a workflow paused at an approval gate");
     access: Access::owned(Resource::Workflows);
-    ResumeParams => Json;
+    ResumeParams => WorkflowResult;
     module_fn(
         "resume_workflow",
         &[req_at("paused_json", "paused", JsonArg), req_at("input_json", "input", JsonArg)],

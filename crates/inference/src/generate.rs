@@ -234,22 +234,7 @@ pub struct Usage {
     pub cache_read_tokens: u32,
 }
 
-/// Why generation ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum StopReason {
-    /// The model emitted an end-of-generation token.
-    Stop,
-    /// `max_tokens` (or the context window) was reached.
-    Length,
-    /// The cancel token fired, or the stream callback returned `StreamControl::Stop`.
-    Cancelled,
-    /// A requested stop sequence appeared (it is not included in the text).
-    StopSequence,
-    /// The model called tools (`GenerateResult::tool_calls`): the provider finished with
-    /// `tool_calls`, or any call was produced.
-    ToolUse,
-}
+pub use car_proto::methods::inference::StopReason;
 
 /// What a streaming generation reports to its callback
 /// ([`crate::InferenceEngine::generate_with_events`]). Non-exhaustive: ignore kinds you do

@@ -35,7 +35,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{InferenceError, Result};
 use crate::gguf;
-use crate::identity::{hash_file, ModelIdentity};
+use crate::identity::hash_file;
 use crate::keys;
 
 /// File name of the registry inside `models_dir`.
@@ -44,88 +44,7 @@ const MAX_ID_LEN: usize = 128;
 /// Files an embedding model directory must contain.
 pub const EMBEDDING_FILES: [&str; 3] = ["model.safetensors", "tokenizer.json", "config.json"];
 
-/// What a registered id points at.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum ModelSource {
-    /// A local GGUF generation model.
-    Gguf {
-        /// Absolute path of the `.gguf` file.
-        path: PathBuf,
-        /// SHA-256 of the file.
-        sha256: String,
-        /// File size in bytes.
-        size: u64,
-    },
-    /// A local BERT-style embedding model directory.
-    Embedding {
-        /// Absolute path of the directory.
-        path: PathBuf,
-        /// SHA-256 of `model.safetensors`.
-        sha256: String,
-        /// Size of `model.safetensors` in bytes.
-        size: u64,
-    },
-    /// A remote OpenAI-compatible endpoint.
-    Remote {
-        /// Base URL without `/v1`, e.g. `http://127.0.0.1:8080`.
-        base_url: String,
-        /// The provider's model name.
-        model: String,
-        /// Name of the env var (or `CAR_HOME/env` line) holding the API key.
-        api_key_env: Option<String>,
-        /// Name of the secret-store entry holding the API key (`service/key` or `key`).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        api_key_secret: Option<String>,
-    },
-}
-
-/// One registry entry, as persisted and as `models.list` returns it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ModelEntry {
-    /// The registry id.
-    pub id: String,
-    /// What it points at.
-    #[serde(flatten)]
-    pub source: ModelSource,
-    /// The agent that registered it; `None` for the host's and operators' entries.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub owner: Option<String>,
-}
-
-impl ModelEntry {
-    /// The entry's immutable identity.
-    pub fn identity(&self) -> ModelIdentity {
-        let (sha256, size) = match &self.source {
-            ModelSource::Gguf { sha256, size, .. }
-            | ModelSource::Embedding { sha256, size, .. } => (Some(sha256.clone()), Some(*size)),
-            ModelSource::Remote { .. } => (None, None),
-        };
-        ModelIdentity {
-            id: self.id.clone(),
-            sha256,
-            size,
-        }
-    }
-
-    /// `gguf`, `embedding` or `remote`.
-    pub fn kind_name(&self) -> &'static str {
-        match self.source {
-            ModelSource::Gguf { .. } => "gguf",
-            ModelSource::Embedding { .. } => "embedding",
-            ModelSource::Remote { .. } => "remote",
-        }
-    }
-
-    /// The weights file of a local model (`None` for remote ones).
-    pub fn weights_path(&self) -> Option<PathBuf> {
-        match &self.source {
-            ModelSource::Gguf { path, .. } => Some(path.clone()),
-            ModelSource::Embedding { path, .. } => Some(path.join("model.safetensors")),
-            ModelSource::Remote { .. } => None,
-        }
-    }
-}
+pub use car_proto::methods::models::{ModelEntry, ModelSource};
 
 /// What `models.register` asks for: a local `path`, or a remote `base_url` + `model`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -98,32 +98,7 @@ impl<'de> Deserialize<'de> for ToolChoice {
     }
 }
 
-/// One call the model made: which tool, with which arguments.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ToolCall {
-    /// The provider's call id; a tool result's `tool_use_id` refers to it.
-    pub id: String,
-    /// The tool's name.
-    pub name: String,
-    /// The arguments, a JSON object.
-    #[serde(default = "empty_object")]
-    pub arguments: Value,
-}
-
-impl ToolCall {
-    /// A call with these parts.
-    pub fn new(id: impl Into<String>, name: impl Into<String>, arguments: Value) -> Self {
-        Self {
-            id: id.into(),
-            name: name.into(),
-            arguments,
-        }
-    }
-}
-
-fn empty_object() -> Value {
-    Value::Object(Map::new())
-}
+pub use car_proto::methods::inference::ToolCall;
 
 /// `arguments` as a JSON object: an object is taken as is; a string (OpenAI sends JSON
 /// text) is parsed and must hold an object; an empty or blank string, or null, is `{}`.
@@ -135,9 +110,9 @@ pub fn parse_arguments(tool: &str, arguments: &Value) -> Result<Value> {
         ))
     };
     match arguments {
-        Value::Null => Ok(empty_object()),
+        Value::Null => Ok(Value::Object(Map::new())),
         Value::Object(_) => Ok(arguments.clone()),
-        Value::String(s) if s.trim().is_empty() => Ok(empty_object()),
+        Value::String(s) if s.trim().is_empty() => Ok(Value::Object(Map::new())),
         Value::String(s) => match serde_json::from_str::<Value>(s) {
             Ok(v @ Value::Object(_)) => Ok(v),
             Ok(other) => Err(bad(format!(

@@ -1,4 +1,5 @@
-//! Command tasks (`tasks.*`): a program run on a cadence, CAR's wire shapes.
+//! Command tasks (`tasks.*`): a program run on a cadence. The shapes are CAR's, declared in
+//! the contract (`car_proto::methods::scheduler`); the rules are [`CommandTaskExt`].
 //!
 //! A command task is stored in the same directory as prompt tasks, as `<id>.json` with
 //! `"kind": "command"` added to CAR's stored shape. Its id is `<slug of name>-<6 hex>`
@@ -11,23 +12,18 @@ use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
-use chrono::{DateTime, Utc};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
 use crate::cadence::{parse_cron, MAX_INTERVAL_SECS};
 use crate::task::Trigger;
-use crate::util::{self, null_default};
+use car_proto::methods::fields::null_default;
+
+use crate::util;
 use crate::SchedulerError;
 
-/// Where a command task's timer lives.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Backend {
-    /// In-process [`crate::DaemonTimers`] (`durable: false`).
-    Daemon,
-    /// A systemd user timer written by [`crate::OsScheduler`] (`durable: true`).
-    Systemd,
-}
+pub use car_proto::methods::scheduler::{
+    Backend, CommandTask, CommandTaskSummary, ScheduleResponse, UnscheduleResponse,
+};
 
 /// `tasks.schedule`'s `cadence`: exactly one of the two.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -70,116 +66,22 @@ pub struct ScheduleRequest {
     pub permission_tier: Option<String>,
 }
 
-/// A stored command task.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CommandTask {
-    /// `<slug>-<6 hex>`.
-    pub id: String,
-    /// As given.
-    pub name: String,
-    /// Absolute path of the executable.
-    pub program: String,
-    /// Its arguments.
-    #[serde(default, deserialize_with = "null_default")]
-    pub args: Vec<String>,
-    /// `interval` or `cron`.
-    pub trigger: Trigger,
-    /// Whole seconds or a cron expression.
-    pub schedule: String,
-    /// OS timer (`true`) or daemon timer.
-    pub durable: bool,
-    /// Which backend holds the timer.
-    pub backend: Backend,
-    /// Loaded by the daemon timers only when true.
-    #[serde(default = "default_true")]
-    pub enabled: bool,
-    /// Where it runs.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub working_dir: Option<String>,
-    /// Extra environment.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub env: Option<BTreeMap<String, String>>,
-    /// Stored for the daemon.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub permission_tier: Option<String>,
-    /// When it was scheduled.
-    #[serde(with = "util::ts")]
-    pub created_at: DateTime<Utc>,
-    /// When it last ran (daemon backend only).
-    #[serde(default, with = "util::opt_ts")]
-    pub last_run_at: Option<DateTime<Utc>>,
-    /// How many times it was started (daemon backend only).
-    #[serde(default, deserialize_with = "null_default")]
-    pub run_count: u64,
-    /// Exit code of the last run; `None` before one or when killed by a signal.
-    #[serde(default)]
-    pub last_exit_code: Option<i32>,
-    /// Why the last run failed to start or ended by signal.
-    #[serde(default)]
-    pub last_error: Option<String>,
+/// Building and reading a [`CommandTask`] (the shape is the contract's).
+pub trait CommandTaskExt: Sized {
+    /// Validates a `tasks.schedule` request and builds the task.
+    fn from_request(req: ScheduleRequest) -> Result<Self, SchedulerError>;
+    /// Its `tasks.list` entry.
+    fn summary(&self) -> CommandTaskSummary;
+    /// Its cadence.
+    fn cadence(&self) -> Result<crate::Cadence, SchedulerError>;
+    /// The stored form: CAR's shape plus `"kind": "command"`.
+    fn to_stored_json(&self) -> serde_json::Value;
 }
 
-/// One `tasks.list` entry: CAR's fields plus `last_run_at`, `run_count`, `last_exit_code`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct CommandTaskSummary {
-    /// See [`CommandTask`].
-    pub id: String,
-    /// See [`CommandTask`].
-    pub name: String,
-    /// See [`CommandTask`].
-    pub program: String,
-    /// See [`CommandTask`].
-    pub args: Vec<String>,
-    /// See [`CommandTask`].
-    pub trigger: Trigger,
-    /// See [`CommandTask`].
-    pub schedule: String,
-    /// See [`CommandTask`].
-    pub durable: bool,
-    /// See [`CommandTask`].
-    pub backend: Backend,
-    /// See [`CommandTask`].
-    pub enabled: bool,
-    /// See [`CommandTask`].
-    #[serde(with = "util::opt_ts")]
-    pub last_run_at: Option<DateTime<Utc>>,
-    /// See [`CommandTask`].
-    pub run_count: u64,
-    /// See [`CommandTask`].
-    pub last_exit_code: Option<i32>,
-}
-
-/// `tasks.schedule`'s result.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ScheduleResponse {
-    /// The new task's id.
-    pub id: String,
-    /// As requested.
-    pub durable: bool,
-    /// `daemon` or `systemd`.
-    pub backend: Backend,
-    /// The stored task.
-    pub task: CommandTask,
-    /// For the systemd backend: what activation did (ours, additive to CAR's shape).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub detail: Option<String>,
-}
-
-/// `tasks.unschedule`'s result.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct UnscheduleResponse {
-    /// The bare id.
-    pub id: String,
-    /// Whether OS timer units were removed.
-    pub os_removed: bool,
-    /// Whether the task file was deleted.
-    pub deleted: bool,
-}
-
-impl CommandTask {
+impl CommandTaskExt for CommandTask {
     /// Validates `tasks.schedule` params and builds the task to store (no I/O but
     /// checking `program` and `working_dir`). Errors name the JSON field path.
-    pub fn from_request(req: ScheduleRequest) -> Result<CommandTask, SchedulerError> {
+    fn from_request(req: ScheduleRequest) -> Result<CommandTask, SchedulerError> {
         if req.name.trim().is_empty() {
             return Err(SchedulerError::invalid("name", "must not be empty"));
         }
@@ -238,7 +140,7 @@ impl CommandTask {
     }
 
     /// The `tasks.list` view.
-    pub fn summary(&self) -> CommandTaskSummary {
+    fn summary(&self) -> CommandTaskSummary {
         CommandTaskSummary {
             id: self.id.clone(),
             name: self.name.clone(),
@@ -257,7 +159,7 @@ impl CommandTask {
 
     /// The task's cadence (a stored task was validated when scheduled; a hand-edited
     /// file may not be, hence the `Result`).
-    pub fn cadence(&self) -> Result<crate::Cadence, SchedulerError> {
+    fn cadence(&self) -> Result<crate::Cadence, SchedulerError> {
         match self.trigger {
             Trigger::Interval | Trigger::Cron => {
                 Ok(crate::task::cadence_of(self.trigger, &self.schedule)?.expect("recurring"))
@@ -269,7 +171,7 @@ impl CommandTask {
         }
     }
 
-    pub(crate) fn to_stored_json(&self) -> serde_json::Value {
+    fn to_stored_json(&self) -> serde_json::Value {
         let mut v = serde_json::to_value(self).expect("command task serialises");
         if let Some(map) = v.as_object_mut() {
             map.insert("kind".into(), "command".into());

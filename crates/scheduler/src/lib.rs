@@ -4,6 +4,10 @@
 //! renderings, command-task processes. Must not touch: JSON-RPC, models (prompt tasks run
 //! through the `PromptRunner` seam), or files outside the directories the daemon passes in.
 //!
+//! The shapes (`Task`, `Execution`, `CommandTask`, the OS reports) are the contract's
+//! (`car_proto::methods::scheduler`), re-exported here; this crate owns their rules
+//! ([`TaskExt`], [`CommandTaskExt`]).
+//!
 //! The daemon does JSON-RPC, decodes params ([`decode`] gives serde errors a field path)
 //! and runs agents; this crate takes typed values and callbacks. Its only side effects are
 //! file I/O under directories the daemon passes in, spawning command-task processes, and,
@@ -14,7 +18,7 @@
 //!
 //! | method | API | module |
 //! | --- | --- | --- |
-//! | `scheduler.create` | [`Task::create`] from [`NewTask`] | [`task`] |
+//! | `scheduler.create` | [`TaskExt::create`] from [`NewTask`] | [`task`] |
 //! | `scheduler.run` | [`run_task`] with a [`PromptRunner`] | [`run`] |
 //! | `scheduler.run_loop` | [`run_task_loop`] | [`run`] |
 //! | `scheduler.os_render` | [`render()`] / [`render_spec`] → [`Rendered`] | [`mod@render`] |
@@ -50,8 +54,8 @@ mod util;
 
 pub use cadence::{parse_cron, parse_interval, Cadence, CronExpr};
 pub use command::{
-    command_task_id, Backend, CadenceRequest, CommandTask, CommandTaskSummary, ScheduleRequest,
-    ScheduleResponse, UnscheduleResponse,
+    command_task_id, Backend, CadenceRequest, CommandTask, CommandTaskExt, CommandTaskSummary,
+    ScheduleRequest, ScheduleResponse, UnscheduleResponse,
 };
 pub use error::{decode, SchedulerError};
 pub use os::{InstallResult, OsScheduler, ReconcileReport, UninstallResult};
@@ -61,7 +65,8 @@ pub use run::{
 };
 pub use store::{StoredTask, TaskStore};
 pub use task::{
-    new_task_id, Execution, ExecutionStatus, NewTask, Task, TaskStatus, Trigger, DEFAULT_MAX_TURNS,
+    new_task_id, Execution, ExecutionStatus, NewTask, Task, TaskExt, TaskStatus, Trigger,
+    DEFAULT_MAX_TURNS,
 };
 pub use tasks::CommandTasks;
 pub use timers::{DaemonTimers, DEFAULT_KILL_GRACE};

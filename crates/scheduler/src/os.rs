@@ -25,46 +25,15 @@ use std::fs;
 use std::io::{ErrorKind, Read};
 use std::path::{Path, PathBuf};
 
-use serde::Serialize;
-
 use crate::command::{Backend, CommandTask};
 use crate::render::{label_of, render_spec, systemd, RenderSpec, LABEL_PREFIX};
+use crate::task::TaskExt as _;
 use crate::task::{Task, Trigger};
 use crate::util::{check_id, ensure_dir, is_safe_id, write_atomic};
 use crate::{SchedulerError, TaskStore};
 
-/// `scheduler.os_install`'s result.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct InstallResult {
-    /// `ai.parslee.car.task.<id>`.
-    pub label: String,
-    /// Always `systemd`.
-    pub backend: Backend,
-    /// What was written and what activation did.
-    pub detail: String,
-}
+pub use car_proto::methods::scheduler::{InstallResult, ReconcileReport, UninstallResult};
 
-/// `scheduler.os_uninstall`'s result.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct UninstallResult {
-    /// The label.
-    pub label: String,
-    /// Whether any managed unit file was removed.
-    pub removed: bool,
-}
-
-/// `scheduler.os_reconcile`'s result.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
-pub struct ReconcileReport {
-    /// Labels uninstalled.
-    pub removed: Vec<String>,
-    /// Managed units left in place.
-    pub kept: usize,
-    /// Problems that kept a unit in place or stopped its removal.
-    pub errors: Vec<String>,
-}
-
-/// systemd user units for tasks. Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct OsScheduler {
     unit_dir: PathBuf,

@@ -50,6 +50,7 @@ use serde_json::{Map, Value};
 
 use crate::cadence::Cadence;
 use crate::store::StoredTask;
+use crate::task::TaskExt as _;
 use crate::task::{Execution, ExecutionStatus, Task, TaskStatus, Trigger};
 use crate::util;
 use crate::{SchedulerError, TaskStore};

@@ -27,6 +27,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::OwnedMutexGuard;
 
 use crate::command::CommandTask;
+use crate::command::CommandTaskExt as _;
 use crate::task::Task;
 use crate::util::{check_id, ensure_dir, write_atomic};
 use crate::SchedulerError;

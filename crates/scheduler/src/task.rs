@@ -1,4 +1,5 @@
-//! Prompt tasks (`scheduler.*`): the wire shape, creation and validation.
+//! Prompt tasks (`scheduler.*`): creation and validation ([`TaskExt`]); the shape is the
+//! contract's (`car_proto::methods::scheduler::Task`).
 //!
 //! The shape is CAR's, field for field. Decoding is lenient: unknown fields are ignored
 //! and every field except `name` and `prompt` has a default (`null` counts as missing):
@@ -6,182 +7,19 @@
 //! `pending`, `created_at` none (filled by [`crate::run_task`] from the stored copy or the
 //! clock). An unknown `trigger` is an error (CAR silently maps it to `manual`).
 
-use std::fmt;
-
 use chrono::{DateTime, Utc};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use crate::cadence::{parse_cron, parse_interval, Cadence};
-use crate::util::{self, null_default};
+use car_proto::methods::fields::null_default;
+
+use crate::util;
 use crate::SchedulerError;
 
-/// Default `max_turns` of a prompt task.
-pub const DEFAULT_MAX_TURNS: u32 = 10;
-
-/// When a task runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Trigger {
-    /// Only when asked.
-    #[default]
-    Manual,
-    /// Once, at the RFC 3339 time in `schedule`.
-    Once,
-    /// At the times the cron expression in `schedule` matches (UTC).
-    Cron,
-    /// Every `schedule` seconds, counted from `created_at`.
-    Interval,
-    /// When `watch_path` changes (the daemon watches; here it runs like `manual`).
-    FileWatch,
-}
-
-impl Trigger {
-    /// The wire name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Trigger::Manual => "manual",
-            Trigger::Once => "once",
-            Trigger::Cron => "cron",
-            Trigger::Interval => "interval",
-            Trigger::FileWatch => "file_watch",
-        }
-    }
-
-    /// Parses a wire name; the error names the accepted ones.
-    pub fn parse(s: &str) -> Result<Trigger, String> {
-        Ok(match s {
-            "manual" => Trigger::Manual,
-            "once" => Trigger::Once,
-            "cron" => Trigger::Cron,
-            "interval" => Trigger::Interval,
-            "file_watch" => Trigger::FileWatch,
-            _ => {
-                return Err(format!(
-                    "unknown trigger `{s}` (expected manual, once, cron, interval or file_watch)"
-                ))
-            }
-        })
-    }
-}
-
-impl fmt::Display for Trigger {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// A prompt task's state.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum TaskStatus {
-    /// Never run.
-    #[default]
-    Pending,
-    /// A run is under way.
-    Running,
-    /// The last run succeeded.
-    Completed,
-    /// The last run failed.
-    Failed,
-}
-
-/// How one run ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ExecutionStatus {
-    /// The runner returned an answer.
-    Completed,
-    /// The runner returned an error.
-    Failed,
-}
-
-/// One run of a prompt task, keyed by its occurrence id (see [`crate::run_task`]).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Execution {
-    /// `<task id>:int:<k>`, `<task id>:cron:<unix minute>`, `<task id>:once` or
-    /// `<task id>:manual:<random>`.
-    pub execution_id: String,
-    /// When the runner was called.
-    #[serde(with = "util::ts")]
-    pub started_at: DateTime<Utc>,
-    /// When it returned.
-    #[serde(with = "util::ts")]
-    pub finished_at: DateTime<Utc>,
-    /// How it ended.
-    pub status: ExecutionStatus,
-    /// The answer (empty on failure).
-    #[serde(default, deserialize_with = "null_default")]
-    pub answer: String,
-    /// The error (`None` on success).
-    #[serde(default)]
-    pub error: Option<String>,
-    /// Wall time of the run in milliseconds.
-    #[serde(default)]
-    pub duration_ms: f64,
-}
-
-fn default_id() -> String {
-    new_task_id()
-}
-fn default_max_turns() -> u32 {
-    DEFAULT_MAX_TURNS
-}
-fn default_true() -> bool {
-    true
-}
-
-/// A prompt task, exactly CAR's wire shape.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Task {
-    /// 10 characters like `9946d03a-b`.
-    #[serde(default = "default_id")]
-    pub id: String,
-    /// A person's name for it.
-    pub name: String,
-    /// What the agent is asked.
-    pub prompt: String,
-    /// When it runs.
-    #[serde(default)]
-    pub trigger: Trigger,
-    /// Seconds (interval), cron expression (cron), RFC 3339 time (once), else ignored.
-    #[serde(default, deserialize_with = "null_default")]
-    pub schedule: String,
-    /// The watched path of a `file_watch` task.
-    #[serde(default, deserialize_with = "null_default")]
-    pub watch_path: String,
-    /// Passed to the runner untouched.
-    #[serde(default, deserialize_with = "null_default")]
-    pub agent_metadata: Map<String, Value>,
-    /// Passed to the runner.
-    #[serde(default = "default_max_turns")]
-    pub max_turns: u32,
-    /// Passed to the runner.
-    #[serde(default, deserialize_with = "null_default")]
-    pub system_prompt: String,
-    /// The task's state.
-    #[serde(default)]
-    pub status: TaskStatus,
-    /// Creation time; anchors interval occurrences.
-    #[serde(default, with = "util::opt_ts")]
-    pub created_at: Option<DateTime<Utc>>,
-    /// When it last ran.
-    #[serde(default, with = "util::opt_ts")]
-    pub last_run_at: Option<DateTime<Utc>>,
-    /// How many times the runner was called.
-    #[serde(default, deserialize_with = "null_default")]
-    pub run_count: u64,
-    /// Past runs, oldest first (at most [`crate::MAX_EXECUTIONS`] kept).
-    #[serde(default, deserialize_with = "null_default")]
-    pub executions: Vec<Execution>,
-    /// CAR's flag; not consulted by [`crate::run_task`] (an explicit run always runs).
-    #[serde(default = "default_true")]
-    pub enabled: bool,
-    /// Ours: the principal whose run first stored it (`agent:<id>`); absent for the user's
-    /// tasks. Set by the daemon, never taken from a posted task (see [`crate::run_task_as`]).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub owner: Option<String>,
-}
+pub use car_proto::methods::scheduler::{
+    new_task_id, Execution, ExecutionStatus, Task, TaskStatus, Trigger, DEFAULT_MAX_TURNS,
+};
 
 /// `scheduler.create` params: the user-settable part of a [`Task`].
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -213,16 +51,20 @@ pub struct NewTask {
     pub enabled: Option<bool>,
 }
 
-/// A fresh prompt-task id: 8 hex, `-`, 1 hex (`9946d03a-b`), CAR's shape.
-pub fn new_task_id() -> String {
-    let h = util::random_hex(9);
-    format!("{}-{}", &h[..8], &h[8..])
-}
-
-impl Task {
+/// Creating and checking a [`Task`] (the shape is the contract's; the rules are here).
+pub trait TaskExt: Sized {
     /// Validates `scheduler.create` params and builds the task (`pending`, created now).
     /// Does no I/O: the task is persisted by [`crate::run_task`] or an OS install.
-    pub fn create(new: NewTask) -> Result<Task, SchedulerError> {
+    fn create(new: NewTask) -> Result<Self, SchedulerError>;
+    /// Checks the id, name, prompt, schedule (per trigger) and watch path.
+    fn validate(&self) -> Result<(), SchedulerError>;
+    /// The recurrence of an interval or cron task (`None` for the others); errors name
+    /// `schedule`.
+    fn cadence(&self) -> Result<Option<Cadence>, SchedulerError>;
+}
+
+impl TaskExt for Task {
+    fn create(new: NewTask) -> Result<Task, SchedulerError> {
         let trigger = match new.trigger.as_deref() {
             None | Some("") => Trigger::Manual,
             Some(t) => Trigger::parse(t).map_err(|m| SchedulerError::invalid("trigger", m))?,
@@ -249,8 +91,7 @@ impl Task {
         Ok(task)
     }
 
-    /// Checks the id, name, prompt, schedule (per trigger) and watch path.
-    pub fn validate(&self) -> Result<(), SchedulerError> {
+    fn validate(&self) -> Result<(), SchedulerError> {
         util::check_id("id", &self.id)?;
         if self.name.trim().is_empty() {
             return Err(SchedulerError::invalid("name", "must not be empty"));
@@ -271,9 +112,7 @@ impl Task {
         Ok(())
     }
 
-    /// The recurrence of an interval or cron task (`None` for the others); errors name
-    /// `schedule`.
-    pub fn cadence(&self) -> Result<Option<Cadence>, SchedulerError> {
+    fn cadence(&self) -> Result<Option<Cadence>, SchedulerError> {
         cadence_of(self.trigger, &self.schedule)
     }
 }

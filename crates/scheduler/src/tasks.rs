@@ -7,6 +7,7 @@
 //! deletes the task file; an unknown id is not an error (`deleted: false`), a prompt task's
 //! id is (field `id`).
 
+use crate::command::CommandTaskExt as _;
 use crate::command::{
     CommandTask, CommandTaskSummary, ScheduleRequest, ScheduleResponse, UnscheduleResponse,
 };

@@ -35,6 +35,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::cadence::Cadence;
 use crate::command::CommandTask;
+use crate::command::CommandTaskExt as _;
 use crate::util::{self, ensure_dir};
 use crate::{SchedulerError, TaskStore};
 

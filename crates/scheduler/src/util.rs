@@ -4,9 +4,6 @@ use std::fs;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::Path;
 
-use chrono::{DateTime, Utc};
-use serde::{Deserialize, Deserializer, Serializer};
-
 use crate::SchedulerError;
 
 pub(crate) use car_proto::clock::{now, rfc3339};
@@ -58,54 +55,4 @@ pub(crate) fn ensure_dir(dir: &Path, mode: u32) -> Result<(), SchedulerError> {
 pub(crate) fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> Result<(), SchedulerError> {
     car_proto::safe_file::write_atomic(path, bytes, mode)
         .map_err(|e| SchedulerError::io("writing", path, e))
-}
-
-/// Serde for `DateTime<Utc>` as `2026-12-01T17:41:08.022Z` (any RFC 3339 offset accepted).
-pub(crate) mod ts {
-    use super::*;
-
-    pub(crate) fn serialize<S: Serializer>(t: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&rfc3339(t))
-    }
-
-    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<DateTime<Utc>, D::Error> {
-        let s = String::deserialize(d)?;
-        car_proto::clock::parse_rfc3339(&s).map_err(serde::de::Error::custom)
-    }
-}
-
-/// Serde for `Option<DateTime<Utc>>`: `null` or a [`ts`] string.
-pub(crate) mod opt_ts {
-    use super::*;
-
-    pub(crate) fn serialize<S: Serializer>(
-        t: &Option<DateTime<Utc>>,
-        s: S,
-    ) -> Result<S::Ok, S::Error> {
-        match t {
-            Some(t) => s.serialize_str(&rfc3339(t)),
-            None => s.serialize_none(),
-        }
-    }
-
-    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(
-        d: D,
-    ) -> Result<Option<DateTime<Utc>>, D::Error> {
-        match Option::<String>::deserialize(d)? {
-            None => Ok(None),
-            Some(s) if s.is_empty() => Ok(None),
-            Some(s) => car_proto::clock::parse_rfc3339(&s)
-                .map(Some)
-                .map_err(serde::de::Error::custom),
-        }
-    }
-}
-
-/// `null` decodes as the type's default (lenient decoding of optional wire fields).
-pub(crate) fn null_default<'de, D, T>(d: D) -> Result<T, D::Error>
-where
-    D: Deserializer<'de>,
-    T: Deserialize<'de> + Default,
-{
-    Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
 }

@@ -1,6 +1,7 @@
 //! Command tasks: `tasks.schedule` validation, daemon timers running real processes,
 //! unscheduling, restart survival and the kill after the grace period.
 
+use car_scheduler::CommandTaskExt as _;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

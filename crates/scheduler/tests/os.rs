@@ -1,6 +1,7 @@
 //! The OS backend in temp dirs with `activate: false`: install, list, uninstall, reconcile,
 //! foreign files left alone, orphans reaped; durable `tasks.schedule`.
 
+use car_scheduler::TaskExt as _;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::time::Duration;

@@ -1,5 +1,6 @@
 //! Prompt tasks: creation and validation, run dedup, persistence, and run loops.
 
+use car_scheduler::{CommandTaskExt as _, TaskExt as _};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};

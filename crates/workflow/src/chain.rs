@@ -9,23 +9,12 @@
 //! `failed_at_index`. An engine error (a checkpoint that cannot be written, …) keeps the
 //! results so far and sets `error` and `failed_at_index`.
 
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::model::{parse, Object, Workflow};
-use crate::{run, verify, CheckpointStore, RunStatus, StepExecutor, WorkflowError, WorkflowResult};
+use crate::{run, verify, CheckpointStore, RunStatus, StepExecutor, WorkflowError};
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ChainResult {
-    pub results: Vec<WorkflowResult>,
-    pub status: RunStatus,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub paused_at_index: Option<usize>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub failed_at_index: Option<usize>,
-}
+pub use car_proto::methods::workflow::ChainResult;
 
 /// Run `workflows` (manifests) in order.
 pub async fn chain(

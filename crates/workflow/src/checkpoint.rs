@@ -22,38 +22,34 @@ use std::path::{Path, PathBuf};
 
 use car_proto::safe_file::{self, ReadLimits};
 
-use serde::{Deserialize, Serialize};
-
-use crate::engine::StageResult;
-use crate::model::{ApprovalField, Object, Workflow};
+use crate::model::{Object, Workflow};
 use crate::WorkflowError;
 
-/// A paused run: everything needed to continue it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Checkpoint {
-    pub run_id: String,
-    pub workflow: Workflow,
-    pub paused_stage_id: String,
-    pub prompt: String,
-    pub fields: Vec<ApprovalField>,
-    pub output_key: String,
-    pub wf_state: Object,
-    /// Stages finished before the gate; the gate's own result is added on resume.
-    pub stage_results: Vec<StageResult>,
-    /// RFC 3339.
-    pub created_at: String,
-    /// Stage executions so far, counted against `max_iterations` after resume.
-    pub iterations: u32,
+pub use car_proto::methods::workflow::Checkpoint;
+
+/// The workflow a checkpoint carries, as the model (the checkpoint holds the manifest).
+pub(crate) fn workflow_of(cp: &Checkpoint) -> Result<Workflow, WorkflowError> {
+    serde_json::from_value(serde_json::Value::Object(cp.workflow.clone())).map_err(|e| {
+        WorkflowError::Store(format!(
+            "checkpoint {}: its workflow does not decode: {e}",
+            cp.run_id
+        ))
+    })
+}
+
+/// The manifest of `wf`, as a checkpoint carries it.
+pub(crate) fn manifest_of(wf: &Workflow) -> Result<Object, WorkflowError> {
+    match serde_json::to_value(wf) {
+        Ok(serde_json::Value::Object(map)) => Ok(map),
+        Ok(_) => Err(WorkflowError::Store(
+            "a workflow encodes as a non-object".into(),
+        )),
+        Err(e) => Err(WorkflowError::Store(format!("encoding the workflow: {e}"))),
+    }
 }
 
 /// One `workflow.list_paused` entry.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PausedSummary {
-    pub run_id: String,
-    pub paused_stage_id: String,
-    pub prompt: String,
-    pub created_at: String,
-}
+pub use car_proto::methods::workflow::PausedRow as PausedSummary;
 
 /// Where paused runs (and dedup seen-sets) live.
 #[derive(Debug, Clone)]

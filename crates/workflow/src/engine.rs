@@ -13,7 +13,6 @@
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use crate::checkpoint::{new_run_id, Checkpoint, CheckpointStore};
@@ -22,62 +21,9 @@ use crate::model::{ApprovalField, Object, Stage, StageStep, Workflow};
 use crate::steps::{run_step, StepRun};
 use crate::{verify, StepExecutor, WorkflowError};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RunStatus {
-    Completed,
-    Paused,
-    Failed,
-    Compensated,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum StageStatus {
-    Succeeded,
-    Failed,
-    Skipped,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct StageResult {
-    pub stage_id: String,
-    pub stage_name: String,
-    pub status: StageStatus,
-    pub output: Value,
-    pub duration_ms: f64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CompensationResult {
-    pub stage_id: String,
-    pub status: StageStatus,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub output: Option<Value>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-}
-
-/// The result of `workflow.run` / `workflow.resume`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct WorkflowResult {
-    pub workflow_id: String,
-    pub workflow_name: String,
-    pub status: RunStatus,
-    pub stages: Vec<StageResult>,
-    pub compensations: Vec<CompensationResult>,
-    pub duration_ms: f64,
-    /// RFC 3339, when the run (or this resumed leg of it) ended.
-    pub timestamp: String,
-    pub final_state: Object,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub paused: Option<Checkpoint>,
-    /// Why a run failed without a failed stage (the cycle limit).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-}
+pub use car_proto::methods::workflow::{
+    CompensationResult, RunStatus, StageResult, StageStatus, WorkflowResult,
+};
 
 /// What a traversal needs besides the workflow.
 pub(crate) struct Ctx<'a> {
@@ -299,15 +245,15 @@ pub async fn resume(
 ) -> Result<WorkflowResult, WorkflowError> {
     let cp = store.claim(run_id)?;
     let checked = validate_input(&cp.fields, &input).and_then(|()| {
-        refuse_invalid(&cp.workflow, "checkpoint.workflow")?;
-        cp.workflow
-            .stage(&cp.paused_stage_id)
-            .map(|s| (s.id.clone(), s.name.clone()))
+        let wf = crate::checkpoint::workflow_of(&cp)?;
+        refuse_invalid(&wf, "checkpoint.workflow")?;
+        wf.stage(&cp.paused_stage_id)
+            .map(|s| (s.id.clone(), s.name.clone(), wf.clone()))
             .ok_or_else(|| {
                 WorkflowError::Store(format!("checkpoint {run_id} names an unknown stage"))
             })
     });
-    let (stage_id, stage_name) = match checked {
+    let (stage_id, stage_name, wf) = match checked {
         Ok(stage) => stage,
         Err(e) => {
             store.restore(run_id);
@@ -315,8 +261,7 @@ pub async fn resume(
         }
     };
     let started = Instant::now();
-    tracing::info!(run_id, workflow = %cp.workflow.id, stage = %stage_id, "workflow resumed");
-    let wf = cp.workflow;
+    tracing::info!(run_id, workflow = %wf.id, stage = %stage_id, "workflow resumed");
     let mut state = cp.wf_state;
     let response = Value::Object(input.clone());
     state.insert(cp.output_key.clone(), response.clone());
@@ -406,7 +351,7 @@ fn finish(
                     Some(id) => id,
                     None => new_run_id(),
                 },
-                workflow: wf.clone(),
+                workflow: crate::checkpoint::manifest_of(wf)?,
                 paused_stage_id: stage_id,
                 prompt: gate.prompt.clone(),
                 fields: gate.fields.clone(),

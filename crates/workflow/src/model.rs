@@ -157,22 +157,7 @@ pub struct SubWorkflowStep {
     pub workflow: Box<Workflow>,
 }
 
-fn default_field_type() -> String {
-    "text".into()
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ApprovalField {
-    pub name: String,
-    #[serde(default)]
-    pub label: String,
-    #[serde(default = "default_field_type")]
-    pub field_type: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub options: Option<Vec<String>>,
-    #[serde(default)]
-    pub required: bool,
-}
+pub use car_proto::methods::workflow::ApprovalField;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ApprovalStep {

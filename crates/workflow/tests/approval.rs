@@ -36,7 +36,9 @@ async fn pause_then_resume_completes_with_the_approval_in_state() {
     );
     assert_eq!(cp.output_key, "appr");
     assert_eq!(cp.iterations, 2);
-    assert_eq!(cp.workflow, gated(json!({})));
+    let carried: car_workflow::Workflow =
+        serde_json::from_value(serde_json::Value::Object(cp.workflow.clone())).unwrap();
+    assert_eq!(carried, gated(json!({})));
     let listed = store.list_paused();
     assert_eq!(listed.len(), 1);
     assert_eq!(listed[0].run_id, cp.run_id);

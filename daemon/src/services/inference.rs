@@ -23,7 +23,7 @@ use serde_json::{json, Value};
 use car_proto::methods::fields::Name;
 use car_proto::methods::inference::{
     self as m, CancelParams, ClassifyParams, DeadlineParams, DetokenizeParams, EmbedParams,
-    GenerateParams, Stop, TokenizeParams,
+    GenerateParams, InferReply, InferUsage, Stop, TokenizeParams,
 };
 
 use crate::handler::{Call, Routes};
@@ -116,20 +116,22 @@ fn cache_hint(cache_control: Option<&Value>, ttl: Option<&Value>) -> Result<Cach
     Ok(CacheHint { enabled, ttl })
 }
 
-/// CAR's usage object: `prompt_tokens` is the uncached part of the input and
-/// `cache_read_input_tokens` the part read from a cache (a reused KV prefix locally);
-/// nothing is charged for writing the local cache. `input_tokens` / `output_tokens` are
-/// CAR's `TokenUsage` names for the same counts.
-pub(crate) fn usage_json(usage: &car_inference::Usage) -> Value {
-    json!({
-        "input_tokens": usage.prompt_tokens,
-        "output_tokens": usage.completion_tokens,
-        "prompt_tokens": usage.prompt_tokens,
-        "completion_tokens": usage.completion_tokens,
-        "total_tokens": usage.prompt_tokens + usage.cache_read_tokens + usage.completion_tokens,
-        "cache_read_input_tokens": usage.cache_read_tokens,
-        "cache_creation_input_tokens": 0,
-    })
+/// CAR's usage object for `usage` (see [`InferUsage`]).
+pub(crate) fn infer_usage(usage: &car_inference::Usage) -> InferUsage {
+    let (input, output, cached) = (
+        u64::from(usage.prompt_tokens),
+        u64::from(usage.completion_tokens),
+        u64::from(usage.cache_read_tokens),
+    );
+    InferUsage {
+        input_tokens: input,
+        output_tokens: output,
+        prompt_tokens: input,
+        completion_tokens: output,
+        total_tokens: input + cached + output,
+        cache_read_input_tokens: cached,
+        cache_creation_input_tokens: 0,
+    }
 }
 
 /// Reads CAR's generation request; `context` is appended to the system instruction.
@@ -205,7 +207,11 @@ fn generate_request(p: GenerateParams) -> Result<(Option<String>, GenerateReques
     Ok((p.model.map(Name::into_string), request))
 }
 
-async fn generate(call: Call, mut params: GenerateParams, stream: bool) -> Result<Value, RpcError> {
+async fn generate(
+    call: Call,
+    mut params: GenerateParams,
+    stream: bool,
+) -> Result<InferReply, RpcError> {
     if let Some(query) = params.context_query.take() {
         let block = call
             .state
@@ -275,7 +281,8 @@ async fn generate(call: Call, mut params: GenerateParams, stream: bool) -> Resul
             if stream {
                 for event in [
                     {
-                        let mut usage = usage_json(&r.usage);
+                        let mut usage =
+                            serde_json::to_value(infer_usage(&r.usage)).unwrap_or_default();
                         usage["type"] = json!("usage");
                         usage
                     },
@@ -294,18 +301,17 @@ async fn generate(call: Call, mut params: GenerateParams, stream: bool) -> Resul
     drop(guard);
     let model_used = result.model_identity.id.clone();
     meter(&call, &model_used, &result.usage);
-    let usage = usage_json(&result.usage);
-    Ok(json!({
-        "text": result.text,
-        "tool_calls": result.tool_calls,
-        "usage": usage,
-        "trace_id": trace_id,
-        "model_used": model_used,
-        "model_identity": result.model_identity,
-        "latency_ms": result.latency_ms,
-        "time_to_first_token_ms": result.time_to_first_token_ms,
-        "stop_reason": result.stop_reason,
-    }))
+    Ok(InferReply {
+        usage: infer_usage(&result.usage),
+        text: result.text,
+        tool_calls: result.tool_calls,
+        trace_id,
+        model_used,
+        model_identity: result.model_identity,
+        latency_ms: result.latency_ms,
+        time_to_first_token_ms: result.time_to_first_token_ms,
+        stop_reason: result.stop_reason,
+    })
 }
 
 /// Journals one generation's usage as CAR's `InferenceMetered` (`inference.metered`), which

@@ -24,7 +24,9 @@
 use car_inference::RegisterRequest;
 use car_proto::errors::RpcError;
 use car_proto::methods::fields::NoParams;
-use car_proto::methods::models::{self as m, IdParams, ModelSchema, RegisterParams, RegisterReply};
+use car_proto::methods::models::{
+    self as m, IdParams, ModelRow, ModelSchema, RegisterParams, RegisterReply, UnregisterReply,
+};
 use car_proto::methods::CallerRole;
 use serde_json::{json, Map, Value};
 
@@ -40,50 +42,46 @@ pub fn register(routes: &mut Routes) {
         .add::<m::Remove, _, _>(unregister);
 }
 
-/// A `models.list` row: the entry with `kind`, `identity`, `loaded`, plus CAR's legacy
-/// catalog fields (`name`, `hf_repo`, `hf_filename`, `tokenizer_repo`, `role`,
-/// `param_count`, `quantized_size_mb`, `downloaded`); fields this registry does not know
-/// are `null`.
-fn row_of(entry: &car_inference::ModelEntry, loaded: bool) -> Value {
-    let mut row = serde_json::to_value(entry).unwrap_or(Value::Null);
+/// A `models.list` row for `entry` (see [`ModelRow`]).
+fn row_of(entry: &car_inference::ModelEntry, loaded: bool) -> ModelRow {
     let kind = entry.kind_name();
-    row["kind"] = json!(kind);
-    row["identity"] = serde_json::to_value(entry.identity()).unwrap_or(Value::Null);
-    row["loaded"] = json!(loaded);
     let path = entry.weights_path();
     let size = path
         .as_ref()
         .and_then(|p| std::fs::metadata(p).ok())
         .map(|m| m.len());
-    row["name"] = json!(entry.id);
-    row["hf_repo"] = Value::Null;
-    row["hf_filename"] = json!(path
-        .as_ref()
-        .and_then(|p| p.file_name())
-        .map(|f| f.to_string_lossy().into_owned()));
-    row["tokenizer_repo"] = Value::Null;
-    row["role"] = json!(match kind {
-        "gguf" => "generate",
-        "embedding" => "embed",
-        other => other,
-    });
-    row["param_count"] = Value::Null;
-    row["quantized_size_mb"] = json!(size.map(|b| b as f64 / (1024.0 * 1024.0)));
-    row["downloaded"] = json!(path.as_ref().is_some_and(|p| p.exists()));
-    row
+    ModelRow {
+        entry: entry.clone(),
+        identity: entry.identity(),
+        loaded,
+        name: entry.id.clone(),
+        hf_repo: None,
+        hf_filename: path
+            .as_ref()
+            .and_then(|p| p.file_name())
+            .map(|f| f.to_string_lossy().into_owned()),
+        tokenizer_repo: None,
+        role: match kind {
+            "gguf" => "generate",
+            "embedding" => "embed",
+            other => other,
+        }
+        .to_string(),
+        param_count: None,
+        quantized_size_mb: size.map(|b| b as f64 / (1024.0 * 1024.0)),
+        downloaded: path.as_ref().is_some_and(|p| p.exists()),
+    }
 }
 
 /// `models.list` → registered models with their identities and whether they are loaded.
-async fn list(call: Call, _: NoParams) -> Result<Value, RpcError> {
+async fn list(call: Call, _: NoParams) -> Result<Vec<ModelRow>, RpcError> {
     let engine = call.state.inference.engine.clone();
     let loaded = engine.loaded_models();
-    Ok(Value::Array(
-        engine
-            .list()
-            .iter()
-            .map(|e| row_of(e, loaded.contains(&e.id)))
-            .collect(),
-    ))
+    Ok(engine
+        .list()
+        .iter()
+        .map(|e| row_of(e, loaded.contains(&e.id)))
+        .collect())
 }
 
 fn text_at(source: &Map<String, Value>, keys: &[&str]) -> Result<Option<String>, RpcError> {
@@ -175,7 +173,7 @@ async fn register_model(call: Call, p: RegisterParams) -> Result<RegisterReply, 
 
 /// `models.unregister {id}` / `models.remove {id}` (host) → `{id, unregistered, path,
 /// note, model}`.
-async fn unregister(call: Call, p: IdParams) -> Result<Value, RpcError> {
+async fn unregister(call: Call, p: IdParams) -> Result<UnregisterReply, RpcError> {
     let id = p.id.into_string();
     let engine = call.state.inference.engine.clone();
     let entry = blocking({
@@ -186,11 +184,11 @@ async fn unregister(call: Call, p: IdParams) -> Result<Value, RpcError> {
     })
     .await?;
     refresh_memory_embedder(&engine, &call.state.memory);
-    Ok(json!({
-        "id": id,
-        "unregistered": true,
-        "path": engine.registry_path().display().to_string(),
-        "note": "unregistered; effective at once",
-        "model": row_of(&entry, false),
-    }))
+    Ok(UnregisterReply {
+        id,
+        unregistered: true,
+        path: engine.registry_path().display().to_string(),
+        note: "unregistered; effective at once".into(),
+        model: row_of(&entry, false),
+    })
 }

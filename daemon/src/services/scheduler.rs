@@ -13,10 +13,10 @@ use car_proto::errors::RpcError;
 use car_proto::methods::fields::{Name, NoParams};
 use car_proto::methods::multi::AgentSpec;
 use car_proto::methods::scheduler::{self as m};
-use car_scheduler::{PromptRunner, Task};
+use car_scheduler::{PromptRunner, Task, TaskExt};
 use serde_json::{Map, Value};
 
-use crate::handler::{to_result, Call, Routes};
+use crate::handler::{Call, Routes};
 use crate::state::agent_runner::SessionRunner;
 
 fn strip_nulls(v: &mut Value) {
@@ -80,7 +80,7 @@ pub fn register(routes: &mut Routes) {
                 system_prompt: p.system_prompt.unwrap_or_default(),
                 ..Default::default()
             };
-            to_result(Task::create(new).map_err(RpcError::from)?)
+            Task::create(new).map_err(RpcError::from)
         })
         .add::<m::Run, _, _>(|call, p: m::RunParams| async move {
             let task = task_of(p.task)?;
@@ -93,7 +93,7 @@ pub fn register(routes: &mut Routes) {
             )
             .await
             .map_err(|e| RpcError::from(e.within("task")))?;
-            to_result(execution)
+            Ok(execution)
         })
         .add::<m::RunLoop, _, _>(|call, p: m::RunLoopParams| async move {
             let task = task_of(p.task)?;
@@ -107,12 +107,12 @@ pub fn register(routes: &mut Routes) {
             )
             .await
             .map_err(RpcError::from)?;
-            to_result(runs)
+            Ok(runs)
         })
         .add::<m::OsRender, _, _>(|call, p: m::OsScheduleParams| async move {
             let task = task_of(p.task)?;
             let args = p.args.unwrap_or_default();
-            to_result(car_scheduler::render(
+            Ok(car_scheduler::render(
                 &task.id,
                 task.trigger,
                 &task.schedule,
@@ -130,71 +130,59 @@ pub fn register(routes: &mut Routes) {
                 )));
             }
             let args = p.args.unwrap_or_default();
-            to_result(
-                call.state
-                    .scheduling
-                    .os
-                    .install(&task, &p.program, &args)
-                    .await
-                    .map_err(RpcError::from)?,
-            )
+            call.state
+                .scheduling
+                .os
+                .install(&task, &p.program, &args)
+                .await
+                .map_err(RpcError::from)
         })
         .add::<m::OsUninstall, _, _>(|call, p: m::OsUninstallParams| async move {
-            to_result(
-                call.state
-                    .scheduling
-                    .os
-                    .uninstall(&p.label)
-                    .await
-                    .map_err(RpcError::from)?,
-            )
+            call.state
+                .scheduling
+                .os
+                .uninstall(&p.label)
+                .await
+                .map_err(RpcError::from)
         })
         .add::<m::OsList, _, _>(|call, _: NoParams| async move {
             call.state.scheduling.os.list().map_err(RpcError::from)
         })
         .add::<m::OsReconcile, _, _>(|call, _: NoParams| async move {
-            to_result(
-                call.state
-                    .scheduling
-                    .os
-                    .reconcile()
-                    .await
-                    .map_err(RpcError::from)?,
-            )
+            call.state
+                .scheduling
+                .os
+                .reconcile()
+                .await
+                .map_err(RpcError::from)
         })
         .add::<m::Schedule, _, _>(|call, p: m::ScheduleParams| async move {
             // Absent fields stay absent (the engine's decoder reads `null` as a wrong type).
             let mut raw = serde_json::to_value(&p).map_err(RpcError::internal)?;
             strip_nulls(&mut raw);
             let request = car_scheduler::decode(raw).map_err(RpcError::from)?;
-            to_result(
-                call.state
-                    .scheduling
-                    .commands
-                    .schedule(request)
-                    .await
-                    .map_err(RpcError::from)?,
-            )
+            call.state
+                .scheduling
+                .commands
+                .schedule(request)
+                .await
+                .map_err(RpcError::from)
         })
         .add::<m::List, _, _>(|call, _: NoParams| async move {
-            to_result(
-                call.state
-                    .scheduling
-                    .commands
-                    .list()
-                    .map_err(RpcError::from)?,
-            )
+            call.state
+                .scheduling
+                .commands
+                .list()
+                .map_err(RpcError::from)
         })
         .add::<m::Unschedule, _, _>(|call, p: m::UnscheduleParams| async move {
             let id: Name = p.id;
-            to_result(
-                call.state
-                    .scheduling
-                    .commands
-                    .unschedule(&id)
-                    .await
-                    .map_err(RpcError::from)?,
-            )
+            call.state
+                .scheduling
+                .commands
+                .unschedule(&id)
+                .await
+                .map_err(RpcError::from)
         });
 }
 

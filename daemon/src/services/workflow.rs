@@ -22,7 +22,7 @@ use car_proto::methods::workflow::{self as m, PausedRow, VerifyReply};
 use car_workflow::{BoxFuture, Object, PatternKind, PatternOutcome, ProposalOutcome, StepExecutor};
 use serde_json::{json, Value};
 
-use crate::handler::{to_result, Call, Routes};
+use crate::handler::{Call, Routes};
 use crate::state::agent_runner::SessionRunner;
 
 pub fn register(routes: &mut Routes) {
@@ -241,25 +241,15 @@ impl Executor {
             })
             .await
             .map_err(|e| e.message)?;
-        let errors = result
-            .get("errors")
-            .and_then(Value::as_array)
-            .map_or(0, Vec::len);
-        let state_writes = result
-            .get("final_state")
-            .and_then(Value::as_object)
-            .cloned()
-            .unwrap_or_default();
-        let error = (errors > 0).then(|| {
-            result["errors"][0]
-                .get("error")
-                .and_then(Value::as_str)
-                .map_or_else(|| result["errors"][0].to_string(), str::to_string)
-        });
+        let error = result.errors.first().cloned();
+        let state_writes: serde_json::Map<String, Value> =
+            result.final_state.clone().into_iter().collect();
+        let succeeded = result.errors.is_empty();
+        let result = serde_json::to_value(&result).map_err(|e| e.to_string())?;
         Ok(ProposalOutcome {
             result,
             state_writes,
-            succeeded: errors == 0,
+            succeeded,
             error,
         })
     }
@@ -292,25 +282,23 @@ fn executor(call: &Call, runner: Option<mm::RunnerChoice>) -> Executor {
     }
 }
 
-async fn run(call: Call, p: m::RunParams) -> Result<Value, RpcError> {
+async fn run(call: Call, p: m::RunParams) -> Result<m::WorkflowResult, RpcError> {
     let wf = car_workflow::parse(&Value::Object(p.workflow)).map_err(RpcError::from)?;
     let exec = executor(&call, p.runner);
-    let result = car_workflow::run(&exec, &call.state.workflows, wf, p.initial_state)
+    car_workflow::run(&exec, &call.state.workflows, wf, p.initial_state)
         .await
-        .map_err(RpcError::from)?;
-    to_result(result)
+        .map_err(RpcError::from)
 }
 
-async fn chain(call: Call, p: m::ChainParams) -> Result<Value, RpcError> {
+async fn chain(call: Call, p: m::ChainParams) -> Result<m::ChainResult, RpcError> {
     let exec = executor(&call, p.runner);
     let workflows = p.workflows.into_iter().map(Value::Object).collect();
-    let result = car_workflow::chain(&exec, &call.state.workflows, workflows, p.initial_state)
+    car_workflow::chain(&exec, &call.state.workflows, workflows, p.initial_state)
         .await
-        .map_err(RpcError::from)?;
-    to_result(result)
+        .map_err(RpcError::from)
 }
 
-async fn resume(call: Call, p: m::ResumeParams) -> Result<Value, RpcError> {
+async fn resume(call: Call, p: m::ResumeParams) -> Result<m::WorkflowResult, RpcError> {
     let run_id = match (&p.run_id, &p.paused) {
         (Some(id), _) => id.to_string(),
         (None, Some(paused)) => paused
@@ -326,31 +314,21 @@ async fn resume(call: Call, p: m::ResumeParams) -> Result<Value, RpcError> {
         }
     };
     let exec = executor(&call, p.runner);
-    let result = car_workflow::resume(
+    car_workflow::resume(
         &exec,
         &call.state.workflows,
         &run_id,
         p.input.unwrap_or_default(),
     )
     .await
-    .map_err(RpcError::from)?;
-    to_result(result)
+    .map_err(RpcError::from)
 }
 
 async fn list_paused(call: Call, _: NoParams) -> Result<Vec<PausedRow>, RpcError> {
     let store = call.state.workflows.clone();
-    let rows = tokio::task::spawn_blocking(move || store.list_paused())
+    tokio::task::spawn_blocking(move || store.list_paused())
         .await
-        .map_err(|e| RpcError::internal(format!("workflow.list_paused failed: {e}")))?;
-    Ok(rows
-        .into_iter()
-        .map(|r| PausedRow {
-            run_id: r.run_id,
-            paused_stage_id: r.paused_stage_id,
-            prompt: r.prompt,
-            created_at: r.created_at,
-        })
-        .collect())
+        .map_err(|e| RpcError::internal(format!("workflow.list_paused failed: {e}")))
 }
 
 async fn verify(_call: Call, p: m::VerifyParams) -> Result<VerifyReply, RpcError> {

@@ -79,6 +79,7 @@ fn only_object_results_declare_an_output_schema() {
         structured,
         [
             "memory_delete",
+            "verify",
             "memory_update_status",
             "memory_save_knowledge",
             "memory_save_procedural",
@@ -90,7 +91,11 @@ fn only_object_results_declare_an_output_schema() {
             "policy_check",
             "events_query",
             "events_stats",
-            "workflow_verify"
+            "workflow_verify",
+            "workflow_run",
+            "workflow_resume",
+            "scheduler_schedule",
+            "scheduler_unschedule"
         ]
     );
     for tool in all() {

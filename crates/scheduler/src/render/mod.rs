@@ -33,8 +33,6 @@ pub mod systemd;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use serde::Serialize;
-
 use crate::cadence::Cadence;
 use crate::task::{cadence_of, Trigger};
 
@@ -46,30 +44,7 @@ pub fn label_of(task_id: &str) -> String {
     format!("{LABEL_PREFIX}{task_id}")
 }
 
-/// Every rendering, each with its error; CAR's `scheduler.os_render` result.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
-pub struct Rendered {
-    /// `ai.parslee.car.task.<id>`.
-    pub label: String,
-    /// A launchd property list.
-    pub launchd_plist: Option<String>,
-    /// Why there is none.
-    pub launchd_error: Option<String>,
-    /// One crontab line.
-    pub crontab_line: Option<String>,
-    /// Why there is none.
-    pub crontab_error: Option<String>,
-    /// Task Scheduler XML.
-    pub schtasks_xml: Option<String>,
-    /// Why there is none.
-    pub schtasks_error: Option<String>,
-    /// `car-task-<id>.service`.
-    pub systemd_service: Option<String>,
-    /// `car-task-<id>.timer`.
-    pub systemd_timer: Option<String>,
-    /// Why there are none.
-    pub systemd_error: Option<String>,
-}
+pub use car_proto::methods::scheduler::Rendered;
 
 /// Everything a rendering needs. `working_dir` and `env` are for command tasks.
 #[derive(Debug, Clone, Copy)]

@@ -28,7 +28,9 @@ use car_proto::methods::permission::{Reversibility, Verdict};
 use car_proto::methods::supervision::{IntentAction, SupervisionIntent};
 use serde_json::{json, Map, Value};
 
-use super::exec::{ActionResult, Execution, Status};
+use car_proto::methods::proposal::{ProposalCost, ProposalResult};
+
+use super::exec::{result_of, ActionResult, Execution, Status};
 use crate::handler::Call;
 use crate::state::host_state::{ApprovalRequest, HostState};
 use crate::state::permission::{self, classify};
@@ -265,7 +267,7 @@ pub async fn admit(
 
 impl Execution<'_> {
     /// The answer for a proposal the gates refused: every action `rejected`, nothing run.
-    pub fn refused(&self, actions: &[Action], refusal: Refusal) -> Value {
+    pub fn refused(&self, actions: &[Action], refusal: Refusal) -> ProposalResult {
         let gate = refusal.admission["gate"].clone();
         self.event(
             "proposal.rejected",
@@ -281,7 +283,7 @@ impl Execution<'_> {
                     .get(&a.id)
                     .cloned()
                     .unwrap_or_else(|| refusal.reason.clone());
-                let r = ActionResult::new(a, Status::Rejected, Some(why.clone()));
+                let r = result_of(a, Status::Rejected, Some(why.clone()));
                 self.record_outcome(a, &r);
                 self.event(
                     "action.rejected",
@@ -296,22 +298,17 @@ impl Execution<'_> {
             .iter()
             .filter_map(|r| r.error.as_ref().map(|e| format!("{}: {e}", r.action_id)))
             .collect();
-        let final_state = self.call.session.runtime(|rt| rt.snapshot(None));
-        json!({
-            "proposal_id": self.proposal_id,
-            "results": results,
-            "outputs": {},
-            "final_state": final_state,
-            "errors": errors,
-            "cost": {
-                "tool_calls": 0,
-                "actions_executed": 0,
-                "actions_rejected": results.len(),
-                "actions_skipped": 0,
-                "total_duration_ms": 0,
-                "retries": 0,
+        ProposalResult {
+            proposal_id: self.proposal_id.clone(),
+            outputs: Map::new(),
+            final_state: self.final_state(),
+            errors,
+            cost: ProposalCost {
+                actions_rejected: results.len() as u32,
+                ..ProposalCost::default()
             },
-            "admission": refusal.admission,
-        })
+            results,
+            admission: Some(refusal.admission),
+        }
     }
 }

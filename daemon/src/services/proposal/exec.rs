@@ -12,7 +12,7 @@
 //!
 //! Failure behaviour: `retry` tries again (attempts count from 1) until `max_retries` are
 //! spent; then, like `abort`, the failure stops the proposal — actions of later levels are
-//! `aborted`. `skip` records the failure and lets independent work continue. An error with
+//! `skipped` (with the reason in `error`; the event is `action.aborted`). `skip` records the failure and lets independent work continue. An error with
 //! `data.terminal = true` stops retries, rolls back this proposal's state writes (newest
 //! first), marks the result terminal, and halts the session until reconnect or a host's
 //! `session.clear_halt`; a halted session's later proposals are `rejected` whole.
@@ -21,11 +21,12 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
-use serde::Serialize;
 use serde_json::{json, Map, Value};
 
 use super::callback::Attempt;
 use crate::handler::Call;
+use car_proto::methods::proposal::{ProposalCost, ProposalResult};
+
 use crate::state::proposal::{Action, ActionKind, FailureBehavior};
 use crate::state::session::Session;
 use crate::state::store::NewEvent;
@@ -33,68 +34,27 @@ use crate::state::store::NewEvent;
 /// Added to an action's `timeout_ms` for the daemon's own callback wait.
 pub const CALLBACK_GRACE: Duration = Duration::from_secs(5);
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Status {
-    Succeeded,
-    Failed,
-    Rejected,
-    Skipped,
-    /// Not run because an earlier failure stopped the proposal: reported as CAR's
-    /// `skipped`, with the reason in `error`.
-    #[serde(rename = "skipped")]
-    Aborted,
-}
+pub use car_proto::methods::proposal::{ActionResult, ActionStatus as Status};
 
-impl Status {
-    /// CAR's event kind for an action that ended with this status.
-    fn event_kind(self) -> &'static str {
-        match self {
-            Status::Succeeded => "action_succeeded",
-            Status::Failed => "action_failed",
-            Status::Rejected => "action_rejected",
-            Status::Skipped | Status::Aborted => "action_skipped",
-        }
+/// CAR's event kind for an action that ended with `status`.
+fn event_kind(status: Status) -> &'static str {
+    match status {
+        Status::Succeeded => "action_succeeded",
+        Status::Failed => "action_failed",
+        Status::Rejected => "action_rejected",
+        Status::Skipped => "action_skipped",
     }
 }
 
-#[derive(Debug, Clone, Serialize)]
-pub struct ActionResult {
-    pub action_id: String,
-    pub status: Status,
-    pub output: Value,
-    pub error: Option<String>,
-    /// The state keys this action set (their new values) or deleted (`null`).
-    pub state_changes: Map<String, Value>,
-    pub duration_ms: u64,
-    /// When the action ended (RFC 3339, UTC).
-    pub timestamp: String,
-    pub attempts: u32,
-    pub terminal: bool,
-    pub rolled_back: bool,
-}
-
-impl ActionResult {
-    pub(super) fn new(action: &Action, status: Status, error: Option<String>) -> Self {
-        ActionResult {
-            action_id: action.id.clone(),
-            status,
-            output: Value::Null,
-            error,
-            state_changes: Map::new(),
-            duration_ms: 0,
-            timestamp: car_proto::clock::now_rfc3339(),
-            attempts: 0,
-            terminal: false,
-            rolled_back: false,
-        }
-    }
+/// A result for `action` that ended now, with nothing run yet.
+pub(super) fn result_of(action: &Action, status: Status, error: Option<String>) -> ActionResult {
+    ActionResult::new(&action.id, status, error)
 }
 
 /// CAR's `error_class` for a failed or rejected action.
 fn error_class(r: &ActionResult) -> Option<&'static str> {
     match r.status {
-        Status::Succeeded | Status::Skipped | Status::Aborted => None,
+        Status::Succeeded | Status::Skipped => None,
         Status::Rejected => Some("rejected_by_policy"),
         Status::Failed => Some(match r.error.as_deref() {
             Some(e) if e.contains("timed out") || e.contains("timeout") => "timeout",
@@ -139,8 +99,8 @@ impl Execution<'_> {
         });
     }
 
-    /// Runs the plan; returns `{proposal_id, results, outputs, final_state, errors}`.
-    pub async fn run(&self, actions: &[Action], levels: &[Vec<usize>]) -> Value {
+    /// Runs the plan.
+    pub async fn run(&self, actions: &[Action], levels: &[Vec<usize>]) -> ProposalResult {
         self.event(
             "proposal.submitted",
             None,
@@ -158,10 +118,10 @@ impl Execution<'_> {
                 let status = if halted.is_some() {
                     Status::Rejected
                 } else {
-                    Status::Aborted
+                    Status::Skipped
                 };
                 for &i in level {
-                    let r = ActionResult::new(&actions[i], status, Some(reason.clone()));
+                    let r = result_of(&actions[i], status, Some(reason.clone()));
                     self.record_outcome(&actions[i], &r);
                     self.event(
                         if halted.is_some() {
@@ -216,7 +176,7 @@ impl Execution<'_> {
             .enumerate()
             .map(|(i, r)| {
                 r.unwrap_or_else(|| {
-                    ActionResult::new(&actions[i], Status::Aborted, Some("not reached".into()))
+                    result_of(&actions[i], Status::Skipped, Some("not reached".into()))
                 })
             })
             .collect();
@@ -235,36 +195,48 @@ impl Execution<'_> {
             .iter()
             .filter_map(|r| r.error.as_ref().map(|e| format!("{}: {e}", r.action_id)))
             .collect();
-        let final_state = self.call.session.runtime(|rt| rt.snapshot(None));
-        let count = |f: &dyn Fn(&ActionResult) -> bool| results.iter().filter(|r| f(r)).count();
+        let final_state = self.final_state();
+        let count =
+            |f: &dyn Fn(&ActionResult) -> bool| results.iter().filter(|r| f(r)).count() as u32;
         let tool_calls: u32 = results
             .iter()
             .zip(actions)
             .filter(|(_, a)| matches!(a.kind, ActionKind::ToolCall { .. }))
             .map(|(r, _)| r.attempts)
             .sum();
-        let cost = json!({
-            "tool_calls": tool_calls,
-            "actions_executed": count(&|r| matches!(r.status, Status::Succeeded | Status::Failed)),
-            "actions_rejected": count(&|r| r.status == Status::Rejected),
-            "actions_skipped": count(&|r| matches!(r.status, Status::Skipped | Status::Aborted)),
-            "total_duration_ms": run_started.elapsed().as_millis() as u64,
-            "retries": results.iter().map(|r| r.attempts.saturating_sub(1)).sum::<u32>(),
-        });
+        let cost = ProposalCost {
+            tool_calls,
+            actions_executed: count(&|r| matches!(r.status, Status::Succeeded | Status::Failed)),
+            actions_rejected: count(&|r| r.status == Status::Rejected),
+            actions_skipped: count(&|r| r.status == Status::Skipped),
+            total_duration_ms: run_started.elapsed().as_millis() as u64,
+            retries: results
+                .iter()
+                .map(|r| r.attempts.saturating_sub(1))
+                .sum::<u32>(),
+        };
         self.event(
             "proposal.completed",
             None,
             None,
             json!({"terminal": terminal, "errors": errors.len()}),
         );
-        json!({
-            "proposal_id": self.proposal_id,
-            "results": results,
-            "outputs": outputs,
-            "final_state": final_state,
-            "errors": errors,
-            "cost": cost,
-        })
+        ProposalResult {
+            proposal_id: self.proposal_id.clone(),
+            results,
+            outputs,
+            final_state,
+            errors,
+            cost,
+            admission: None,
+        }
+    }
+
+    /// The connection's (unscoped) state now.
+    pub(super) fn final_state(&self) -> std::collections::BTreeMap<String, Value> {
+        self.call
+            .session
+            .runtime(|rt| rt.partition(None).cloned().unwrap_or_default())
     }
 
     /// CAR's action event (`action_succeeded`, …): the tool, a digest of the parameters
@@ -280,7 +252,7 @@ impl Execution<'_> {
             _ => (None, None),
         };
         self.event(
-            r.status.event_kind(),
+            event_kind(r.status),
             Some(&action.id),
             None,
             json!({
@@ -349,7 +321,7 @@ impl Execution<'_> {
                         None,
                         json!({"reason": why}),
                     );
-                    return ActionResult::new(action, Status::Skipped, Some(why));
+                    return result_of(action, Status::Skipped, Some(why));
                 }
             }
         }
@@ -363,7 +335,7 @@ impl Execution<'_> {
                     .expect("undo lock")
                     .push((index, key.clone(), previous));
                 self.event("state.written", Some(&action.id), None, json!({"key": key}));
-                let mut r = ActionResult::new(action, Status::Succeeded, None);
+                let mut r = result_of(action, Status::Succeeded, None);
                 r.attempts = 1;
                 r.state_changes.insert(key.clone(), value.clone());
                 r
@@ -377,7 +349,7 @@ impl Execution<'_> {
                     .expect("undo lock")
                     .push((index, key.clone(), previous));
                 self.event("state.deleted", Some(&action.id), None, json!({"key": key}));
-                let mut r = ActionResult::new(action, Status::Succeeded, None);
+                let mut r = result_of(action, Status::Succeeded, None);
                 r.attempts = 1;
                 r.state_changes.insert(key.clone(), Value::Null);
                 r
@@ -433,7 +405,7 @@ impl Execution<'_> {
         tool: &str,
         parameters: &Map<String, Value>,
     ) -> ActionResult {
-        let mut result = ActionResult::new(action, Status::Failed, None);
+        let mut result = result_of(action, Status::Failed, None);
         // The registry is read when the action comes up: a tool unregistered (or never
         // registered) is rejected without a callback, as are parameters its schema refuses.
         let registered = self.call.session.runtime(|rt| rt.tools.get(tool).cloned());

@@ -21,7 +21,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use car_proto::errors::RpcError;
 use serde_json::{json, Value};
 
-use car_proto::methods::proposal::{self as m, SubmitParams, VerifyParams};
+use car_proto::methods::proposal::{
+    self as m, CheckRecord, Evidence, ProposalResult, SubmitParams, VerifyParams, VerifyReport,
+};
 
 use crate::handler::{Call, Routes};
 use crate::state::proposal as model;
@@ -58,37 +60,34 @@ fn analyse(
     })
 }
 
-fn levels_by_id(plan: &Plan, proposal: &model::Proposal) -> Value {
+fn levels_by_id(plan: &Plan, proposal: &model::Proposal) -> Vec<Vec<String>> {
     let id = |i: usize| {
         proposal.actions[i]
             .as_ref()
             .map(|a| a.id.clone())
             .unwrap_or_default()
     };
-    json!(plan
-        .levels
+    plan.levels
         .iter()
-        .map(|l| l.iter().map(|&i| id(i)).collect::<Vec<_>>())
-        .collect::<Vec<_>>())
+        .map(|l| l.iter().map(|&i| id(i)).collect())
+        .collect()
 }
 
 /// CAR's `evidence`: the checks `verify` ran, what each establishes and what it cannot.
-fn evidence(plan: &Plan) -> Value {
+fn evidence(plan: &Plan) -> Evidence {
     let findings = |category: plan::Category| {
         plan.issues
             .iter()
             .filter(|i| i.category == category)
-            .count()
+            .count() as u64
     };
-    let check = |name: &str, ran: bool, verifies: &str, cannot: &str, found: usize| {
-        json!({
-            "name": name,
-            "ran": ran,
-            "verifies": [verifies],
-            "cannot_verify": [cannot],
-            "findings": found,
-            "tier": "decision_procedure",
-        })
+    let check = |name: &str, ran: bool, verifies: &str, cannot: &str, findings: u64| CheckRecord {
+        name: name.into(),
+        ran,
+        verifies: vec![verifies.into()],
+        cannot_verify: vec![cannot.into()],
+        findings,
+        tier: "decision_procedure".into(),
     };
     let checks = vec![
         check(
@@ -127,35 +126,37 @@ fn evidence(plan: &Plan) -> Value {
             findings(plan::Category::Conflict),
         ),
     ];
-    let ran = checks.iter().filter(|c| c["ran"] == true).count();
-    json!({
-        "confidence": ran as f64 / checks.len() as f64,
-        "checks": checks,
-        "assumptions": ["tools change state only as their expected_effects declare"],
-        "untested_regions": if plan.schemas_checked { Vec::<&str>::new() } else { vec!["tool parameters (no parameters schema registered)"] },
-        "residual_risks": ["tool failures and timeouts at run time"],
-    })
+    let ran = checks.iter().filter(|c| c.ran).count();
+    Evidence {
+        confidence: ran as f64 / checks.len() as f64,
+        checks,
+        assumptions: vec!["tools change state only as their expected_effects declare".into()],
+        untested_regions: if plan.schemas_checked {
+            Vec::new()
+        } else {
+            vec!["tool parameters (no parameters schema registered)".into()]
+        },
+        residual_risks: vec!["tool failures and timeouts at run time".into()],
+    }
 }
 
-/// `verify {proposal, initial_state?, session_id?}` → `{valid, issues, execution_levels, conflicts}`.
-async fn verify(call: Call, p: VerifyParams) -> Result<Value, RpcError> {
-    {
-        let proposal = model::parse_whole(p.proposal)?;
-        let initial = p.initial_state.map(|m| m.into_iter().collect());
-        let session_id = p
-            .session_id
-            .filter(|s| !s.is_empty())
-            .unwrap_or_else(|| call.session.label());
-        let plan = analyse(&call, &proposal, initial, &session_id);
-        Ok(json!({
-            "valid": plan.valid(),
-            "issues": plan.issues,
-            "execution_levels": levels_by_id(&plan, &proposal),
-            "conflicts": plan.conflicts,
-            "simulated_state": plan.simulated_state,
-            "evidence": evidence(&plan),
-        }))
-    }
+/// `verify {proposal, initial_state?, session_id?}` → `{valid, issues, execution_levels, conflicts, simulated_state, evidence}`.
+async fn verify(call: Call, p: VerifyParams) -> Result<VerifyReport, RpcError> {
+    let proposal = model::parse_whole(p.proposal)?;
+    let initial = p.initial_state.map(|m| m.into_iter().collect());
+    let session_id = p
+        .session_id
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| call.session.label());
+    let plan = analyse(&call, &proposal, initial, &session_id);
+    Ok(VerifyReport {
+        valid: plan.valid(),
+        execution_levels: levels_by_id(&plan, &proposal),
+        evidence: evidence(&plan),
+        issues: plan.issues,
+        conflicts: plan.conflicts,
+        simulated_state: plan.simulated_state,
+    })
 }
 
 fn run_cancelled(run_id: &str) -> RpcError {
@@ -170,7 +171,7 @@ fn run_cancelled(run_id: &str) -> RpcError {
 /// The proposal is recorded under the connection's current run, and stops when that run is
 /// cancelled. A connection that took its run over with `runs.resume` submits no new
 /// proposal under it (CAR: a resumed run is recovery only).
-pub(crate) async fn submit(call: Call, p: SubmitParams) -> Result<Value, RpcError> {
+pub(crate) async fn submit(call: Call, p: SubmitParams) -> Result<ProposalResult, RpcError> {
     {
         let run_id = call.session.current_run();
         if let Some(run) = &run_id {
@@ -217,7 +218,7 @@ pub(crate) async fn submit(call: Call, p: SubmitParams) -> Result<Value, RpcErro
         let scope = p.scope;
         let go = async {
             match admission::admit(&call, &raw_map, &actions, &execution, scope.as_ref()).await? {
-                Some(refusal) => Ok::<Value, RpcError>(execution.refused(&actions, refusal)),
+                Some(refusal) => Ok::<_, RpcError>(execution.refused(&actions, refusal)),
                 None => Ok(execution.run(&actions, &plan.levels).await),
             }
         };
@@ -231,7 +232,8 @@ pub(crate) async fn submit(call: Call, p: SubmitParams) -> Result<Value, RpcErro
             },
             None => go.await?,
         };
-        crate::state::run_records::record_proposal(&call.state, run_id, &raw, &result).await;
+        let recorded = serde_json::to_value(&result).map_err(RpcError::internal)?;
+        crate::state::run_records::record_proposal(&call.state, run_id, &raw, &recorded).await;
         Ok(result)
     }
 }

@@ -17,55 +17,12 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::state::per_connection::{violation_in, Policy, ToolDescriptor};
 use crate::state::proposal::{Action, ActionKind, Proposal};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Severity {
-    Error,
-    Warning,
-}
-
-/// What an issue is about; `proposal.submit` refuses structural errors up front but runs
-/// a proposal with policy violations, rejecting those actions when they come up.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Category {
-    Structure,
-    /// A call of an unregistered tool, or parameters its schema refuses: the action is
-    /// rejected when it comes up.
-    Tool,
-    Policy,
-    Conflict,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Issue {
-    pub action_id: Option<String>,
-    pub severity: Severity,
-    pub category: Category,
-    pub message: String,
-    /// CAR's evidence tier; every check here is a decision procedure.
-    pub tier: &'static str,
-}
-
-/// Two actions of one level that write `key`: serialized as CAR's `[a1, a2, key]`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Conflict {
-    pub first: String,
-    pub second: String,
-    pub key: String,
-}
-
-impl Serialize for Conflict {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        (&self.first, &self.second, &self.key).serialize(s)
-    }
-}
+pub use car_proto::methods::proposal::{Category, Conflict, Severity, VerifyIssue as Issue};
 
 /// What the analysis found.
 #[derive(Debug, Clone)]
@@ -109,7 +66,7 @@ fn error(action_id: Option<&str>, message: String) -> Issue {
         severity: Severity::Error,
         category: Category::Structure,
         message,
-        tier: DECISION_PROCEDURE,
+        tier: DECISION_PROCEDURE.to_string(),
     }
 }
 
@@ -342,15 +299,11 @@ pub fn analyze(proposal: &Proposal, ctx: Context<'_>) -> Plan {
                     severity: Severity::Warning,
                     category: Category::Conflict,
                     message: format!("actions {} write state key {key:?} in the same level; listed order decides", ids.join(", ")),
-                    tier: DECISION_PROCEDURE,
+                    tier: DECISION_PROCEDURE.to_string(),
                 });
                 for (n, first) in ids.iter().enumerate() {
                     for second in &ids[n + 1..] {
-                        conflicts.push(Conflict {
-                            first: first.clone(),
-                            second: second.clone(),
-                            key: key.to_string(),
-                        });
+                        conflicts.push(Conflict(first.clone(), second.clone(), key.to_string()));
                     }
                 }
             }
@@ -461,14 +414,10 @@ mod tests {
         has("missing action \"zzz\"");
         has("depends on itself");
         has("dependency cycle among: c, d");
-        has("type must be tool_call");
+        has("type: unknown variant");
         assert_eq!(
             p.conflicts,
-            vec![Conflict {
-                first: "w1".into(),
-                second: "w2".into(),
-                key: "x".into(),
-            }]
+            vec![Conflict("w1".into(), "w2".into(), "x".into())]
         );
     }
 }

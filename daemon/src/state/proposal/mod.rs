@@ -1,37 +1,13 @@
-//! Proposal and action shapes, parsed leniently enough that `verify` can report every
-//! malformed action while `proposal.submit` refuses the first one with `-32602`.
-//!
-//! A proposal is `{id?, actions: [...]}` with at most [`MAX_ACTIONS`] actions. An action is
-//! `{id, type, dependencies?, timeout_ms?, failure_behavior?, max_retries?}` plus, by type:
-//! `tool_call` → `tool`, `parameters?` (object); `state_write` → `key`, `value`;
-//! `state_delete` → `key`. `failure_behavior` is `abort` (default), `skip` or `retry`;
-//! `max_retries` (default 3, at most 100) counts retries after the first try and matters
-//! only under `retry`. `expected_effects` (an object, optional) names the state keys an
-//! action sets when it succeeds: `verify` simulates them and reports two actions of one
-//! level that set the same key as a conflict; the executor writes them on success.
-//! Unknown fields are ignored.
+//! The daemon's working form of a proposal: CAR's `ActionProposal` decoded by the contract
+//! (`car_proto::methods::proposal::decode_proposal`, which names every malformed action),
+//! each action turned into an [`Action`] whose [`ActionKind`] carries exactly the fields
+//! its type needs. The shape and its rules are documented on the contract's types.
 
 use car_proto::errors::RpcError;
-use car_proto::jsonrpc::json_type_name;
+use car_proto::methods::proposal::{self as wire, ActionType, Object};
 use serde_json::{json, Map, Value};
 
-mod params;
-
-use params::Params;
-
-/// Most actions one proposal may hold; a larger one is refused as a whole.
-pub const MAX_ACTIONS: usize = 1000;
-/// Longest per-action budget (24 h).
-pub const MAX_TIMEOUT_MS: u64 = 86_400_000;
-/// Retries allowed when `max_retries` is not given.
-pub const DEFAULT_MAX_RETRIES: u32 = 3;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FailureBehavior {
-    Abort,
-    Skip,
-    Retry,
-}
+pub use car_proto::methods::proposal::{FailureBehavior, MAX_ACTIONS};
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum ActionKind {
@@ -102,7 +78,7 @@ impl Action {
     }
 }
 
-/// An action entry that could not be parsed: its id (when readable) and what is wrong.
+/// An action entry that could not be decoded: its id (when readable) and what is wrong.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Malformed {
     pub index: usize,
@@ -110,7 +86,7 @@ pub struct Malformed {
     pub error: RpcError,
 }
 
-/// A parsed proposal; `actions[i]` is `Err` for a malformed entry.
+/// A decoded proposal; `actions[i]` is `Err` for a malformed entry.
 #[derive(Debug, Clone)]
 pub struct Proposal {
     pub id: Option<String>,
@@ -129,112 +105,75 @@ impl Proposal {
     }
 }
 
-/// Parses the proposal's outer shape (errors are `-32602`) and each action (errors are
+impl From<wire::Action> for Action {
+    /// The working form of an action that passed `wire::Action::check`.
+    fn from(a: wire::Action) -> Action {
+        let name = |n: Option<car_proto::methods::fields::Name>| {
+            n.map(|n| n.into_string()).unwrap_or_default()
+        };
+        let kind = match a.action_type {
+            ActionType::ToolCall => ActionKind::ToolCall {
+                tool: name(a.tool),
+                parameters: a.parameters,
+            },
+            ActionType::StateWrite => ActionKind::StateWrite {
+                key: name(a.key),
+                value: a.value.unwrap_or(Value::Null),
+            },
+            ActionType::StateDelete => ActionKind::StateDelete { key: name(a.key) },
+        };
+        Action {
+            id: a.id.into_string(),
+            kind,
+            dependencies: a
+                .dependencies
+                .into_iter()
+                .map(|d| d.into_string())
+                .collect(),
+            timeout_ms: a.timeout_ms,
+            failure_behavior: a.failure_behavior,
+            max_retries: a.max_retries.unwrap_or(wire::DEFAULT_MAX_RETRIES),
+            expected_effects: a.expected_effects,
+        }
+    }
+}
+
+/// Decodes the proposal's outer shape (errors are `-32602`) and each action (errors are
 /// kept per action).
 pub fn parse(value: &Value) -> Result<Proposal, RpcError> {
-    // Unknown fields (CAR's `source`, `context`, …) are ignored.
-    let p = Params::element(value, "proposal")?;
-    let id = p.opt_str("id")?;
-    let actions = match p.value("actions") {
-        Some(Value::Array(items)) => items,
-        Some(other) => {
-            return Err(RpcError::invalid_params(format!(
-                "proposal.actions must be an array, got {}",
-                json_type_name(other)
-            )))
-        }
-        None => return Err(RpcError::invalid_params("proposal.actions is required")),
-    };
-    if actions.len() > MAX_ACTIONS {
+    let Value::Object(map) = value else {
         return Err(RpcError::invalid_params(format!(
-            "proposal.actions has {} actions, at most {MAX_ACTIONS}",
-            actions.len()
+            "proposal: must be an object, got {}",
+            car_proto::jsonrpc::json_type_name(value)
         )));
-    }
+    };
+    let (id, actions) = wire::decode_proposal(map, "proposal")?;
     Ok(Proposal {
         id,
         actions: actions
-            .iter()
+            .into_iter()
             .enumerate()
-            .map(|(i, a)| parse_action(i, a))
+            .map(|(index, a)| {
+                a.map(Action::from).map_err(|(action_id, error)| Malformed {
+                    index,
+                    action_id,
+                    error,
+                })
+            })
             .collect(),
     })
 }
 
-/// Parses one action given on its own (`permission.approve {action}`); errors name `what`.
+/// Decodes one action given on its own (`permission.approve {action}`); errors name `what`.
 pub fn parse_single(value: &Value, what: &str) -> Result<Action, RpcError> {
-    parse_named(0, value, what.to_string()).map_err(|m| m.error)
+    wire::decode_action(value.clone(), what)
+        .map(Action::from)
+        .map_err(|(_, e)| e)
 }
 
-fn parse_action(index: usize, value: &Value) -> Result<Action, Malformed> {
-    parse_named(index, value, format!("proposal.actions[{index}]"))
-}
-
-fn parse_named(index: usize, value: &Value, what: String) -> Result<Action, Malformed> {
-    let readable_id = value.get("id").and_then(Value::as_str).map(str::to_string);
-    let fail = |error: RpcError| Malformed {
-        index,
-        action_id: readable_id.clone(),
-        error,
-    };
-    let p = Params::element(value, &what).map_err(fail)?;
-    let id = p.str("id").map_err(fail)?;
-    let kind_name = p.str("type").map_err(fail)?;
-    if !["tool_call", "state_write", "state_delete"].contains(&kind_name.as_str()) {
-        return Err(fail(RpcError::invalid_params(format!(
-            "{what}.type must be tool_call, state_write or state_delete, got {kind_name:?}"
-        ))));
-    }
-    let kind = match kind_name.as_str() {
-        "tool_call" => ActionKind::ToolCall {
-            tool: p.str("tool").map_err(fail)?,
-            parameters: p
-                .opt_object("parameters")
-                .map_err(fail)?
-                .unwrap_or_default(),
-        },
-        "state_write" => ActionKind::StateWrite {
-            key: p.str("key").map_err(fail)?,
-            value: p.required_value("value").map_err(fail)?.clone(),
-        },
-        _ => ActionKind::StateDelete {
-            key: p.str("key").map_err(fail)?,
-        },
-    };
-    let dependencies = p
-        .opt_str_list("dependencies")
-        .map_err(fail)?
-        .unwrap_or_default();
-    let timeout_ms = p.opt_u64("timeout_ms", 1, MAX_TIMEOUT_MS).map_err(fail)?;
-    let failure_behavior = match p.opt_str("failure_behavior").map_err(fail)?.as_deref() {
-        None | Some("abort") => FailureBehavior::Abort,
-        Some("skip") => FailureBehavior::Skip,
-        Some("retry") => FailureBehavior::Retry,
-        Some(other) => {
-            return Err(fail(RpcError::invalid_params(format!(
-                "{what}.failure_behavior must be abort, skip or retry, got {other:?}"
-            ))))
-        }
-    };
-    let max_retries = p.opt_u64("max_retries", 0, 100).map_err(fail)?;
-    let expected_effects = p
-        .opt_object("expected_effects")
-        .map_err(fail)?
-        .unwrap_or_default();
-    Ok(Action {
-        id,
-        kind,
-        dependencies,
-        timeout_ms,
-        failure_behavior,
-        max_retries: max_retries.map(|n| n as u32).unwrap_or(DEFAULT_MAX_RETRIES),
-        expected_effects,
-    })
-}
-
-/// A proposal whose actions all parse; the first malformed action is `-32602` naming its
+/// A proposal whose actions all decode; the first malformed action is `-32602` naming its
 /// path (every one is listed in `error.data.issues`).
-pub fn parse_whole(proposal: Map<String, Value>) -> Result<Proposal, RpcError> {
+pub fn parse_whole(proposal: Object) -> Result<Proposal, RpcError> {
     let proposal = parse(&Value::Object(proposal))?;
     let malformed: Vec<&Malformed> = proposal
         .actions
@@ -274,12 +213,12 @@ mod tests {
         assert!(p.actions[1].is_ok() && p.actions[2].is_ok());
         let msg = |i: usize| p.actions[i].as_ref().unwrap_err().error.message.clone();
         assert!(
-            msg(3).contains("proposal.actions[3].type must be tool_call"),
+            msg(3).contains("proposal.actions[3].type: unknown variant `launch_rocket`"),
             "{}",
             msg(3)
         );
         assert!(
-            msg(4).contains("proposal.actions[4].tool is required"),
+            msg(4).contains("proposal.actions[4].tool: required for a tool_call action"),
             "{}",
             msg(4)
         );
@@ -288,7 +227,7 @@ mod tests {
         // max_retries without retry is accepted and does nothing.
         assert_eq!(p.actions[6].as_ref().unwrap().max_attempts(), 1);
         assert!(
-            msg(7).contains("proposal.actions[7] must be an object"),
+            msg(7).contains("proposal.actions[7]: invalid type: integer `7`"),
             "{}",
             msg(7)
         );
@@ -307,15 +246,15 @@ mod tests {
         assert!(parse(&json!([]))
             .unwrap_err()
             .message
-            .contains("proposal must be an object"));
+            .contains("proposal: must be an object"));
         assert!(parse(&json!({}))
             .unwrap_err()
             .message
-            .contains("proposal.actions is required"));
+            .contains("proposal: missing field `actions`"));
         assert!(parse(&json!({"actions": {}}))
             .unwrap_err()
             .message
-            .contains("must be an array"));
+            .contains("proposal.actions: invalid type: map, expected a sequence"));
         let many: Vec<Value> = (0..MAX_ACTIONS + 1)
             .map(|i| json!({"id": i.to_string(), "type": "state_delete", "key": "k"}))
             .collect();
