@@ -23,7 +23,9 @@
 //! 6. [`state`]: what all connections share, owned by small typed stores (sessions and
 //!    their identity, auth files, the event and run store, run records, memory, models,
 //!    agents and their processes, approvals and the permission gate, supervision,
-//!    schedules, secrets' grants, the proposal model);
+//!    schedules, secrets' grants, the proposal model), grouped into the six parts of
+//!    `ServerState` a service reads by name (`daemon`, `agents`, `access`, `data`, `runs`,
+//!    `inference`);
 //! 7. [`config`]: flags and environment → `Config`.
 //!
 //! [`run`] is the whole process: resolve paths, bind, claim primacy, publish credentials,
@@ -48,7 +50,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::{Config, SuppliedToken};
 use crate::state::auth::Credentials;
 use crate::state::ServerState;
-use crate::state::{agent_lifecycle, agent_registry, auth, inference, permission, store};
+use crate::state::{auth, inference, store};
 use crate::transport::instance::Instance;
 use crate::transport::{instance, sidecars};
 
@@ -94,7 +96,10 @@ pub async fn run(config: Config, paths: Paths) -> Result<(), Fatal> {
         shutdown.clone(),
     )
     .await?;
-    state.lifecycle.hide_credentials(paths.token_dir.clone());
+    state
+        .agents
+        .lifecycle
+        .hide_credentials(paths.token_dir.clone());
 
     let tcp_task = tokio::spawn(transport::accept_tcp(tcp, state.clone(), dispatch.clone()));
     let unix_task = tokio::spawn(transport::accept_unix(
@@ -142,8 +147,8 @@ pub async fn run(config: Config, paths: Paths) -> Result<(), Fatal> {
     let _ = tcp_task.await;
     let _ = unix_task.await;
     state.halt().await;
-    state.store.close();
-    if let Err(e) = state.memory.flush_all().await {
+    state.data.store.close();
+    if let Err(e) = state.data.memory.flush_all().await {
         tracing::error!(error = %e, "flushing memory at shutdown failed");
     }
     if let Some(creds) = &credentials {
@@ -224,7 +229,6 @@ pub async fn open_state(
     ));
     inference::refresh_memory_embedder(&inference.engine, &memory);
     let dispatch = dispatch::Dispatch::new(services::routes(), config.debug_methods);
-    let agents = agent_registry::AgentRegistry::open(state_root);
     let workspace_root = config
         .workspace_root
         .clone()
@@ -246,27 +250,21 @@ pub async fn open_state(
         ))
     })?;
     tracing::info!(root = %workspace.root().display(), "built-in agent tools act under this root");
-    let stores = state::Stores {
-        store,
-        memory,
+    let scheduling = state::scheduling::Scheduling::open(
+        state_root,
+        config.systemd_user_dir.clone(),
+        !config.no_systemctl,
+        config.primary,
+    )
+    .map_err(Fatal::runtime)?;
+    let state = Arc::new(ServerState {
+        agents: state::Agents::open(state_root, config.agent_stop_grace),
+        access: state::Access::open(state_root, secrets, secret_activity),
+        data: state::Data::new(state_root, store, memory, workspace),
+        runs: state::Runs::new(scheduling),
         inference,
-        agents,
-        secrets,
-        secret_activity,
-        workspace: Arc::new(workspace),
-        approvals: permission::ledger::ApprovalLedger::open(state_root),
-        lifecycle: agent_lifecycle::AgentLifecycle::open(state_root, config.agent_stop_grace),
-        scheduling: state::scheduling::Scheduling::open(
-            state_root,
-            config.systemd_user_dir.clone(),
-            !config.no_systemctl,
-            config.primary,
-        )
-        .map_err(Fatal::runtime)?,
-        state_root: state_root.to_path_buf(),
-        agent_permissions: permission::agent_policy::AgentPermissions::open(state_root),
-    };
-    let state = Arc::new(ServerState::new(config, credentials, stores, shutdown));
+        daemon: state::Daemon::new(config, credentials, state_root, shutdown),
+    });
 
     Ok((state, Arc::new(dispatch)))
 }

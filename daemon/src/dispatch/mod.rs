@@ -248,10 +248,10 @@ pub async fn run(
     params: Value,
 ) -> Result<Value, RpcError> {
     let method = call.method;
-    let budget = deadline(method, &params, &call.state.config);
+    let budget = deadline(method, &params, &call.state.daemon.config);
     let gated = async move {
         // Checked here too so an ungated call (nearly all) formats no action name.
-        if call.state.config.approvals.holds(method.name) {
+        if call.state.daemon.config.approvals.holds(method.name) {
             let action = format!("ws.method:{}", method.name);
             crate::state::approval_gate::admit(
                 &call.state,

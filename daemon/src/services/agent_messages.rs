@@ -38,7 +38,7 @@ async fn message(call: Call, p: MessageParams) -> Result<MessageReply, RpcError>
             "to: an agent cannot message itself",
         ));
     }
-    if call.state.agents.spec(&to).is_none() {
+    if call.state.agents.registry.spec(&to).is_none() {
         return Err(RpcError::invalid_params(format!(
             "to: no agent '{to}' (see agents.peers)"
         )));
@@ -53,10 +53,10 @@ async fn message(call: Call, p: MessageParams) -> Result<MessageReply, RpcError>
         in_reply_to: p.in_reply_to.map(|k| k.into_string()),
         sent_at: car_proto::clock::now_rfc3339(),
     };
-    let hold = identity.agent_id.is_some() && call.state.config.approvals.enabled;
+    let hold = identity.agent_id.is_some() && call.state.daemon.config.approvals.enabled;
     let id = msg.id.clone();
-    let recipient = call.state.agents.attached_session(&to);
-    let status = call.state.messages.send(msg, hold, recipient)?;
+    let recipient = call.state.agents.registry.attached_session(&to);
+    let status = call.state.agents.messages.send(msg, hold, recipient)?;
     Ok(MessageReply {
         id,
         from,
@@ -66,14 +66,15 @@ async fn message(call: Call, p: MessageParams) -> Result<MessageReply, RpcError>
 }
 
 async fn pending(call: Call, _: NoParams) -> Result<Vec<PeerMessage>, RpcError> {
-    Ok(call.state.messages.pending())
+    Ok(call.state.agents.messages.pending())
 }
 
 async fn approve(call: Call, p: ApproveParams) -> Result<ApproveReply, RpcError> {
     let approve = p.decision == MessageDecision::Approved;
-    let agents = &call.state.agents;
+    let agents = &call.state.agents.registry;
     let status = call
         .state
+        .agents
         .messages
         .decide(&p.id, approve, |to| agents.attached_session(to))?;
     Ok(ApproveReply {
@@ -87,7 +88,8 @@ async fn peers(call: Call, _: NoParams) -> Result<Vec<PeerRow>, RpcError> {
     let own = call.session.identity().agent_id;
     let mut rows: Vec<PeerRow> = call
         .state
-        .managed_agents()
+        .agents
+        .managed()
         .into_iter()
         .filter(|a| own.as_deref() != Some(a.spec.id.as_str()))
         .map(|a| PeerRow {
@@ -99,7 +101,7 @@ async fn peers(call: Call, _: NoParams) -> Result<Vec<PeerRow>, RpcError> {
             status: a.status,
         })
         .collect();
-    for agent in call.state.host.agents() {
+    for agent in call.state.agents.host.agents() {
         if rows.iter().any(|r| r.id == agent.id) {
             continue;
         }

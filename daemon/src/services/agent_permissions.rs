@@ -41,18 +41,22 @@ fn agent(id: &str) -> Result<&str, RpcError> {
 }
 
 async fn get(call: Call, _: NoParams) -> Result<Policy, RpcError> {
-    Ok(call.state.agent_permissions.policy())
+    Ok(call.state.access.agent_permissions.policy())
 }
 
 async fn set(call: Call, p: SetParams) -> Result<Policy, RpcError> {
     let id = agent(&p.agent_id)?;
-    let policy = call.state.agent_permissions.set(id, p.mode, p.tier)?;
+    let policy = call
+        .state
+        .access
+        .agent_permissions
+        .set(id, p.mode, p.tier)?;
     tracing::info!(agent = %id, mode = p.mode.as_str(), tier = p.tier.map(|t| t.as_str()).unwrap_or("all"), "agent permission set");
     Ok(policy)
 }
 
 async fn set_default(call: Call, p: SetDefaultParams) -> Result<Policy, RpcError> {
-    let store = &call.state.agent_permissions;
+    let store = &call.state.access.agent_permissions;
     let policy = match (p.preset, p.tier, p.mode) {
         (Some(_), Some(_), _) | (Some(_), _, Some(_)) => {
             return Err(RpcError::invalid_params(
@@ -79,12 +83,12 @@ async fn set_default(call: Call, p: SetDefaultParams) -> Result<Policy, RpcError
 
 async fn reset(call: Call, p: AgentParams) -> Result<Policy, RpcError> {
     let id = agent(&p.agent_id)?;
-    call.state.agent_permissions.reset(id)
+    call.state.access.agent_permissions.reset(id)
 }
 
 async fn evaluate(call: Call, p: EvaluateParams) -> Result<EvaluateReply, RpcError> {
     let id = agent(&p.agent_id)?;
-    let (mode, has_override) = call.state.agent_permissions.evaluate(id, p.tier);
+    let (mode, has_override) = call.state.access.agent_permissions.evaluate(id, p.tier);
     Ok(EvaluateReply {
         agent_id: id.to_string(),
         tier: p.tier,
@@ -102,6 +106,7 @@ async fn set_tool(call: Call, p: SetToolParams) -> Result<Policy, RpcError> {
     }
     let policy = call
         .state
+        .access
         .agent_permissions
         .set_tool(id, &p.tool, p.mode, p.tier, p.reason)?;
     tracing::info!(agent = %id, tool = %p.tool, mode = p.mode.as_str(), "agent tool permission set");
@@ -110,7 +115,7 @@ async fn set_tool(call: Call, p: SetToolParams) -> Result<Policy, RpcError> {
 
 async fn reset_tool(call: Call, p: ToolParams) -> Result<Policy, RpcError> {
     let id = agent(&p.agent_id)?;
-    call.state.agent_permissions.reset_tool(id, &p.tool)
+    call.state.access.agent_permissions.reset_tool(id, &p.tool)
 }
 
 async fn evaluate_tool(call: Call, p: EvaluateToolParams) -> Result<EvaluateToolReply, RpcError> {
@@ -118,6 +123,7 @@ async fn evaluate_tool(call: Call, p: EvaluateToolParams) -> Result<EvaluateTool
     let tier = p.tier.unwrap_or_else(|| classify::name_tier(&p.tool));
     let (mode, source) = call
         .state
+        .access
         .agent_permissions
         .resolve_tool(id, Some(&p.tool), tier);
     Ok(EvaluateToolReply {
@@ -135,12 +141,16 @@ async fn list_grants(call: Call, p: ListGrantsParams) -> Result<ListGrantsReply,
         None => None,
     };
     Ok(ListGrantsReply {
-        grants: call.state.agent_permissions.grants(id),
+        grants: call.state.access.agent_permissions.grants(id),
     })
 }
 
 async fn revoke_grant(call: Call, p: RevokeGrantParams) -> Result<RevokeGrantReply, RpcError> {
-    let revoked = call.state.agent_permissions.revoke_grant(&p.grant_id)?;
+    let revoked = call
+        .state
+        .access
+        .agent_permissions
+        .revoke_grant(&p.grant_id)?;
     if revoked {
         tracing::info!(grant = %p.grant_id, "grant revoked");
     }

@@ -49,7 +49,8 @@ fn may_manage(call: &Call, id: &str) -> Result<(), RpcError> {
 /// The agent `id` as the caller may see it (`env` values for the host only).
 fn managed(call: &Call, id: &str) -> Result<ManagedAgent, RpcError> {
     call.state
-        .managed_agents_seen_by(&call.session)
+        .agents
+        .managed_seen_by(&call.session)
         .into_iter()
         .find(|a| a.spec.id.as_str() == id)
         .ok_or_else(|| RpcError::invalid_params(format!("id: no registered agent '{id}'")))
@@ -58,8 +59,9 @@ fn managed(call: &Call, id: &str) -> Result<ManagedAgent, RpcError> {
 async fn start(call: Call, p: IdParams) -> Result<ManagedAgent, RpcError> {
     may_manage(&call, &p.id)?;
     call.state
+        .agents
         .lifecycle
-        .start(&call.state.agents, &p.id)
+        .start(&call.state.agents.registry, &p.id)
         .await?;
     managed(&call, &p.id)
 }
@@ -68,8 +70,9 @@ async fn stop(call: Call, p: StopParams) -> Result<ManagedAgent, RpcError> {
     may_manage(&call, &p.id)?;
     let kill = p.signal == Some(StopSignal::Kill);
     call.state
+        .agents
         .lifecycle
-        .stop(&call.state.agents, &p.id, kill)
+        .stop(&call.state.agents.registry, &p.id, kill)
         .await?;
     managed(&call, &p.id)
 }
@@ -77,8 +80,9 @@ async fn stop(call: Call, p: StopParams) -> Result<ManagedAgent, RpcError> {
 async fn restart(call: Call, p: IdParams) -> Result<ManagedAgent, RpcError> {
     may_manage(&call, &p.id)?;
     call.state
+        .agents
         .lifecycle
-        .restart(&call.state.agents, &p.id)
+        .restart(&call.state.agents.registry, &p.id)
         .await?;
     managed(&call, &p.id)
 }
@@ -108,7 +112,7 @@ async fn wait(call: Call, p: WaitParams) -> Result<ManagedAgent, RpcError> {
             "targets: must name at least one status",
         ));
     }
-    let supervisor = call.state.lifecycle.supervisor();
+    let supervisor = call.state.agents.lifecycle.supervisor();
     // An agent this daemon never started is `stopped`.
     if supervisor.status(&p.id).is_none() && targets.contains(&car_supervisor::Status::Stopped) {
         return managed(&call, &p.id);
@@ -135,7 +139,7 @@ async fn tail_log(call: Call, p: TailLogParams) -> Result<TailLogReply, RpcError
         LogStreamParam::Stdout => car_supervisor::LogStream::Stdout,
         LogStreamParam::Stderr => car_supervisor::LogStream::Stderr,
     };
-    let supervisor = call.state.lifecycle.supervisor().clone();
+    let supervisor = call.state.agents.lifecycle.supervisor().clone();
     let id = p.id.to_string();
     let tail = tokio::task::spawn_blocking(move || {
         supervisor.tail_log(
@@ -174,7 +178,7 @@ async fn tail_log(call: Call, p: TailLogParams) -> Result<TailLogReply, RpcError
 }
 
 async fn health(call: Call, _: NoParams) -> Result<Vec<HealthRow>, RpcError> {
-    let supervisor = call.state.lifecycle.supervisor();
+    let supervisor = call.state.agents.lifecycle.supervisor();
     let file_access = if supervisor.confines_file_access() {
         FileAccess::Confined
     } else {
@@ -182,7 +186,8 @@ async fn health(call: Call, _: NoParams) -> Result<Vec<HealthRow>, RpcError> {
     };
     Ok(call
         .state
-        .managed_agents()
+        .agents
+        .managed()
         .into_iter()
         .map(|agent| {
             let id = agent.spec.id.to_string();
@@ -311,12 +316,12 @@ async fn install(call: Call, p: InstallParams) -> Result<InstallReply, RpcError>
                 RpcError::invalid_params(e.message.replacen("command:", "transport.command:", 1))
             })?;
             let state = call.state.clone();
-            let agent = tokio::task::spawn_blocking(move || state.agents.upsert(spec))
+            let agent = tokio::task::spawn_blocking(move || state.agents.registry.upsert(spec))
                 .await
                 .map_err(|e| RpcError::internal(format!("agents.install failed: {e}")))??;
             return Ok(InstallReply {
                 report,
-                agent: Some(call.state.lifecycle.managed(agent)),
+                agent: Some(call.state.agents.lifecycle.managed(agent)),
             });
         }
     } else if kind != "pure_data" {
@@ -326,7 +331,8 @@ async fn install(call: Call, p: InstallParams) -> Result<InstallReply, RpcError>
     }
     let path = call
         .state
-        .config_state_root()
+        .daemon
+        .state_root
         .join("agents")
         .join(&id)
         .join("manifest.json");

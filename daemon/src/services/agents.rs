@@ -69,7 +69,7 @@ pub fn register(routes: &mut Routes) {
 async fn upsert(call: Call, spec: AgentSpec) -> Result<ManagedAgent, RpcError> {
     let spec = agent_registry::validate(spec)?;
     let agents = call.state.clone();
-    let agent = tokio::task::spawn_blocking(move || agents.agents.upsert(spec))
+    let agent = tokio::task::spawn_blocking(move || agents.agents.registry.upsert(spec))
         .await
         .map_err(|e| RpcError::internal(format!("agents.upsert failed: {e}")))??;
     Ok(agent.shown_to(call.session.identity().role == CallerRole::Host))
@@ -77,13 +77,13 @@ async fn upsert(call: Call, spec: AgentSpec) -> Result<ManagedAgent, RpcError> {
 
 /// Every agent; `env` values are shown to the host only.
 async fn list(call: Call, _: NoParams) -> Result<Vec<ManagedAgent>, RpcError> {
-    Ok(call.state.managed_agents_seen_by(&call.session))
+    Ok(call.state.agents.managed_seen_by(&call.session))
 }
 
 async fn remove(call: Call, p: IdParams) -> Result<RemoveReply, RpcError> {
-    call.state.lifecycle.forget(&p.id).await;
+    call.state.agents.lifecycle.forget(&p.id).await;
     let state = call.state.clone();
-    let removed = tokio::task::spawn_blocking(move || state.agents.remove(&p.id))
+    let removed = tokio::task::spawn_blocking(move || state.agents.registry.remove(&p.id))
         .await
         .map_err(|e| RpcError::internal(format!("agents.remove failed: {e}")))??;
     Ok(RemoveReply { removed })
@@ -147,13 +147,13 @@ async fn chat(call: Call, p: ChatParams) -> Result<ChatReply, RpcError> {
         return Err(RpcError::invalid_params("prompt: must not be empty"));
     }
     let agent_id = p.agent_id.to_string();
-    if call.state.agents.spec(&agent_id).is_none() {
+    if call.state.agents.registry.spec(&agent_id).is_none() {
         return Err(RpcError::invalid_params(format!(
             "agent_id: no registered agent {agent_id:?}"
         ))
         .with_data(json!({"reason": "not_found"})));
     }
-    let Some(agent) = call.state.agents.attached_session(&agent_id) else {
+    let Some(agent) = call.state.agents.registry.attached_session(&agent_id) else {
         return Err(RpcError::internal(format!(
             "agent {agent_id:?} is not attached: no connection has authenticated as it"
         ))
@@ -163,7 +163,7 @@ async fn chat(call: Call, p: ChatParams) -> Result<ChatReply, RpcError> {
         .session_id
         .map(|s| s.into_string())
         .unwrap_or_else(|| format!("chat-{}", crate::state::auth::mint_token()));
-    call.state.chats.open(
+    call.state.agents.chats.open(
         &session_id,
         Route {
             agent_id: agent_id.clone(),
@@ -198,7 +198,7 @@ async fn chat(call: Call, p: ChatParams) -> Result<ChatReply, RpcError> {
     };
     match agent.call_client("agent.chat", &request, CHAT_ACK).await {
         Ok(Ok(ack)) if ack.get("accepted") == Some(&Value::Bool(false)) => Err(refused(
-            &call.state.chats,
+            &call.state.agents.chats,
             RpcError::internal(format!("agent {agent_id:?} declined the chat turn"))
                 .with_data(json!({"reason": "agent_declined"})),
         )),
@@ -207,14 +207,14 @@ async fn chat(call: Call, p: ChatParams) -> Result<ChatReply, RpcError> {
             session_id,
         }),
         Ok(Err(e)) => Err(refused(
-            &call.state.chats,
+            &call.state.agents.chats,
             RpcError::new(
                 e.code,
                 format!("agent {agent_id:?} refused the chat turn: {}", e.message),
             ),
         )),
         Err(e) => Err(refused(
-            &call.state.chats,
+            &call.state.agents.chats,
             RpcError::internal(format!("agent {agent_id:?} did not accept the turn: {e}"))
                 .with_data(json!({"reason": match e {
                     ReverseCallError::Closed => "agent_disconnected",
@@ -226,7 +226,7 @@ async fn chat(call: Call, p: ChatParams) -> Result<ChatReply, RpcError> {
 
 /// The route of `session_id` when the caller may act on it.
 fn authorized_route(call: &Call, session_id: &str) -> Result<Option<Route>, RpcError> {
-    let Some(route) = call.state.chats.get(session_id) else {
+    let Some(route) = call.state.agents.chats.get(session_id) else {
         return Ok(None);
     };
     let is_host = call.session.identity().role == CallerRole::Host;
@@ -244,7 +244,7 @@ async fn chat_cancel(call: Call, p: ChatSessionParams) -> Result<ChatCancelReply
     let cancelled = match authorized_route(&call, &session_id)? {
         None => false,
         Some(route) => {
-            call.state.chats.cancel(&session_id);
+            call.state.agents.chats.cancel(&session_id);
             if let Some(agent) = ChatRoutes::agent_of(&route) {
                 agent.notify("agent.chat.cancel", &json!({"session_id": session_id}));
             }
@@ -306,6 +306,6 @@ fn chat_event(
     state: &ServerState,
     p: ChatEventParams,
 ) -> Result<(), RpcError> {
-    state.chats.forward(session, p);
+    state.agents.chats.forward(session, p);
     Ok(())
 }

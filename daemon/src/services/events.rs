@@ -42,6 +42,7 @@ async fn count(call: Call, _: NoParams) -> Result<u64, RpcError> {
     let agent = scope(&call);
     let n: i64 = call
         .state
+        .data
         .store
         .run(move |c| {
             c.query_row(
@@ -141,6 +142,7 @@ async fn query(call: Call, p: EventQuery) -> Result<QueryReply, RpcError> {
     );
     let events = call
         .state
+        .data
         .store
         .run(move |c| {
             let mut stmt = c.prepare(&sql).map_err(db_error)?;
@@ -175,7 +177,7 @@ async fn stats(call: Call, _: NoParams) -> Result<m::StatsReply, RpcError> {
     let agent = scope(&call);
     {
         call.state
-            .store
+            .data.store
             .run(move |c| {
                 let mut by_kind = std::collections::BTreeMap::new();
                 let mut stmt = c
@@ -215,7 +217,7 @@ async fn stats(call: Call, _: NoParams) -> Result<m::StatsReply, RpcError> {
 async fn cost_by_agent(call: Call, _: NoParams) -> Result<Vec<m::AgentCost>, RpcError> {
     let agent = scope(&call);
     call.state
-        .store
+        .data.store
         .run(move |c| {
             let mut stmt = c
                 .prepare(

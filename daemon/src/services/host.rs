@@ -59,7 +59,14 @@ fn identity(call: &Call) -> HostIdentity {
     HostIdentity {
         version: car_proto::CAR_VERSION.to_string(),
         pid: std::process::id(),
-        manifest_path: Some(call.state.agents.manifest_path().display().to_string()),
+        manifest_path: Some(
+            call.state
+                .agents
+                .registry
+                .manifest_path()
+                .display()
+                .to_string(),
+        ),
         manifest_role: "owner".into(),
     }
 }
@@ -71,7 +78,7 @@ async fn subscribe(call: Call, p: SubscribeParams) -> Result<SubscribeReply, Rpc
         ));
     }
     let after = p.after_seq.map(|seq| (seq, p.epoch.as_deref()));
-    let sub = call.state.host.subscribe(after);
+    let sub = call.state.agents.host.subscribe(after);
     let stop = call.session.replace_host_subscription();
     let (replayed, reason, replayed_count) = match &sub.replay {
         Replay::NotAsked => (None, None, None),
@@ -99,7 +106,7 @@ async fn subscribe(call: Call, p: SubscribeParams) -> Result<SubscribeReply, Rpc
         approvals: sub.approvals,
         events: sub.events,
         identity: identity(&call),
-        epoch: call.state.host.epoch.clone(),
+        epoch: call.state.agents.host.epoch.clone(),
         seq: sub.seq,
         replayed,
         reason,
@@ -108,7 +115,7 @@ async fn subscribe(call: Call, p: SubscribeParams) -> Result<SubscribeReply, Rpc
 }
 
 async fn agents(call: Call, _: NoParams) -> Result<Vec<HostAgent>, RpcError> {
-    Ok(merged_agents(&call, call.state.host.agents()))
+    Ok(merged_agents(&call, call.state.agents.host.agents()))
 }
 
 /// The registered host agents merged with the registry agents that advertise
@@ -116,7 +123,7 @@ async fn agents(call: Call, _: NoParams) -> Result<Vec<HostAgent>, RpcError> {
 /// explicit registration of the same id wins. Registry rows are `kind: "supervised"`,
 /// `running` while a connection is attached, else `stopped`.
 fn merged_agents(call: &Call, mut agents: Vec<HostAgent>) -> Vec<HostAgent> {
-    for managed in call.state.managed_agents() {
+    for managed in call.state.agents.managed() {
         let spec = managed.spec;
         let capabilities = spec.capabilities.clone().unwrap_or_default();
         if capabilities.is_empty() || agents.iter().any(|a| a.id == spec.id.as_str()) {
@@ -146,7 +153,7 @@ fn merged_agents(call: &Call, mut agents: Vec<HostAgent>) -> Vec<HostAgent> {
 }
 
 async fn devices(call: Call, _: NoParams) -> Result<Vec<HostDevice>, RpcError> {
-    Ok(call.state.host.devices())
+    Ok(call.state.agents.host.devices())
 }
 
 async fn events(call: Call, p: EventsParams) -> Result<EventsReply, RpcError> {
@@ -157,13 +164,13 @@ async fn events(call: Call, p: EventsParams) -> Result<EventsReply, RpcError> {
         )));
     }
     Ok(EventsReply {
-        events: call.state.host.events(limit as usize),
+        events: call.state.agents.host.events(limit as usize),
     })
 }
 
 async fn approvals(call: Call, _: NoParams) -> Result<ApprovalsReply, RpcError> {
     Ok(ApprovalsReply {
-        approvals: call.state.host.approvals(),
+        approvals: call.state.agents.host.approvals(),
     })
 }
 
@@ -179,6 +186,7 @@ async fn register_agent(call: Call, p: RegisterAgentParams) -> Result<HostAgent,
         metadata: object("metadata", p.metadata)?,
     };
     call.state
+        .agents
         .host
         .register_agent(&call.session.label(), fields)
 }
@@ -186,6 +194,7 @@ async fn register_agent(call: Call, p: RegisterAgentParams) -> Result<HostAgent,
 async fn unregister_agent(call: Call, p: AgentIdParams) -> Result<OkReply, RpcError> {
     let ok = call
         .state
+        .agents
         .host
         .unregister_agent(&call.session.label(), &p.agent_id)?;
     Ok(OkReply { ok })
@@ -200,6 +209,7 @@ async fn set_status(call: Call, p: SetStatusParams) -> Result<HostAgent, RpcErro
         payload: Some(payload),
     };
     call.state
+        .agents
         .host
         .set_status(&call.session.label(), &p.agent_id, change)
 }
@@ -209,6 +219,7 @@ async fn register_device(call: Call, p: RegisterDeviceParams) -> Result<HostDevi
     let owner = call.session.label();
     let session_id = owner.clone();
     call.state
+        .agents
         .host
         .register_device(&owner, p.id.map(|n| n.into_string()), move |_, id| {
             HostDevice {
@@ -230,6 +241,7 @@ async fn update_device(call: Call, p: UpdateDeviceParams) -> Result<HostDevice, 
         .map(|m| object("metadata", Some(m)))
         .transpose()?;
     call.state
+        .agents
         .host
         .update_device(&call.session.label(), &p.device_id, move |d| {
             if let Some(name) = p.name {
@@ -258,6 +270,7 @@ async fn notify(call: Call, p: NotifyParams) -> Result<HostEvent, RpcError> {
         .unwrap_or_else(|| "host.notification".into());
     Ok(call
         .state
+        .agents
         .host
         .notify(&kind, p.agent_id.as_deref(), p.message, payload))
 }
@@ -283,15 +296,18 @@ async fn request_approval(call: Call, p: RequestApprovalParams) -> Result<HostAp
             "required_approvals: must be at least 1",
         ));
     }
-    call.state.host.request_client_approval(ApprovalRequest {
-        agent_id: p.agent_id.map(|a| a.into_string()),
-        action: p.title.into_string(),
-        description: p.description,
-        details,
-        required_approvals: p.required_approvals.unwrap_or(1),
-        client_id: Some(call.session.label()),
-        parked: None,
-    })
+    call.state
+        .agents
+        .host
+        .request_client_approval(ApprovalRequest {
+            agent_id: p.agent_id.map(|a| a.into_string()),
+            action: p.title.into_string(),
+            description: p.description,
+            details,
+            required_approvals: p.required_approvals.unwrap_or(1),
+            client_id: Some(call.session.label()),
+            parked: None,
+        })
 }
 
 async fn resolve_approval(call: Call, p: ResolveApprovalParams) -> Result<HostApproval, RpcError> {
@@ -308,7 +324,10 @@ async fn resolve_approval(call: Call, p: ResolveApprovalParams) -> Result<HostAp
             ))
         }
     };
-    call.state
-        .host
-        .resolve_approval(&call.session.principal(), &p.approval_id, approved, p.notes)
+    call.state.agents.host.resolve_approval(
+        &call.session.principal(),
+        &p.approval_id,
+        approved,
+        p.notes,
+    )
 }

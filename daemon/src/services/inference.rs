@@ -215,6 +215,7 @@ async fn generate(
     if let Some(query) = params.context_query.take() {
         let block = call
             .state
+            .data
             .memory
             .build_context(
                 &call.session.identity().memory_scope(),
@@ -323,7 +324,7 @@ fn meter(call: &Call, model: &str, usage: &car_inference::Usage) {
         .identity()
         .agent_id
         .unwrap_or_else(|| "user".to_string());
-    call.state.store.record(crate::state::store::NewEvent {
+    call.state.data.store.record(crate::state::store::NewEvent {
         kind: "inference.metered",
         session_id: Some(call.session.label()),
         agent_id: call.session.agent_id(),

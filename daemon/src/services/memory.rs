@@ -56,6 +56,7 @@ async fn add_fact(call: Call, p: AddFactParams) -> Result<u64, RpcError> {
     let fact = input.validate().map_err(invalid)?;
     let count = call
         .state
+        .data
         .memory
         .add_fact(&scope_of(&call), fact)
         .await
@@ -68,6 +69,7 @@ async fn query(call: Call, p: QueryParams) -> Result<Vec<FactHit>, RpcError> {
     let k = car_memory::fact::validate_k(p.k).map_err(invalid)?;
     let hits = call
         .state
+        .data
         .memory
         .query(&scope_of(&call), &p.query, k)
         .await
@@ -90,6 +92,7 @@ async fn query(call: Call, p: QueryParams) -> Result<Vec<FactHit>, RpcError> {
 async fn fact_count(call: Call, _: NoParams) -> Result<u64, RpcError> {
     let n = call
         .state
+        .data
         .memory
         .fact_count(&scope_of(&call))
         .await
@@ -101,6 +104,7 @@ async fn fact_count(call: Call, _: NoParams) -> Result<u64, RpcError> {
 async fn delete(call: Call, p: DeleteParams) -> Result<DeleteReply, RpcError> {
     let report = call
         .state
+        .data
         .memory
         .delete(&scope_of(&call), &p.id)
         .await
@@ -119,6 +123,7 @@ async fn delete(call: Call, p: DeleteParams) -> Result<DeleteReply, RpcError> {
 async fn consolidate(call: Call, _: NoParams) -> Result<mm::ConsolidateReply, RpcError> {
     let report = call
         .state
+        .data
         .memory
         .consolidate(&scope_of(&call))
         .await
@@ -135,6 +140,7 @@ async fn build_context(call: Call, p: BuildContextParams) -> Result<String, RpcE
     let window = car_memory::validate_window(p.model_context_window).map_err(invalid)?;
     let block = call
         .state
+        .data
         .memory
         .build_context(&scope_of(&call), &p.query.unwrap_or_default(), window)
         .await
@@ -146,6 +152,7 @@ async fn build_context(call: Call, p: BuildContextParams) -> Result<String, RpcE
 async fn persist(call: Call, p: PathParams) -> Result<u64, RpcError> {
     let n = call
         .state
+        .data
         .memory
         .persist(&scope_of(&call), &p.path)
         .await
@@ -157,6 +164,7 @@ async fn persist(call: Call, p: PathParams) -> Result<u64, RpcError> {
 async fn load(call: Call, p: PathParams) -> Result<u64, RpcError> {
     let n = call
         .state
+        .data
         .memory
         .load(&scope_of(&call), &p.path)
         .await

@@ -35,6 +35,7 @@ pub fn register(routes: &mut Routes) {
 async fn update_status(call: Call, p: UpdateStatusParams) -> Result<StatusReply, RpcError> {
     let status = call
         .state
+        .data
         .memory
         .update_status(&call.session.identity().memory_scope(), p.body, p.tenant_id)
         .await
@@ -71,6 +72,7 @@ async fn save_knowledge(call: Call, p: SaveParams) -> Result<SaveReply, RpcError
     let input = save_input(p).validate().map_err(RpcError::invalid_params)?;
     let report = call
         .state
+        .data
         .memory
         .save_knowledge(&call.session.identity().memory_scope(), input)
         .await
@@ -83,6 +85,7 @@ async fn save_procedural(call: Call, p: SaveParams) -> Result<SaveReply, RpcErro
     let input = save_input(p).validate().map_err(RpcError::invalid_params)?;
     let report = call
         .state
+        .data
         .memory
         .save_procedural(&call.session.identity().memory_scope(), input)
         .await
@@ -155,13 +158,14 @@ async fn intervene(call: Call, p: InterveneParams) -> Result<InterveneReply, Rpc
         .map_err(RpcError::invalid_params)?;
     let outcome = call
         .state
+        .data
         .memory
         .intervene(&call.session.identity().memory_scope(), &request)
         .await
         .map_err(RpcError::from)?;
     let reply = intervene_reply(outcome);
     // CAR's `ProactiveMemoryIntervention`: the decision and counts, never a memory body.
-    call.state.store.record(crate::state::store::NewEvent {
+    call.state.data.store.record(crate::state::store::NewEvent {
         kind: "memory.intervention",
         session_id: Some(call.session.label()),
         agent_id: call.session.agent_id(),
@@ -210,6 +214,7 @@ async fn evaluate(call: Call, p: EvaluateParams) -> Result<EvaluateReply, RpcErr
         .collect::<Result<Vec<_>, RpcError>>()?;
     let e = call
         .state
+        .data
         .memory
         .evaluate(&call.session.identity().memory_scope(), &cases)
         .await

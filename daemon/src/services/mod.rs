@@ -84,12 +84,12 @@ pub async fn on_session_closed(
     state: &std::sync::Arc<crate::state::ServerState>,
 ) {
     runs::lifecycle::on_session_closed(session, state).await;
-    state.chats.on_session_closed(session);
-    state.grants.on_session_closed(session.id);
-    state.host.on_session_closed(&session.label());
-    state.supervision.on_session_closed(session.id);
+    state.agents.chats.on_session_closed(session);
+    state.access.consumer_grants.on_session_closed(session.id);
+    state.agents.host.on_session_closed(&session.label());
+    state.agents.supervision.on_session_closed(session.id);
     if let Some(agent) = session.identity().agent_id {
-        state.agents.detach(&agent, session);
+        state.agents.registry.detach(&agent, session);
     }
 }
 

@@ -160,7 +160,7 @@ async fn register_model(call: Call, p: RegisterParams) -> Result<RegisterReply, 
         move || engine.register_as(&request, owner.as_deref())
     })
     .await?;
-    refresh_memory_embedder(&engine, &call.state.memory);
+    refresh_memory_embedder(&engine, &call.state.data.memory);
     let path = engine.registry_path();
     Ok(RegisterReply {
         id: entry.id.clone(),
@@ -183,7 +183,7 @@ async fn unregister(call: Call, p: IdParams) -> Result<UnregisterReply, RpcError
         move || engine.remove_as(&id, owner.as_deref())
     })
     .await?;
-    refresh_memory_embedder(&engine, &call.state.memory);
+    refresh_memory_embedder(&engine, &call.state.data.memory);
     Ok(UnregisterReply {
         id,
         unregistered: true,

@@ -208,11 +208,11 @@ async fn record(
         recorded_at: car_proto::clock::now_rfc3339(),
     };
     let state = call.state.clone();
-    let stored = tokio::task::spawn_blocking(move || state.approvals.record(record))
+    let stored = tokio::task::spawn_blocking(move || state.access.approvals.record(record))
         .await
         .map_err(|e| RpcError::internal(format!("cannot record the decision: {e}")))??;
     tracing::info!(fingerprint = %stored.fingerprint, decision = ?stored.decision, tier = stored.required_tier.as_str(), reviewer = %stored.reviewer, "permission decision recorded");
-    call.state.store.record(NewEvent {
+    call.state.data.store.record(NewEvent {
         kind: "permission.recorded",
         session_id: Some(call.session.label()),
         agent_id: call.session.agent_id(),

@@ -26,7 +26,7 @@ pub fn register(routes: &mut Routes) {
 }
 
 async fn register_policy(call: Call, def: PolicyDefinition) -> Result<RegisterReply, RpcError> {
-    let policy = registration::policy(def, "", &call.state.patterns)?;
+    let policy = registration::policy(def, "", &call.state.access.patterns)?;
     let reply = RegisterReply {
         registered: policy.name.clone(),
         scope: Scope::of(policy.session_id.as_deref()),

@@ -78,7 +78,7 @@ async fn check(call: Call, p: PolicyCheckParams) -> Result<PolicyCheckReply, Rpc
     if p.tool.trim().is_empty() {
         return Err(RpcError::invalid_params("tool: must not be empty"));
     }
-    let mut dirs = vec![call.state.config_state_root().join("policies")];
+    let mut dirs = vec![call.state.daemon.state_root.join("policies")];
     let cwd = match &p.cwd {
         Some(cwd) if !Path::new(cwd).is_absolute() => {
             return Err(RpcError::invalid_params(format!(

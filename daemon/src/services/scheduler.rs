@@ -86,7 +86,7 @@ pub fn register(routes: &mut Routes) {
             let task = task_of(p.task)?;
             let owner = task_owner(&call);
             let (_, execution) = car_scheduler::run_task_as(
-                &call.state.scheduling.store,
+                &call.state.runs.scheduling.store,
                 task,
                 &runner(&call),
                 owner.as_deref(),
@@ -99,7 +99,7 @@ pub fn register(routes: &mut Routes) {
             let task = task_of(p.task)?;
             let owner = task_owner(&call);
             let runs = car_scheduler::run_task_loop_as(
-                &call.state.scheduling.store,
+                &call.state.runs.scheduling.store,
                 task,
                 p.max_iterations,
                 &runner(&call),
@@ -118,7 +118,7 @@ pub fn register(routes: &mut Routes) {
                 &task.schedule,
                 &p.program,
                 &args,
-                &call.state.scheduling.car_home,
+                &call.state.runs.scheduling.car_home,
             ))
         })
         .add::<m::OsInstall, _, _>(|call, p: m::OsScheduleParams| async move {
@@ -131,6 +131,7 @@ pub fn register(routes: &mut Routes) {
             }
             let args = p.args.unwrap_or_default();
             call.state
+                .runs
                 .scheduling
                 .os
                 .install(&task, &p.program, &args)
@@ -139,6 +140,7 @@ pub fn register(routes: &mut Routes) {
         })
         .add::<m::OsUninstall, _, _>(|call, p: m::OsUninstallParams| async move {
             call.state
+                .runs
                 .scheduling
                 .os
                 .uninstall(&p.label)
@@ -146,10 +148,11 @@ pub fn register(routes: &mut Routes) {
                 .map_err(RpcError::from)
         })
         .add::<m::OsList, _, _>(|call, _: NoParams| async move {
-            call.state.scheduling.os.list().map_err(RpcError::from)
+            call.state.runs.scheduling.os.list().map_err(RpcError::from)
         })
         .add::<m::OsReconcile, _, _>(|call, _: NoParams| async move {
             call.state
+                .runs
                 .scheduling
                 .os
                 .reconcile()
@@ -162,6 +165,7 @@ pub fn register(routes: &mut Routes) {
             strip_nulls(&mut raw);
             let request = car_scheduler::decode(raw).map_err(RpcError::from)?;
             call.state
+                .runs
                 .scheduling
                 .commands
                 .schedule(request)
@@ -170,6 +174,7 @@ pub fn register(routes: &mut Routes) {
         })
         .add::<m::List, _, _>(|call, _: NoParams| async move {
             call.state
+                .runs
                 .scheduling
                 .commands
                 .list()
@@ -178,6 +183,7 @@ pub fn register(routes: &mut Routes) {
         .add::<m::Unschedule, _, _>(|call, p: m::UnscheduleParams| async move {
             let id: Name = p.id;
             call.state
+                .runs
                 .scheduling
                 .commands
                 .unschedule(&id)

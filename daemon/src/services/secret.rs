@@ -60,7 +60,7 @@ fn check_granted(call: &Call, service: Option<&str>, key: &str) -> Result<(), Rp
         return Ok(());
     };
     let id = car_secrets::SecretId::new(service, key).map_err(RpcError::from)?;
-    if call.state.secret_grants.allows(&agent, &id) {
+    if call.state.access.secret_grants.allows(&agent, &id) {
         Ok(())
     } else {
         Err(not_granted(
@@ -84,7 +84,7 @@ async fn with_store<T: Send + 'static>(
     op: impl FnOnce(&SecretStore) -> Result<T, SecretError> + Send + 'static,
 ) -> Result<T, RpcError> {
     let state = call.state.clone();
-    tokio::task::spawn_blocking(move || match &state.secrets {
+    tokio::task::spawn_blocking(move || match &state.access.secrets {
         Some(store) => op(store).map_err(RpcError::from),
         None => Err(
             RpcError::internal("the secret store is unavailable (see the daemon's log)")
@@ -145,7 +145,7 @@ async fn status(call: Call, p: SecretKeyParams) -> Result<StatusReply, RpcError>
 }
 
 async fn available(call: Call, _: NoParams) -> Result<bool, RpcError> {
-    match &call.state.secrets {
+    match &call.state.access.secrets {
         Some(store) => {
             let store = Arc::clone(store);
             tokio::task::spawn_blocking(move || store.available())
@@ -153,7 +153,7 @@ async fn available(call: Call, _: NoParams) -> Result<bool, RpcError> {
                 .map_err(|e| RpcError::internal(format!("secret store task failed: {e}")))
         }
         None => {
-            call.state.secret_activity.record_availability();
+            call.state.access.secret_activity.record_availability();
             Ok(false)
         }
     }
@@ -164,7 +164,7 @@ async fn list(call: Call, _: NoParams) -> Result<ListReply, RpcError> {
     let agent = calling_agent(&call);
     let granted = agent
         .as_deref()
-        .map(|a| call.state.secret_grants.list(Some(a)));
+        .map(|a| call.state.access.secret_grants.list(Some(a)));
     Ok(ListReply {
         secrets: names
             .into_iter()
@@ -184,7 +184,7 @@ async fn list(call: Call, _: NoParams) -> Result<ListReply, RpcError> {
 }
 
 async fn activity(call: Call, _: NoParams) -> Result<ActivityReply, RpcError> {
-    let a = call.state.secret_activity.snapshot();
+    let a = call.state.access.secret_activity.snapshot();
     Ok(ActivityReply {
         get_attempts: a.get_attempts,
         status_attempts: a.status_attempts,
@@ -197,7 +197,7 @@ async fn activity(call: Call, _: NoParams) -> Result<ActivityReply, RpcError> {
 /// `secret.grant` / `secret.revoke`: the agent must be registered to be granted; a
 /// revoke of an unknown agent is allowed (it clears what a removed agent left).
 fn change_grant(call: &Call, p: GrantParams, grant: bool) -> Result<GrantReply, RpcError> {
-    if grant && call.state.agents.spec(&p.agent_id).is_none() {
+    if grant && call.state.agents.registry.spec(&p.agent_id).is_none() {
         return Err(RpcError::invalid_params(format!(
             "agent_id: no registered agent '{}'",
             p.agent_id.as_str()
@@ -205,7 +205,11 @@ fn change_grant(call: &Call, p: GrantParams, grant: bool) -> Result<GrantReply, 
         .with_data(json!({"reason": "not_found"})));
     }
     let id = car_secrets::SecretId::new(p.service.as_deref(), &p.key).map_err(RpcError::from)?;
-    let (row, changed) = call.state.secret_grants.change(&p.agent_id, &id, grant)?;
+    let (row, changed) = call
+        .state
+        .access
+        .secret_grants
+        .change(&p.agent_id, &id, grant)?;
     tracing::info!(agent = %row.agent_id, service = %row.service, key = %row.key, grant, changed, "secret grant changed");
     Ok(GrantReply {
         ok: true,
@@ -224,6 +228,6 @@ async fn revoke(call: Call, p: GrantParams) -> Result<GrantReply, RpcError> {
 
 async fn grants(call: Call, p: GrantsParams) -> Result<GrantsReply, RpcError> {
     Ok(GrantsReply {
-        grants: call.state.secret_grants.list(p.agent_id.as_deref()),
+        grants: call.state.access.secret_grants.list(p.agent_id.as_deref()),
     })
 }

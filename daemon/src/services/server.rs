@@ -23,13 +23,13 @@ pub fn register(routes: &mut Routes) {
 /// `server.status`: the open connections and the admission queue.
 async fn status(call: Call, _: NoParams) -> Result<m::StatusReply, RpcError> {
     let state = &call.state;
-    let capacity = state.config.max_generations;
+    let capacity = state.daemon.config.max_generations;
     let running = capacity.saturating_sub(state.inference.admission.available_permits());
     let waiting_or_running = state.inference.in_flight();
     Ok(m::StatusReply {
         car_version: car_proto::CAR_VERSION.to_string(),
-        uptime_ms: state.started.elapsed().as_millis() as u64,
-        sessions: state.sessions.rows(),
+        uptime_ms: state.daemon.started.elapsed().as_millis() as u64,
+        sessions: state.daemon.sessions.rows(),
         admission: m::AdmissionStatus {
             running,
             queued: waiting_or_running.saturating_sub(running),
@@ -54,14 +54,14 @@ fn handshake(
 
 /// `server.schema`: `{schema, digest, digest_algorithm, car_version}`, computed at start.
 async fn schema(call: Call, _: NoParams) -> Result<SchemaReply, RpcError> {
-    Ok(call.state.schema_reply.clone())
+    Ok(call.state.daemon.schema_reply.clone())
 }
 
 /// `capabilities.list`: `{caller_role, count, methods: [{method, role}]}`, sorted, filtered
 /// by the caller's role.
 async fn capabilities_list(call: Call, _: NoParams) -> Result<CapabilitiesReply, RpcError> {
     let role = call.session.identity().role;
-    let rows: Vec<CapabilityRow> = methods::active(call.state.config.debug_methods)
+    let rows: Vec<CapabilityRow> = methods::active(call.state.daemon.config.debug_methods)
         .filter(|d| role.sees(d.spec.role))
         .map(|d| CapabilityRow {
             method: d.name().to_string(),

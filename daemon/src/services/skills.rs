@@ -35,6 +35,7 @@ async fn skill_ingest(call: Call, p: IngestParams) -> Result<u64, RpcError> {
     let input = input.validate().map_err(RpcError::invalid_params)?;
     let id = call
         .state
+        .data
         .memory
         .ingest_skill(&scope_of(&call), input)
         .await
@@ -51,6 +52,7 @@ async fn skill_find(call: Call, p: FindParams) -> Result<Vec<ms::SkillMatch>, Rp
         max_results: p.max_results,
     };
     call.state
+        .data
         .memory
         .find_skills(&scope_of(&call), &query)
         .await
@@ -61,6 +63,7 @@ async fn skill_find(call: Call, p: FindParams) -> Result<Vec<ms::SkillMatch>, Rp
 async fn skill_report(call: Call, p: ReportParams) -> Result<ms::SkillStats, RpcError> {
     let outcome: Outcome = p.outcome.parse().map_err(RpcError::invalid_params)?;
     call.state
+        .data
         .memory
         .report_outcome(&scope_of(&call), &p.skill_name, outcome)
         .await
@@ -70,6 +73,7 @@ async fn skill_report(call: Call, p: ReportParams) -> Result<ms::SkillStats, Rpc
 /// `skills.list {domain?}` → skills.
 async fn skills_list(call: Call, p: ListParams) -> Result<Vec<ms::Skill>, RpcError> {
     call.state
+        .data
         .memory
         .list_skills(&scope_of(&call), p.domain.as_deref())
         .await

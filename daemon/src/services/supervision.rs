@@ -37,10 +37,14 @@ async fn subscribe(call: Call, p: SubscribeParams) -> Result<SubscribeReply, Rpc
             )));
         }
     }
-    let supervisors = call.state.supervision.subscribe(&call.session, filter);
+    let supervisors = call
+        .state
+        .agents
+        .supervision
+        .subscribe(&call.session, filter);
     Ok(SubscribeReply {
         subscribed: true,
-        decision_timeout_ms: call.state.config.supervision_timeout.as_millis() as u64,
+        decision_timeout_ms: call.state.daemon.config.supervision_timeout.as_millis() as u64,
         supervisors,
     })
 }
@@ -48,13 +52,13 @@ async fn subscribe(call: Call, p: SubscribeParams) -> Result<SubscribeReply, Rpc
 async fn unsubscribe(call: Call, _: NoParams) -> Result<UnsubscribeReply, RpcError> {
     Ok(UnsubscribeReply {
         subscribed: false,
-        was_subscribed: call.state.supervision.unsubscribe(call.session.id),
+        was_subscribed: call.state.agents.supervision.unsubscribe(call.session.id),
     })
 }
 
 async fn pending(call: Call, _: NoParams) -> Result<PendingReply, RpcError> {
     Ok(PendingReply {
-        intents: call.state.supervision.pending(call.session.id),
+        intents: call.state.agents.supervision.pending(call.session.id),
     })
 }
 
@@ -81,6 +85,7 @@ async fn decide(call: Call, p: DecideParams) -> Result<DecideReply, RpcError> {
         ));
     }
     call.state
+        .agents
         .supervision
         .decide(call.session.id, &p.intent_id, p.decision)?;
     Ok(DecideReply { decided: true })

@@ -285,7 +285,7 @@ fn executor(call: &Call, runner: Option<mm::RunnerChoice>) -> Executor {
 async fn run(call: Call, p: m::RunParams) -> Result<m::WorkflowResult, RpcError> {
     let wf = car_workflow::parse(&Value::Object(p.workflow)).map_err(RpcError::from)?;
     let exec = executor(&call, p.runner);
-    car_workflow::run(&exec, &call.state.workflows, wf, p.initial_state)
+    car_workflow::run(&exec, &call.state.data.workflows, wf, p.initial_state)
         .await
         .map_err(RpcError::from)
 }
@@ -293,9 +293,14 @@ async fn run(call: Call, p: m::RunParams) -> Result<m::WorkflowResult, RpcError>
 async fn chain(call: Call, p: m::ChainParams) -> Result<m::ChainResult, RpcError> {
     let exec = executor(&call, p.runner);
     let workflows = p.workflows.into_iter().map(Value::Object).collect();
-    car_workflow::chain(&exec, &call.state.workflows, workflows, p.initial_state)
-        .await
-        .map_err(RpcError::from)
+    car_workflow::chain(
+        &exec,
+        &call.state.data.workflows,
+        workflows,
+        p.initial_state,
+    )
+    .await
+    .map_err(RpcError::from)
 }
 
 async fn resume(call: Call, p: m::ResumeParams) -> Result<m::WorkflowResult, RpcError> {
@@ -316,7 +321,7 @@ async fn resume(call: Call, p: m::ResumeParams) -> Result<m::WorkflowResult, Rpc
     let exec = executor(&call, p.runner);
     car_workflow::resume(
         &exec,
-        &call.state.workflows,
+        &call.state.data.workflows,
         &run_id,
         p.input.unwrap_or_default(),
     )
@@ -325,7 +330,7 @@ async fn resume(call: Call, p: m::ResumeParams) -> Result<m::WorkflowResult, Rpc
 }
 
 async fn list_paused(call: Call, _: NoParams) -> Result<Vec<PausedRow>, RpcError> {
-    let store = call.state.workflows.clone();
+    let store = call.state.data.workflows.clone();
     tokio::task::spawn_blocking(move || store.list_paused())
         .await
         .map_err(|e| RpcError::internal(format!("workflow.list_paused failed: {e}")))

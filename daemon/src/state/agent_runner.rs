@@ -50,7 +50,7 @@ impl SessionRunner {
         state: Arc<ServerState>,
         choice: Option<RunnerChoice>,
     ) -> Self {
-        let timeout = state.config.handler_timeout;
+        let timeout = state.daemon.config.handler_timeout;
         SessionRunner {
             session,
             state,

@@ -157,7 +157,7 @@ pub async fn admit(
     action: String,
     params: &Value,
 ) -> Result<(), RpcError> {
-    if !state.config.approvals.holds(name) {
+    if !state.daemon.config.approvals.holds(name) {
         return Ok(());
     }
     let parked = session.principal();
@@ -168,7 +168,7 @@ pub async fn admit(
         return Ok(());
     }
     let identity = session.identity();
-    let (approval, decision) = state.host.request_approval(ApprovalRequest {
+    let (approval, decision) = state.agents.host.request_approval(ApprovalRequest {
         agent_id: identity.agent_id.clone(),
         action: action.clone(),
         description: Some(format!(
@@ -186,11 +186,11 @@ pub async fn admit(
         parked: Some(parked),
     });
     let _waiting = Waiting {
-        host: &state.host,
+        host: &state.agents.host,
         id: approval.id.clone(),
     };
     tracing::info!(session = session.id, %name, approval = %approval.id, "waiting for a host's approval");
-    let timeout: Duration = state.config.approvals.timeout;
+    let timeout: Duration = state.daemon.config.approvals.timeout;
     let refused = |reason: &str, what: String| {
         RpcError::new(APPROVAL_DENIED, what)
             .with_data(json!({"reason": reason, "approval_id": approval.id}))

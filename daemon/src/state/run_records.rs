@@ -307,8 +307,9 @@ pub async fn append(
         }
     }
     let id = run_id.clone();
-    let events = state.run_events.clone();
+    let events = state.runs.events.clone();
     state
+        .data
         .store
         .run(move |c| {
             let tx = c.transaction().map_err(db_error)?;

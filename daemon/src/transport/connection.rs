@@ -94,23 +94,23 @@ pub async fn serve<S>(
     let abort = CancellationToken::new();
     let closed = CancellationToken::new();
     let (slot, authenticated) = ticket.into_parts();
-    let (queue, out_rx) = outbound::channel(state.config.max_outbound_bytes, abort.clone());
+    let (queue, out_rx) = outbound::channel(state.daemon.config.max_outbound_bytes, abort.clone());
     let session = Arc::new(Session::new(
-        state.next_session_id(),
+        state.daemon.next_session_id(),
         transport,
-        state.auth_enabled(),
+        state.daemon.auth_enabled(),
         queue,
         closed.clone(),
         authenticated.clone(),
         Some(slot),
     ));
-    state.sessions.add(&session);
+    state.daemon.sessions.add(&session);
     // The pre-auth slot is held until the session authenticates; one still
     // unauthenticated at the deadline is closed (`crate::state::pre_auth`).
     let deadline_session = Arc::downgrade(&session);
     tokio::spawn(crate::state::pre_auth::enforce_deadline(
         authenticated,
-        state.config.auth_deadline,
+        state.daemon.config.auth_deadline,
         closed.clone(),
         move || {
             if let Some(session) = deadline_session.upgrade() {
@@ -133,7 +133,7 @@ pub async fn serve<S>(
     .await;
 
     // Teardown: nothing of this connection may outlive it.
-    state.sessions.remove(session.id);
+    state.daemon.sessions.remove(session.id);
     session.release_pre_auth_slot();
     closed.cancel();
     handlers.abort_all();
@@ -185,8 +185,8 @@ async fn read_loop<S>(
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let ping_every = state.config.ping_interval;
-    let idle_after = state.config.idle_timeout;
+    let ping_every = state.daemon.config.ping_interval;
+    let idle_after = state.daemon.config.idle_timeout;
     let mut ticker = tokio::time::interval_at(Instant::now() + ping_every, ping_every);
     ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let mut last_inbound = Instant::now();
@@ -198,7 +198,7 @@ where
     // Created once, not per frame: each creation registers with its token's tree (the
     // shutdown token's is shared by every connection).
     let mut aborted = std::pin::pin!(abort.cancelled());
-    let mut shutdown = std::pin::pin!(state.shutdown.cancelled());
+    let mut shutdown = std::pin::pin!(state.daemon.shutdown.cancelled());
     let mut evicted = std::pin::pin!(session.evicted());
     loop {
         // Reap finished handler tasks so the set does not grow with the connection's age.

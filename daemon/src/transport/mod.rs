@@ -49,7 +49,7 @@ pub fn bind_unix(path: &Path) -> std::io::Result<UnixListener> {
 const READ_BUFFER_BYTES: usize = 8 * 1024;
 
 fn ws_config(state: &ServerState) -> WebSocketConfig {
-    let max = state.config.max_message_bytes;
+    let max = state.daemon.config.max_message_bytes;
     WebSocketConfig::default()
         .read_buffer_size(READ_BUFFER_BYTES)
         .max_message_size(Some(max))
@@ -72,11 +72,11 @@ async fn finish(mut connections: JoinSet<()>) {
 /// closing it) when `--max-unauthenticated` connections are already waiting to
 /// authenticate.
 fn admit(state: &ServerState, transport: &'static str) -> Option<crate::state::pre_auth::Ticket> {
-    let ticket = state.pre_auth.admit();
+    let ticket = state.daemon.pre_auth.admit();
     if ticket.is_none() {
         tracing::warn!(
             transport,
-            max = state.config.max_unauthenticated,
+            max = state.daemon.config.max_unauthenticated,
             "connection refused: too many unauthenticated connections"
         );
     }
@@ -86,10 +86,10 @@ fn admit(state: &ServerState, transport: &'static str) -> Option<crate::state::p
 /// Accepts TCP connections until shutdown.
 pub async fn accept_tcp(listener: TcpListener, state: Arc<ServerState>, dispatch: Arc<Dispatch>) {
     let mut connections = JoinSet::new();
-    let loopback = state.config.bind.is_loopback();
+    let loopback = state.daemon.config.bind.is_loopback();
     loop {
         tokio::select! {
-            _ = state.shutdown.cancelled() => break,
+            _ = state.daemon.shutdown.cancelled() => break,
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => {
                     let Some(ticket) = admit(&state, "tcp") else { continue };
@@ -120,7 +120,7 @@ pub async fn accept_unix(
     let mut connections = JoinSet::new();
     loop {
         tokio::select! {
-            _ = state.shutdown.cancelled() => break,
+            _ = state.daemon.shutdown.cancelled() => break,
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => {
                     let Some(ticket) = admit(&state, "unix") else { continue };
@@ -160,8 +160,8 @@ async fn upgrade_and_serve<S>(
             .get("origin")
             .map(|v| v.to_str().unwrap_or("\u{fffd}"));
         let pages = upgrade::PageOrigins {
-            dashboard_port: state.dashboard_port.get().copied(),
-            allowed: &state.config.allow_origins,
+            dashboard_port: state.daemon.dashboard_port.get().copied(),
+            allowed: &state.daemon.config.allow_origins,
         };
         match upgrade::refusal(origin, header("host"), loopback, &pages) {
             None => Ok(response),
@@ -175,7 +175,7 @@ async fn upgrade_and_serve<S>(
     };
     let stream = crate::state::pre_auth::Budgeted::new(stream, ticket.authenticated.clone());
     let handshake = tokio::time::timeout(
-        state.config.auth_deadline,
+        state.daemon.config.auth_deadline,
         tokio_tungstenite::accept_hdr_async_with_config(stream, check, Some(ws_config(&state))),
     )
     .await;

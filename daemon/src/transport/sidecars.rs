@@ -7,7 +7,7 @@
 //!   (`Credentials::dashboard_token`) at `GET /auth-token` in exchange for a one-time login
 //!   secret, whose URL the primary daemon writes to `<token dir>/dashboard-login` (`0600`)
 //!   and logs (a non-primary daemon only logs it); its port is recorded in
-//!   `ServerState::dashboard_port` so the WebSocket upgrade admits the page's `Origin`.
+//!   `Daemon::dashboard_port` so the WebSocket upgrade admits the page's `Origin`.
 //! - The MCP endpoint reaches the daemon the way every other client does: through
 //!   `car-daemon-client` over the daemon's own WebSocket. It is given no credential: every
 //!   call connects with the caller's own `Authorization: Bearer` token.
@@ -70,7 +70,7 @@ pub async fn start(
     login_file: Option<std::path::PathBuf>,
 ) -> Result<Bound, Fatal> {
     let mut bound = Bound::default();
-    if let Some(port) = state.config.dashboard {
+    if let Some(port) = state.daemon.config.dashboard {
         let explicit = port.is_some();
         let port = port.unwrap_or_else(|| ws_port.wrapping_add(1));
         let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
@@ -78,10 +78,11 @@ pub async fn start(
             let local = listener
                 .local_addr()
                 .map_err(|e| Fatal::runtime(e.to_string()))?;
-            let _ = state.dashboard_port.set(local.port());
+            let _ = state.daemon.dashboard_port.set(local.port());
             let config = car_dashboard::DashboardConfig {
                 ws_port,
                 token: state
+                    .daemon
                     .credentials
                     .as_ref()
                     .map(|c| c.dashboard_token.expose().clone()),
@@ -90,30 +91,32 @@ pub async fn start(
             tokio::spawn(car_dashboard::serve(
                 listener,
                 config,
-                state.shutdown.clone(),
+                state.daemon.shutdown.clone(),
             ));
             bound.dashboard_url = Some(format!("http://{local}/"));
         }
     }
-    if let Some(addr) = state.config.mcp_bind {
-        if let Some(listener) = bind(addr, state.config.mcp_bind_explicit, "MCP endpoint").await? {
+    if let Some(addr) = state.daemon.config.mcp_bind {
+        if let Some(listener) =
+            bind(addr, state.daemon.config.mcp_bind_explicit, "MCP endpoint").await?
+        {
             let local = listener
                 .local_addr()
                 .map_err(|e| Fatal::runtime(e.to_string()))?;
             if !addr.ip().is_loopback() {
                 tracing::warn!(%local, "the MCP endpoint listens on a non-loopback address; its only guard is the Origin check");
             }
-            let daemon_url = format!("ws://{}", dial_addr(state.config.bind, ws_port));
+            let daemon_url = format!("ws://{}", dial_addr(state.daemon.config.bind, ws_port));
             let config = car_mcp::HttpConfig {
                 daemon_url,
-                enable_mutations: state.config.mcp_enable_mutations,
+                enable_mutations: state.daemon.config.mcp_enable_mutations,
                 max_body_bytes: MCP_MAX_BODY_BYTES,
                 session_idle: MCP_SESSION_IDLE,
             };
             tokio::spawn(car_mcp::serve_http(
                 listener,
                 config,
-                state.shutdown.clone(),
+                state.daemon.shutdown.clone(),
             ));
             bound.mcp_url = Some(format!("http://{local}/mcp"));
         }

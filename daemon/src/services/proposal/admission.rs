@@ -146,7 +146,7 @@ async fn escalate(
     }
     let mut shown = intent.clone();
     shown.id = intent_id.to_string();
-    let (approval, decision) = state.host.request_approval(ApprovalRequest {
+    let (approval, decision) = state.agents.host.request_approval(ApprovalRequest {
         agent_id: call.session.identity().agent_id,
         action: format!("supervision:{}", intent.proposal_id),
         description: Some(format!("a supervisor escalated this proposal: {reason}")),
@@ -155,9 +155,9 @@ async fn escalate(
         client_id: None,
         parked: Some(call.session.principal()),
     });
-    let _waiting = Waiting(&state.host, approval.id.clone());
+    let _waiting = Waiting(&state.agents.host, approval.id.clone());
     tracing::info!(intent = %intent_id, approval = %approval.id, "supervisor escalated a proposal to the host");
-    let timeout = state.config.approvals.timeout;
+    let timeout = state.daemon.config.approvals.timeout;
     let detail = |decision: &str| json!({"intent_id": intent_id, "decision": "escalate", "approval_id": approval.id, "approval": decision});
     match tokio::time::timeout(timeout, decision).await {
         Ok(Ok(true)) => None,
@@ -184,12 +184,12 @@ async fn supervise(
     execution: &Execution<'_>,
     scope: Option<&Map<String, Value>>,
 ) -> Result<Option<Refusal>, RpcError> {
-    let supervision = &call.state.supervision;
+    let supervision = &call.state.agents.supervision;
     if supervision.supervisors() == 0 {
         return Ok(None);
     }
     let intent = intent(call, raw, actions, execution, scope);
-    let timeout = call.state.config.supervision_timeout;
+    let timeout = call.state.daemon.config.supervision_timeout;
     let submitter = crate::state::supervision::Submitter {
         session_id: call.session.id,
         agent_id: call.session.identity().agent_id,

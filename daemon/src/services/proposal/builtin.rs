@@ -58,7 +58,7 @@ impl Execution<'_> {
                 None,
                 json!({"tool": tool, "attempt": attempt, "builtin": true}),
             );
-            let workspace = self.call.state.workspace.clone();
+            let workspace = self.call.state.data.workspace.clone();
             let session = self.call.session.clone();
             let (name, input) = (tool.to_string(), params.clone());
             let outcome = tokio::task::spawn_blocking(move || {

@@ -88,7 +88,7 @@ impl Execution<'_> {
         request_id: Option<&str>,
         data: Value,
     ) {
-        self.call.state.store.record(NewEvent {
+        self.call.state.data.store.record(NewEvent {
             kind,
             session_id: Some(self.session_id.clone()),
             agent_id: self.call.session.agent_id(),

@@ -175,14 +175,14 @@ pub(crate) async fn submit(call: Call, p: SubmitParams) -> Result<ProposalResult
     {
         let run_id = call.session.current_run();
         if let Some(run) = &run_id {
-            if call.state.live_runs.resumed_by(run, &call.session) {
+            if call.state.runs.live.resumed_by(run, &call.session) {
                 return Err(RpcError::internal(format!(
                     "run recovery only: run {run:?} was resumed on this connection, and a resumed run dispatches no new proposal (this daemon keeps no completed proposal response to replay)"
                 ))
                 .with_data(json!({"reason": "resumed_run", "run_id": run})));
             }
         }
-        let work = run_id.as_ref().and_then(|r| call.state.live_runs.work(r));
+        let work = run_id.as_ref().and_then(|r| call.state.runs.live.work(r));
         let raw_map = p.proposal.clone();
         let raw = Value::Object(p.proposal.clone());
         let proposal = model::parse_whole(p.proposal)?;
@@ -211,7 +211,7 @@ pub(crate) async fn submit(call: Call, p: SubmitParams) -> Result<ProposalResult
             call: &call,
             proposal_id,
             session_id,
-            tool_timeout: call.state.config.tool_timeout,
+            tool_timeout: call.state.daemon.config.tool_timeout,
             run_id: run_id.clone(),
         };
         // The admission gates (supervision, then permission) decide before anything runs.

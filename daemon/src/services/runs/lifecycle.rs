@@ -165,12 +165,12 @@ async fn cancel(call: Call, p: CancelParams) -> Result<CancelReceipt, RpcError> 
         reason_digest: car_proto::schema::sha256_hex(reason.as_bytes()),
         principal: principal_of(&identity),
     };
-    let events = call.state.run_events.clone();
+    let events = call.state.runs.events.clone();
     let first = ask.clone();
     // The receipt when the request is already answered; `None` while the run runs.
     let answered = call
         .state
-        .store
+        .data.store
         .run(move |c| {
             let tx = c.transaction().map_err(db_error)?;
             match load(&tx, &first.run_id)? {
@@ -202,11 +202,11 @@ async fn cancel(call: Call, p: CancelParams) -> Result<CancelReceipt, RpcError> 
         return Ok(receipt);
     }
     let callback = stop_work(&call.state, &ask.run_id);
-    let events = call.state.run_events.clone();
+    let events = call.state.runs.events.clone();
     let last = ask.clone();
     let receipt = call
         .state
-        .store
+        .data.store
         .run(move |c| {
             let tx = c.transaction().map_err(db_error)?;
             if let Some(receipt) = last.earlier(&tx)? {
@@ -249,7 +249,7 @@ async fn cancel(call: Call, p: CancelParams) -> Result<CancelReceipt, RpcError> 
         })
         .await?;
     if receipt.status == CancelStatus::CancelledConfirmed {
-        call.state.store.record(NewEvent {
+        call.state.data.store.record(NewEvent {
             kind: "run.cancelled",
             session_id: Some(call.session.label()),
             agent_id: call.session.agent_id(),
@@ -273,10 +273,10 @@ async fn cancel(call: Call, p: CancelParams) -> Result<CancelReceipt, RpcError> 
 /// Returns the oldest callback withdrawn. Every step is synchronous, so nothing the run's
 /// work produces afterwards can land in its trace.
 fn stop_work(state: &ServerState, run_id: &str) -> Option<ActiveCallback> {
-    if let Some(work) = state.live_runs.work(run_id) {
+    if let Some(work) = state.runs.live.work(run_id) {
         work.cancel();
     }
-    let producer = state.live_runs.release(run_id)?;
+    let producer = state.runs.live.release(run_id)?;
     producer.untrack_run(run_id);
     let reason = format!("run {run_id:?} was cancelled");
     let withdrawn = producer.withdraw_callbacks(
@@ -289,7 +289,7 @@ fn stop_work(state: &ServerState, run_id: &str) -> Option<ActiveCallback> {
             "tools.cancel",
             &json!({"request_id": c.request_id, "action_id": c.action_id, "reason": reason}),
         );
-        state.store.record(NewEvent {
+        state.data.store.record(NewEvent {
             kind: "tool.cancelled",
             session_id: Some(producer.label()),
             agent_id: producer.agent_id(),
@@ -317,7 +317,7 @@ async fn resume(call: Call, p: ResumeParams) -> Result<ResumeReply, RpcError> {
         }
     };
     let id = run_id.clone();
-    let run = call.state.store.run(move |c| load(c, &id)).await?;
+    let run = call.state.data.store.run(move |c| load(c, &id)).await?;
     let run = match run {
         Some((_, run)) if run.agent_id.as_deref() == Some(agent.as_str()) => run,
         _ => return Err(no_run(&run_id)),
@@ -327,7 +327,7 @@ async fn resume(call: Call, p: ResumeParams) -> Result<ResumeReply, RpcError> {
     }
     let from = call
         .state
-        .live_runs
+        .runs.live
         .claim(&run_id, &call.session)
         .map_err(|refused| match refused {
             ClaimRefused::ProducerLive => RpcError::invalid_params(format!(
@@ -341,7 +341,7 @@ async fn resume(call: Call, p: ResumeParams) -> Result<ResumeReply, RpcError> {
         })?;
     call.session.track_run(&run_id);
     let client_id = call.session.label();
-    call.state.store.record(NewEvent {
+    call.state.data.store.record(NewEvent {
         kind: "run.resumed",
         session_id: Some(client_id.clone()),
         agent_id: call.session.agent_id(),
@@ -362,16 +362,16 @@ pub async fn on_session_closed(session: &Session, state: &Arc<ServerState>) {
     let resumable = session.negotiated_capability(RUNS_RESUME_V1);
     let mut lost = Vec::new();
     for run_id in session.take_open_runs() {
-        match state.live_runs.producer_closed(&run_id, session, resumable) {
+        match state.runs.live.producer_closed(&run_id, session, resumable) {
             Some(lease) => {
                 let state = state.clone();
                 tokio::spawn(async move {
                     tokio::select! {
-                        _ = tokio::time::sleep(state.config.run_resume_lease) => {}
+                        _ = tokio::time::sleep(state.daemon.config.run_resume_lease) => {}
                         // A daemon that stops marks its running runs incomplete at its next start.
-                        _ = state.shutdown.cancelled() => return,
+                        _ = state.daemon.shutdown.cancelled() => return,
                     }
-                    if state.live_runs.expire(&run_id, lease) {
+                    if state.runs.live.expire(&run_id, lease) {
                         mark_incomplete(
                             &state,
                             vec![run_id],
@@ -392,8 +392,9 @@ async fn mark_incomplete(state: &ServerState, runs: Vec<String>, reason: &'stati
     if runs.is_empty() {
         return;
     }
-    let events = state.run_events.clone();
+    let events = state.runs.events.clone();
     let result = state
+        .data
         .store
         .run(move |c| {
             let tx = c.transaction().map_err(db_error)?;

@@ -169,10 +169,10 @@ async fn start(call: Call, p: StartParams) -> Result<StartReply, RpcError> {
         // CAR: an idempotency key is the run's id.
         let run_id = key.clone().unwrap_or_else(new_run_id);
         let (owner2, run_id2) = (owner, run_id.clone());
-        let events = call.state.run_events.clone();
+        let events = call.state.runs.events.clone();
         let (run, created) = call
             .state
-            .store
+            .data.store
             .run(move |c| {
                 let tx = c.transaction().map_err(db_error)?;
                 if key.is_some() {
@@ -201,7 +201,7 @@ async fn start(call: Call, p: StartParams) -> Result<StartReply, RpcError> {
             .await?;
         if created {
             call.session.track_run(&run_id);
-            call.state.live_runs.attach(&run_id, &call.session, false);
+            call.state.runs.live.attach(&run_id, &call.session, false);
         }
         Ok(StartReply { run, created })
     }
@@ -242,13 +242,13 @@ async fn complete(call: Call, p: CompleteParams) -> Result<CompleteReply, RpcErr
         let summary = text("summary", summary.filter(|s| !s.trim().is_empty()))?;
         let identity = call.session.identity();
         let id = run_id.clone();
-        let events = call.state.run_events.clone();
+        let events = call.state.runs.events.clone();
         // CAR's outcome as recorded in the `ended` record (a bare status becomes one).
         let recorded =
             agent_outcome.unwrap_or_else(|| json!({"status": outcome, "summary": summary}));
         let run = call
             .state
-            .store
+            .data.store
             .run(move |c| {
                 let tx = c.transaction().map_err(db_error)?;
                 let run = match load(&tx, &id)? {
@@ -273,7 +273,7 @@ async fn complete(call: Call, p: CompleteParams) -> Result<CompleteReply, RpcErr
             })
             .await?;
         call.session.untrack_run(&run_id);
-        if let Some(producer) = call.state.live_runs.release(&run_id) {
+        if let Some(producer) = call.state.runs.live.release(&run_id) {
             producer.untrack_run(&run_id);
         }
         Ok(CompleteReply { run, ok: true })
@@ -313,7 +313,7 @@ async fn list(call: Call, p: ListParams) -> Result<ListReply, RpcError> {
         }
         let limit = p.limit.unwrap_or(100).clamp(1, 10_000) as i64;
         call.state
-            .store
+            .data.store
             .run(move |c| {
                 let mut stmt = c
                     .prepare(&format!("SELECT {COLUMNS} FROM runs WHERE (?1 IS NULL OR status = ?1) ORDER BY started_ms DESC, rowid DESC"))
@@ -346,6 +346,7 @@ async fn get_trace(call: Call, p: TraceParams) -> Result<TraceReply, RpcError> {
     let cursor = p.cursor.unwrap_or(0).min(i64::MAX as u64) as i64;
     let identity = call.session.identity();
     call.state
+        .data
         .store
         .run(move |c| {
             let run = match load(c, &run_id)? {
@@ -380,7 +381,7 @@ async fn get_trace(call: Call, p: TraceParams) -> Result<TraceReply, RpcError> {
 /// `{subscribed: true}` and the records of every run this session may read.
 async fn subscribe(call: Call, p: SubscribeParams) -> Result<SubscribeReply, RpcError> {
     let Some(run_id) = p.run_id.map(Name::into_string) else {
-        let events = call.state.run_events.subscribe();
+        let events = call.state.runs.events.subscribe();
         let stop = call.session.add_run_subscription(None);
         call.session.forward_until(
             events,
@@ -393,10 +394,11 @@ async fn subscribe(call: Call, p: SubscribeParams) -> Result<SubscribeReply, Rpc
         return Ok(SubscribeReply::All { subscribed: true });
     };
     let identity = call.session.identity();
-    let sender = call.state.run_events.clone();
+    let sender = call.state.runs.events.clone();
     let id = run_id.clone();
     let (snapshot, events) = call
         .state
+        .data
         .store
         .run(move |c| {
             let run = match load(c, &id)? {

@@ -84,6 +84,7 @@ async fn delete(call: Call, p: DeleteParams) -> Result<DeleteReply, RpcError> {
     let id = run_id.clone();
     let deleted = call
         .state
+        .data
         .store
         .run(move |c| {
             let tx = c.transaction().map_err(db_error)?;

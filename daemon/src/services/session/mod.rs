@@ -142,7 +142,7 @@ pub fn auth(
         return scopes::consumer_auth(session, state, consumer_id, token);
     }
     let mut observer = false;
-    let (role, agent_id, allowlist) = match (&state.credentials, request.credential) {
+    let (role, agent_id, allowlist) = match (&state.daemon.credentials, request.credential) {
         (_, Credential::Consumer { .. }) => unreachable!("handled above"),
         (
             None,
@@ -151,7 +151,11 @@ pub fn auth(
                 ..
             },
         ) => {
-            let allowlist = state.agents.spec(&agent).and_then(|s| s.method_allowlist);
+            let allowlist = state
+                .agents
+                .registry
+                .spec(&agent)
+                .and_then(|s| s.method_allowlist);
             (CallerRole::Agent, Some(agent), allowlist)
         }
         (None, _) => (current.role, None, None),
@@ -168,7 +172,7 @@ pub fn auth(
                 token,
                 agent_id: Some(agent),
             },
-        ) => match state.agents.verify(&agent, &token) {
+        ) => match state.agents.registry.verify(&agent, &token) {
             Some(spec) => (CallerRole::Agent, Some(agent), spec.method_allowlist),
             None => {
                 // The same answer for an unknown agent and a wrong token: no oracle for
@@ -199,7 +203,7 @@ pub fn auth(
     };
     if let Some(previous) = &current.agent_id {
         if agent_id.as_ref() != Some(previous) {
-            state.agents.detach(previous, session);
+            state.agents.registry.detach(previous, session);
         }
     }
     session.set_identity(Identity {
@@ -212,17 +216,20 @@ pub fn auth(
         grant: None,
     });
     if let Some(agent) = &agent_id {
-        state.agents.attach(agent, session, state.auth_enabled());
-        state.messages.flush(agent, session);
+        state
+            .agents
+            .registry
+            .attach(agent, session, state.daemon.auth_enabled());
+        state.agents.messages.flush(agent, session);
     }
     tracing::debug!(session = session.id, role = role.as_str(), "authenticated");
     Ok(AuthReply {
         ok: true,
-        auth_enabled: state.auth_enabled(),
+        auth_enabled: state.daemon.auth_enabled(),
         role: if observer {
             Some("observer".to_string())
         } else {
-            (state.auth_enabled() && role == CallerRole::Host).then(|| "host".to_string())
+            (state.daemon.auth_enabled() && role == CallerRole::Host).then(|| "host".to_string())
         },
         agent_id,
         // The observer is told which methods it may call (CAR's reply field).
@@ -256,7 +263,7 @@ async fn init(call: Call, p: InitParams) -> Result<InitReply, RpcError> {
             crate::state::registration::policy(
                 def,
                 &format!("policies[{i}]."),
-                &call.state.patterns,
+                &call.state.access.patterns,
             )
         })
         .collect::<Result<Vec<_>, _>>()?;
@@ -274,7 +281,7 @@ async fn init(call: Call, p: InitParams) -> Result<InitReply, RpcError> {
 async fn clear_halt(call: Call, _: NoParams) -> Result<ClearHaltReply, RpcError> {
     let was = call.session.runtime(|rt| rt.halted.take());
     if was.is_some() {
-        call.state.store.record(crate::state::store::NewEvent {
+        call.state.data.store.record(crate::state::store::NewEvent {
             kind: "session.halt_cleared",
             session_id: Some(call.session.label()),
             agent_id: call.session.agent_id(),

@@ -129,7 +129,7 @@ async fn consumer_issue(call: Call, p: ConsumerIssueParams) -> Result<ConsumerGr
         }
     };
     let methods = p.methods.into_iter().map(|n| n.into_string()).collect();
-    let (grant, token) = call.state.grants.issue(
+    let (grant, token) = call.state.access.consumer_grants.issue(
         &agent,
         call.session.id,
         identity.method_allowlist.as_deref(),
@@ -144,7 +144,11 @@ async fn consumer_revoke(
     call: Call,
     p: ConsumerRevokeParams,
 ) -> Result<ConsumerRevokeReply, RpcError> {
-    let revoked = call.state.grants.revoke(&p.consumer_id, call.session.id);
+    let revoked = call
+        .state
+        .access
+        .consumer_grants
+        .revoke(&p.consumer_id, call.session.id);
     Ok(ConsumerRevokeReply {
         consumer_id: p.consumer_id.into_string(),
         revoked,
@@ -159,7 +163,7 @@ pub fn consumer_auth(
     consumer_id: &str,
     token: &str,
 ) -> Result<AuthReply, RpcError> {
-    let Some(grant) = state.grants.verify(consumer_id, token) else {
+    let Some(grant) = state.access.consumer_grants.verify(consumer_id, token) else {
         tracing::warn!(
             session = session.id,
             "session.auth: consumer grant mismatch"

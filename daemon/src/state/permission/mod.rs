@@ -194,8 +194,8 @@ pub fn decisions(
     let gate = Gate::of(
         session,
         agent.as_deref(),
-        &state.approvals,
-        &state.agent_permissions,
+        &state.access.approvals,
+        &state.access.agent_permissions,
     );
     actions
         .iter()
