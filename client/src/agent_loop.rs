@@ -126,15 +126,8 @@ fn timeout_of(schemas: &[Value], name: &Value) -> Option<u64> {
         .or_else(|| schema["timeout_ms"].as_u64())
 }
 
-/// CAR's `AgentOutcome` statuses; a `finish` naming another ends the run with `success`.
-const STATUSES: &[&str] = &[
-    "success",
-    "partial_success",
-    "done",
-    "give_up",
-    "timeout",
-    "failure",
-];
+// CAR's `AgentOutcome` statuses; a `finish` naming another ends the run with `success`.
+use car_proto::methods::runs::AGENT_STATUSES as STATUSES;
 
 /// A `ToolSchema` without `parameters` takes no arguments: `{"type": "object"}` is sent
 /// for it, since a model's tool list needs a JSON Schema object per tool.

@@ -34,6 +34,22 @@ pub enum Outcome {
     Outcome(AgentOutcome),
 }
 
+/// CAR's `AgentOutcome` statuses: what `runs.complete` accepts as `outcome.status`.
+/// `cancelled` is recorded by the daemon for a cancelled run; an agent loop ends with one
+/// of the others ([`AGENT_STATUSES`]).
+pub const OUTCOME_STATUSES: &[&str] = &[
+    "success",
+    "partial_success",
+    "done",
+    "give_up",
+    "timeout",
+    "failure",
+    "cancelled",
+];
+
+/// The statuses an agent's own `finish` may name (every outcome status but `cancelled`).
+pub const AGENT_STATUSES: &[&str] = OUTCOME_STATUSES.split_at(OUTCOME_STATUSES.len() - 1).0;
+
 /// CAR's `AgentOutcome`. Only `status` is required; the rest is recorded as sent.
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 pub struct AgentOutcome {

@@ -73,16 +73,21 @@ fn classify_checked(
         .iter()
         .map(|v| cosine(&vectors[0], v))
         .collect();
+    Ok(ranked(labels, &sims, CLASSIFY_TEMPERATURE))
+}
+
+/// `labels` with the softmax of their raw scores at `temperature`, best first.
+pub fn ranked(labels: &[String], raw: &[f32], temperature: f32) -> Vec<LabelScore> {
     let mut scored: Vec<LabelScore> = labels
         .iter()
-        .zip(softmax(&sims, CLASSIFY_TEMPERATURE))
+        .zip(softmax(raw, temperature))
         .map(|(label, score)| LabelScore {
             label: label.clone(),
             score,
         })
         .collect();
     scored.sort_by(|a, b| b.score.total_cmp(&a.score));
-    Ok(scored)
+    scored
 }
 
 /// Numerically stable softmax of `values / temperature`.

@@ -331,7 +331,12 @@ fn required_text(
     max_chars(field, value, max)
 }
 
-fn max_chars(field: &'static str, value: String, max: usize) -> Result<String, ValidationError> {
+/// `value` if it has at most `max` characters, else an error naming `field`.
+pub(crate) fn max_chars(
+    field: &'static str,
+    value: String,
+    max: usize,
+) -> Result<String, ValidationError> {
     let n = value.chars().count();
     if n > max {
         return Err(ValidationError::new(

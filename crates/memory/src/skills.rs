@@ -107,14 +107,7 @@ fn text(
     if required && value.trim().is_empty() {
         return Err(ValidationError::new(field, "must not be empty"));
     }
-    let n = value.chars().count();
-    if n > max {
-        return Err(ValidationError::new(
-            field,
-            format!("must be at most {max} characters (got {n})"),
-        ));
-    }
-    Ok(value)
+    crate::fact::max_chars(field, value, max)
 }
 
 impl SkillInput {

@@ -10,7 +10,7 @@
 
 use llama_cpp_2::llama_batch::LlamaBatch;
 
-use crate::classify::{softmax, LabelScore};
+use crate::classify::{ranked, LabelScore};
 use crate::error::{InferenceError, Result};
 use crate::generate::Message;
 use crate::llama::{LlamaConfig, LlamaEngineModel, PROMPT_BATCH};
@@ -97,15 +97,6 @@ impl LlamaEngineModel {
                 .sum();
             means.push((sum / label_tokens.len() as f64) as f32);
         }
-        let mut scored: Vec<LabelScore> = labels
-            .iter()
-            .zip(softmax(&means, 1.0))
-            .map(|(label, score)| LabelScore {
-                label: label.clone(),
-                score,
-            })
-            .collect();
-        scored.sort_by(|a, b| b.score.total_cmp(&a.score));
-        Ok(scored)
+        Ok(ranked(labels, &means, 1.0))
     }
 }

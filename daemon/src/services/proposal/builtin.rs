@@ -66,18 +66,7 @@ impl Execution<'_> {
             })
             .await;
             match outcome {
-                Ok(Ok(output)) => {
-                    self.event(
-                        "tool.answered",
-                        Some(&action.id),
-                        None,
-                        json!({"attempt": attempt}),
-                    );
-                    result.status = Status::Succeeded;
-                    result.output = output;
-                    result.error = None;
-                    return result;
-                }
+                Ok(Ok(output)) => return self.answered(action, None, attempt, output, result),
                 Ok(Err(e)) => {
                     self.event(
                         "tool.failed",
@@ -93,12 +82,6 @@ impl Execution<'_> {
                 }
             }
         }
-        self.event(
-            "action.failed",
-            Some(&action.id),
-            None,
-            json!({"attempts": result.attempts, "error": result.error}),
-        );
-        result
+        self.exhausted(action, result)
     }
 }

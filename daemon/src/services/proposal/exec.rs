@@ -463,16 +463,7 @@ impl Execution<'_> {
             );
             match self.attempt(action, tool, &request_id, &params).await {
                 Attempt::Answered(output) => {
-                    self.event(
-                        "tool.answered",
-                        Some(&action.id),
-                        Some(&request_id),
-                        json!({"attempt": attempt}),
-                    );
-                    result.status = Status::Succeeded;
-                    result.output = output;
-                    result.error = None;
-                    return result;
+                    return self.answered(action, Some(&request_id), attempt, output, result)
                 }
                 Attempt::Refused(error) => {
                     let terminal = error
@@ -503,6 +494,32 @@ impl Execution<'_> {
                 );
             }
         }
+        self.exhausted(action, result)
+    }
+
+    /// A tool's answer on `attempt`: `tool.answered`, and the action succeeded with it.
+    pub(super) fn answered(
+        &self,
+        action: &Action,
+        request_id: Option<&str>,
+        attempt: u32,
+        output: Value,
+        mut result: ActionResult,
+    ) -> ActionResult {
+        self.event(
+            "tool.answered",
+            Some(&action.id),
+            request_id,
+            json!({"attempt": attempt}),
+        );
+        result.status = Status::Succeeded;
+        result.output = output;
+        result.error = None;
+        result
+    }
+
+    /// Every attempt failed: `action.failed` with the last error.
+    pub(super) fn exhausted(&self, action: &Action, result: ActionResult) -> ActionResult {
         self.event(
             "action.failed",
             Some(&action.id),

@@ -44,16 +44,7 @@ use crate::state::store::db_error;
 use crate::state::RunEvent;
 use car_proto::clock::now_ms;
 
-/// CAR's `AgentOutcome` statuses, plus `cancelled`.
-const OUTCOMES: &[&str] = &[
-    "success",
-    "partial_success",
-    "done",
-    "give_up",
-    "timeout",
-    "failure",
-    "cancelled",
-];
+use car_proto::methods::runs::OUTCOME_STATUSES as OUTCOMES;
 const MAX_TEXT: usize = 16 * 1024;
 
 /// Who may complete a run: the identity that started it, or a host session.
