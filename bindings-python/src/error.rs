@@ -88,15 +88,7 @@ pub(crate) fn guard_panics<T>(f: impl FnOnce() -> PyResult<T>) -> PyResult<T> {
     }
 }
 
-pub(crate) fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
-    if let Some(s) = payload.downcast_ref::<&str>() {
-        (*s).to_string()
-    } else if let Some(s) = payload.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "non-string panic payload".to_string()
-    }
-}
+pub(crate) use car_daemon_client::panic_text;
 
 /// The wire error for an exception raised by a Python callback.
 pub(crate) fn handler_error(py: Python<'_>, err: &PyErr) -> HandlerError {

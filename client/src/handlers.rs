@@ -263,7 +263,7 @@ pub(crate) async fn answer(
                     frame: outcome_frame(&id, outcome),
                     after,
                 },
-                Err(panic) => Answer::frame(panicked(&id, &method, panic_text(panic))),
+                Err(panic) => Answer::frame(panicked(&id, &method, panic_text(panic.as_ref()))),
             };
         }
         other => other,
@@ -292,7 +292,7 @@ pub(crate) async fn answer(
             };
             match tokio::task::spawn_blocking(run).await {
                 Ok(outcome) => Ok(outcome),
-                Err(e) if e.is_panic() => Err(panic_text(e.into_panic())),
+                Err(e) if e.is_panic() => Err(panic_text(e.into_panic().as_ref())),
                 Err(e) => Err(e.to_string()),
             }
         }
@@ -304,7 +304,7 @@ pub(crate) async fn answer(
             AssertUnwindSafe(async move { f(&call_id, params).await })
                 .catch_unwind()
                 .await
-                .map_err(panic_text)
+                .map_err(|p| panic_text(p.as_ref()))
         }
     };
     if let Some((key, _)) = abort {
@@ -343,7 +343,7 @@ pub(crate) async fn deliver(registry: &HandlerRegistry, method: String, params: 
     };
     if let Err(e) = tokio::task::spawn_blocking(move || handler(params)).await {
         if e.is_panic() {
-            let panic = panic_text(e.into_panic());
+            let panic = panic_text(e.into_panic().as_ref());
             tracing::error!(%method, %panic, "notification handler panicked");
         }
     }
@@ -355,7 +355,8 @@ fn lock_aborts(
     registry.aborts.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-pub(crate) fn panic_text(payload: Box<dyn std::any::Any + Send>) -> String {
+/// The message of a caught panic (`&str` and `String` payloads; any other is named as such).
+pub fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
     if let Some(s) = payload.downcast_ref::<&str>() {
         (*s).to_string()
     } else if let Some(s) = payload.downcast_ref::<String>() {

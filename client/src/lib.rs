@@ -50,6 +50,6 @@ pub use chat::{ChatGoal, ChatHandler, ChatParams, ChatThreadLimits, ChatTurnCont
 pub use client::{CallOptions, Client, ClientConfig, Session};
 pub use discovery::{AgentIdentity, Endpoint, EnvSnapshot};
 pub use error::{Error, ErrorKind, ErrorReport, HandlerError, HANDLER_ERROR_CODE};
-pub use handlers::{AbortSignal, BoxFuture, HandlerResult, ToolCall, ToolCancel};
+pub use handlers::{panic_text, AbortSignal, BoxFuture, HandlerResult, ToolCall, ToolCancel};
 pub use timeouts::{TimeoutPolicy, Wait};
 pub use typed::{Naming, Projected};

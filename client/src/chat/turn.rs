@@ -394,7 +394,7 @@ pub(crate) fn outcome(handler: &dyn ChatHandler, turn: &ChatTurnContext) -> (&'s
         Ok(Ok(text)) => ("done", json!({"finish_reason": FINISH_STOP, "text": text})),
         Ok(Err(error)) => ("error", json!({ "error": error })),
         Err(panic) => {
-            let panic = crate::handlers::panic_text(panic);
+            let panic = crate::handlers::panic_text(panic.as_ref());
             tracing::error!(session_id = %state.session_id, %panic, "chat handler panicked");
             (
                 "error",
