@@ -3,20 +3,20 @@
 //! This module owns the bridge from client handler calls (on tokio tasks or blocking-pool
 //! threads) to JS functions (on the JS thread):
 //!
-//! - every JS function is held as a *weak* (unref'd) ThreadsafeFunction, so a registered
-//!   handler never keeps the Node process alive; it is released when its registration is
-//!   replaced or removed, when its runtime closes, or when the runtime is collected;
-//! - request handlers are wrapped by `index.js` so they always return a Promise of an
-//!   envelope: `"r" + resultJson`, or `"e" + {message, code?, data?, terminal}` for a thrown
-//!   error. The Promise is awaited from Rust, never blocking a tokio worker, so async JS
-//!   handlers and handlers that throw both yield a JSON-RPC reply, never a crash;
-//! - notification listeners are queued non-blocking; the ThreadsafeFunction queue is FIFO,
-//!   so they run in arrival order on the JS thread;
-//! - a streaming call's event listener is queued the same way, and the call settles only
-//!   after a final `null` sent through the same queue has run in JS ([`flush_stream`]), so
-//!   every event has reached JS before the call's Promise settles;
-//! - the process-wide tool handler and tool-cancel listener live in statics read under a
-//!   lock only long enough to clone the `Arc` out; no JS runs under a Rust lock.
+//! - every JS function is held as a *weak* (unref'd) ThreadsafeFunction, so a registered handler
+//!   never keeps the Node process alive; it is released when its registration is replaced or
+//!   removed, when its runtime closes, or when the runtime is collected;
+//! - request handlers are wrapped by `index.js` so they always return a Promise of an envelope:
+//!   `"r" + resultJson`, or `"e" + {message, code?, data?, terminal}` for a thrown error. The
+//!   Promise is awaited from Rust, never blocking a tokio worker, so async JS handlers and handlers
+//!   that throw both yield a JSON-RPC reply, never a crash;
+//! - notification listeners are queued non-blocking; the ThreadsafeFunction queue is FIFO, so they
+//!   run in arrival order on the JS thread;
+//! - a streaming call's event listener is queued the same way, and the call settles only after a
+//!   final `null` sent through the same queue has run in JS ([`flush_stream`]), so every event has
+//!   reached JS before the call's Promise settles;
+//! - the process-wide tool handler and tool-cancel listener live in statics read under a lock only
+//!   long enough to clone the `Arc` out; no JS runs under a Rust lock.
 
 use std::sync::{Arc, RwLock};
 

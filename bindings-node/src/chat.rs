@@ -5,26 +5,25 @@
 //! client serves; every rule of a turn (its events, its one terminal event) is the
 //! client's:
 //!
-//! - **Serving.** While a handler is registered every runtime of the process serves
-//!   `agent.chat` (the client acks `{accepted: true}` and runs the turn); once it is cleared
-//!   they stop, so later `agent.chat` calls are refused (`-32601`).
-//! - **Running a turn.** The client runs each turn on its own thread (never a tokio
-//!   worker). That thread calls the JS handler through its ThreadsafeFunction (queued,
-//!   non-blocking for the JS thread) and waits for the Promise `index.js` wraps it in, so an
-//!   async handler's turn lasts until its Promise settles. `paramsJson` is the turn's
-//!   `agent.chat` params: `{session_id, prompt, stream?, model?, attachments?, goal?,
-//!   context?}`. Turns of different sessions may interleave (the JS thread runs them as
-//!   their awaits allow).
-//! - **Events.** The handler streams with `chatEvent(sessionId, kind, delta?)`, the
-//!   ordinary generated member: the shared client routes an `agent.chat.event` call for a
-//!   turn it is serving into that turn (see `car_daemon_client::chat`), so it must go
-//!   through the runtime the turn arrived on.
-//! - **Ending.** The bridge hands the client the handler's outcome: `Ok("")` once its
-//!   Promise resolved (the binding does not look at the events, so it has no text of its
-//!   own), `Err("<name>: <message>")` when it threw or rejected. The client sends the one
-//!   terminal event: the first `done` / `error` the handler sent with `chatEvent` (whatever
-//!   it did after), else `error {error}` when it threw, else `done {finish_reason: "stop",
-//!   text: ""}`; a turn the host cancelled ends `done {finish_reason: "cancelled"}`.
+//! - **Serving.** While a handler is registered every runtime of the process serves `agent.chat`
+//!   (the client acks `{accepted: true}` and runs the turn); once it is cleared they stop, so later
+//!   `agent.chat` calls are refused (`-32601`).
+//! - **Running a turn.** The client runs each turn on its own thread (never a tokio worker). That
+//!   thread calls the JS handler through its ThreadsafeFunction (queued, non-blocking for the JS
+//!   thread) and waits for the Promise `index.js` wraps it in, so an async handler's turn lasts
+//!   until its Promise settles. `paramsJson` is the turn's `agent.chat` params: `{session_id,
+//!   prompt, stream?, model?, attachments?, goal?, context?}`. Turns of different sessions may
+//!   interleave (the JS thread runs them as their awaits allow).
+//! - **Events.** The handler streams with `chatEvent(sessionId, kind, delta?)`, the ordinary
+//!   generated member: the shared client routes an `agent.chat.event` call for a turn it is serving
+//!   into that turn (see `car_daemon_client::chat`), so it must go through the runtime the turn
+//!   arrived on.
+//! - **Ending.** The bridge hands the client the handler's outcome: `Ok("")` once its Promise
+//!   resolved (the binding does not look at the events, so it has no text of its own),
+//!   `Err("<name>: <message>")` when it threw or rejected. The client sends the one terminal event:
+//!   the first `done` / `error` the handler sent with `chatEvent` (whatever it did after), else
+//!   `error {error}` when it threw, else `done {finish_reason: "stop", text: ""}`; a turn the host
+//!   cancelled ends `done {finish_reason: "cancelled"}`.
 //!
 //! Locks here guard single slot operations; no JS runs under one.
 

@@ -5,29 +5,28 @@
 //! the client serves; every rule of a turn (its events, its one terminal event) is the
 //! client's:
 //!
-//! - **Serving.** While a handler is registered, every `NativeClient` of this process
-//!   serves `agent.chat` (the client acks `{accepted: true}` and runs the turn); once it is
-//!   cleared they stop, so later `agent.chat` calls are refused (`-32601`), as CAR's
-//!   `unregister_chat_handler` promises. The handler slot and the list of clients are
-//!   locked only by attached threads (see `process`).
-//! - **Running a turn.** The client runs each turn on its own thread (never a tokio
-//!   worker). That thread waits, detached, for the process's [`TurnSlot`] (one turn runs
-//!   the handler at a time, CAR's rule; a flag and a condvar, no lock held while Python
-//!   runs; a turn cancelled while it waits never runs) and then queues the call on the
-//!   callback hub: a Python-owned worker runs `handler(params_json)` attached, where it may
-//!   call any runtime method (each waits with the GIL released). `params_json` is the
-//!   turn's `agent.chat` params: `{session_id, prompt, stream?, model?, attachments?, goal?,
-//!   context?}`.
-//! - **Events.** The handler streams with `chat_event(session_id, kind, delta?)`, the
-//!   ordinary generated member: the shared client routes an `agent.chat.event` call for a
-//!   turn it is serving into that turn (see `car_daemon_client::chat`), so it must go
-//!   through the runtime the turn arrived on.
-//! - **Ending.** The bridge hands the client the handler's outcome: `Ok("")` when it
-//!   returned (the binding does not look at the events, so it has no text of its own), `Err
-//!   ("<Type>: <message>")` when it raised. The client sends the one terminal event: the
-//!   first `done` / `error` the handler sent with `chat_event` (whatever it did after), else
-//!   `error {error}` when it raised, else `done {finish_reason: "stop", text: ""}`; a turn
-//!   the host cancelled ends `done {finish_reason: "cancelled"}` whatever the handler did.
+//! - **Serving.** While a handler is registered, every `NativeClient` of this process serves
+//!   `agent.chat` (the client acks `{accepted: true}` and runs the turn); once it is cleared they
+//!   stop, so later `agent.chat` calls are refused (`-32601`), as CAR's `unregister_chat_handler`
+//!   promises. The handler slot and the list of clients are locked only by attached threads (see
+//!   `process`).
+//! - **Running a turn.** The client runs each turn on its own thread (never a tokio worker). That
+//!   thread waits, detached, for the process's [`TurnSlot`] (one turn runs the handler at a time,
+//!   CAR's rule; a flag and a condvar, no lock held while Python runs; a turn cancelled while it
+//!   waits never runs) and then queues the call on the callback hub: a Python-owned worker runs
+//!   `handler(params_json)` attached, where it may call any runtime method (each waits with the GIL
+//!   released). `params_json` is the turn's `agent.chat` params: `{session_id, prompt, stream?,
+//!   model?, attachments?, goal?, context?}`.
+//! - **Events.** The handler streams with `chat_event(session_id, kind, delta?)`, the ordinary
+//!   generated member: the shared client routes an `agent.chat.event` call for a turn it is serving
+//!   into that turn (see `car_daemon_client::chat`), so it must go through the runtime the turn
+//!   arrived on.
+//! - **Ending.** The bridge hands the client the handler's outcome: `Ok("")` when it returned (the
+//!   binding does not look at the events, so it has no text of its own), `Err ("<Type>:
+//!   <message>")` when it raised. The client sends the one terminal event: the first `done` /
+//!   `error` the handler sent with `chat_event` (whatever it did after), else `error {error}` when
+//!   it raised, else `done {finish_reason: "stop", text: ""}`; a turn the host cancelled ends `done
+//!   {finish_reason: "cancelled"}` whatever the handler did.
 //!
 //! The slot is per process ([`TurnSlot`], kept by `process`), so a forked child never
 //! touches a lock a thread of its parent held.

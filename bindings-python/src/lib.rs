@@ -10,13 +10,13 @@
 //! lives in the `.py` files next to this module.
 //!
 //! - `client`: `NativeClient`, calls and handler registration, rebuilt after `fork()`;
-//! - `chat`: serving `agent.chat` with the process-wide Python chat handler, and routing
-//!   a running turn's `chat_event`s into it;
-//! - `hub`: the queue that hands daemon callbacks to Python worker threads, and the
-//!   process-wide tool handlers;
+//! - `chat`: serving `agent.chat` with the process-wide Python chat handler, and routing a running
+//!   turn's `chat_event`s into it;
+//! - `hub`: the queue that hands daemon callbacks to Python worker threads, and the process-wide
+//!   tool handlers;
 //! - `process`: the per-process tokio runtime and hub, keyed by pid;
-//! - `wait`: blocking with the GIL released and Ctrl-C honoured, and handing a streaming
-//!   call's events to Python on the waiting thread;
+//! - `wait`: blocking with the GIL released and Ctrl-C honoured, and handing a streaming call's
+//!   events to Python on the waiting thread;
 //! - `errors`: `Error` ↔ exception translation and panic containment;
 //! - `values`: Python values in and out of typed member calls.
 

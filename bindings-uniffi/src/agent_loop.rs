@@ -6,15 +6,15 @@
 //!
 //! This module owns only the translation, exactly as the Python binding's `run_agent` does:
 //!
-//! - [`AgentLoopConfig`] is CAR's `AgentLoopConfig` without its callables, typed; its
-//!   structured fields (`toolSchemasJson`, `policiesJson`) are JSON text like every other
-//!   structured value of this library, checked before anything is sent (`InvalidArgument`);
-//! - the callables are the [`AgentTool`]s the loop is built with, by tool name. Each call of
-//!   the run goes to the tool it names, on the runtime's blocking pool (never a tokio worker,
-//!   never under a lock: the tool map is immutable), with the call's parameters and its
-//!   `call_json`; the JSON it returns is what the model observes. A thrown error (declared
-//!   or not), a result that is not JSON, or a name no tool has fails that action: the model
-//!   observes the error and the run goes on;
+//! - [`AgentLoopConfig`] is CAR's `AgentLoopConfig` without its callables, typed; its structured
+//!   fields (`toolSchemasJson`, `policiesJson`) are JSON text like every other structured value of
+//!   this library, checked before anything is sent (`InvalidArgument`);
+//! - the callables are the [`AgentTool`]s the loop is built with, by tool name. Each call of the
+//!   run goes to the tool it names, on the runtime's blocking pool (never a tokio worker, never
+//!   under a lock: the tool map is immutable), with the call's parameters and its `call_json`; the
+//!   JSON it returns is what the model observes. A thrown error (declared or not), a result that is
+//!   not JSON, or a name no tool has fails that action: the model observes the error and the run
+//!   goes on;
 //! - [`AgentOutcome`] is CAR's `AgentOutcome`, with `evidence` as JSON text.
 //!
 //! `run` is synchronous like every export: it blocks its caller's thread (never a runtime

@@ -11,27 +11,26 @@
 //!
 //! - `CarDaemonClient.registerAgentRunner(runner)` serves `multi.run_agent` on that client
 //!   (replacing any earlier runner, and any `DaemonHandler` registered for the method);
-//!   `unregisterAgentRunner()` removes it, so the client answers `-32601` again and the
-//!   daemon runs the agents itself on its own models (unless the call passed
-//!   `runner: "caller"`, which never falls back: each agent then fails with `agent '<name>'
-//!   failed: unknown method: multi.run_agent`);
-//! - each call runs `runner.run(specJson, task)` on the runtime's blocking pool (never a
-//!   tokio worker, never under a lock: the client clones the handler out of its registry
-//!   before calling it), so the runner may block and may call back into the daemon (an
-//!   `infer`, an `AgentLoop` run); the agents of a parallel pattern call it concurrently;
+//!   `unregisterAgentRunner()` removes it, so the client answers `-32601` again and the daemon runs
+//!   the agents itself on its own models (unless the call passed `runner: "caller"`, which never
+//!   falls back: each agent then fails with `agent '<name>' failed: unknown method:
+//!   multi.run_agent`);
+//! - each call runs `runner.run(specJson, task)` on the runtime's blocking pool (never a tokio
+//!   worker, never under a lock: the client clones the handler out of its registry before calling
+//!   it), so the runner may block and may call back into the daemon (an `infer`, an `AgentLoop`
+//!   run); the agents of a parallel pattern call it concurrently;
 //! - `specJson` is the daemon's `params.spec` exactly as sent (`{name, system_prompt, tools,
-//!   max_turns, metadata, cache_control, …}` with fields beyond CAR's, such as `role` or
-//!   `model`, kept), `task` the agent's prompt;
+//!   max_turns, metadata, cache_control, …}` with fields beyond CAR's, such as `role` or `model`,
+//!   kept), `task` the agent's prompt;
 //! - the returned text is the agent's `AgentOutput`: a JSON object (`{name, answer, turns,
-//!   tool_calls, duration_ms, error?, tokens?}`, read by the daemon's lenient rules) or a
-//!   JSON string is sent as that value; any other text (plain text, or JSON that is neither
-//!   an object nor a string, such as `42`) is sent as a JSON string, which the daemon takes
-//!   as the answer;
+//!   tool_calls, duration_ms, error?, tokens?}`, read by the daemon's lenient rules) or a JSON
+//!   string is sent as that value; any other text (plain text, or JSON that is neither an object
+//!   nor a string, such as `42`) is sent as a JSON string, which the daemon takes as the answer;
 //! - a thrown error (declared `CarError` or not) becomes the reverse call's error
-//!   (`CarError::into_handler_error`), which the daemon records in that agent's output
-//!   (`error: "agent '<name>' failed: <detail>"`) while the pattern goes on. A thrown
-//!   `DaemonRpc { code: -32601 }` declines like an unregistered runner: the daemon runs the
-//!   call's remaining agents itself (unless `runner: "caller"`).
+//!   (`CarError::into_handler_error`), which the daemon records in that agent's output (`error:
+//!   "agent '<name>' failed: <detail>"`) while the pattern goes on. A thrown `DaemonRpc { code:
+//!   -32601 }` declines like an unregistered runner: the daemon runs the call's remaining agents
+//!   itself (unless `runner: "caller"`).
 
 use std::sync::Arc;
 

@@ -5,23 +5,22 @@
 //! This module owns only the translation, following the library's callback pattern
 //! (`DaemonHandler`, `AgentTool`):
 //!
-//! - `CarDaemonClient.serveChat(handler)` serves the daemon's `agent.chat` on that client
-//!   (a client built with `CAR_AGENT_ID` / `CAR_AGENT_TOKEN` in its environment connects as
-//!   that agent); `stopServingChat()` makes later turns refused (`-32601`);
-//! - the client acks each turn and calls `handler.run(turn)` on the turn's own thread
-//!   (never a runtime worker, never under a lock), so it may block and may call the daemon;
-//! - the turn streams through [`ChatTurn`]'s emitters, in order, up the connection the
-//!   turn arrived on; `requestApproval` parks until the host decides;
-//! - a `chatEvent(sessionId, kind, delta?)` (or `daemonCall("agent.chat.event", …)`) on
-//!   the client serving the turn, for the turn's session, is routed into the turn by the
-//!   shared client, not sent to the daemon: non-terminal kinds into the same ordered
-//!   stream, the first `done` / `error` as the turn's terminal event (its `delta` becomes
-//!   `text` / `error`);
-//! - the turn ends with exactly one terminal event, sent by the client when `run` returns:
-//!   the first `done` / `error` the handler sent through `chatEvent` (whatever `run` then
-//!   returned or threw), else `done {finish_reason: "stop", text}` with the returned text,
-//!   else `error {error}` for a thrown error (declared or not); a turn the host cancelled
-//!   ends `done {finish_reason: "cancelled"}` whatever `run` did.
+//! - `CarDaemonClient.serveChat(handler)` serves the daemon's `agent.chat` on that client (a client
+//!   built with `CAR_AGENT_ID` / `CAR_AGENT_TOKEN` in its environment connects as that agent);
+//!   `stopServingChat()` makes later turns refused (`-32601`);
+//! - the client acks each turn and calls `handler.run(turn)` on the turn's own thread (never a
+//!   runtime worker, never under a lock), so it may block and may call the daemon;
+//! - the turn streams through [`ChatTurn`]'s emitters, in order, up the connection the turn arrived
+//!   on; `requestApproval` parks until the host decides;
+//! - a `chatEvent(sessionId, kind, delta?)` (or `daemonCall("agent.chat.event", …)`) on the client
+//!   serving the turn, for the turn's session, is routed into the turn by the shared client, not
+//!   sent to the daemon: non-terminal kinds into the same ordered stream, the first `done` /
+//!   `error` as the turn's terminal event (its `delta` becomes `text` / `error`);
+//! - the turn ends with exactly one terminal event, sent by the client when `run` returns: the
+//!   first `done` / `error` the handler sent through `chatEvent` (whatever `run` then returned or
+//!   threw), else `done {finish_reason: "stop", text}` with the returned text, else `error {error}`
+//!   for a thrown error (declared or not); a turn the host cancelled ends `done {finish_reason:
+//!   "cancelled"}` whatever `run` did.
 
 use std::sync::Arc;
 use std::time::Duration;

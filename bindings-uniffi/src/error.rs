@@ -3,17 +3,17 @@
 //!
 //! This module owns two translations and nothing else:
 //!
-//! - client → foreign: `car_daemon_client::Error` variants map one to one (docs/protocol-choices.md,
-//!   "Bindings"), keeping every detail: the daemon's code and `data` (passed
-//!   through untouched as JSON, `data.reason` included), a timeout's method and wait, a
-//!   handshake refusal's code and data, the client's own refusals (`Refused`), a caller's
-//!   argument that cannot be sent (`InvalidArgument`: JSON text that is not JSON, a typed
-//!   member's argument of the wrong type), and a result a typed member cannot project
-//!   (`UnexpectedResult`). No JSON-RPC code is invented for a client-side failure;
-//! - foreign → daemon: a handler's declared `CarError` becomes a [`HandlerError`]
-//!   (`Handler { terminal: true }` sets `error.data.terminal`), and an undeclared foreign
-//!   exception arrives as [`uniffi::UnexpectedUniFFICallbackError`] and becomes
-//!   `Handler { terminal: false }` instead of a panic.
+//! - client → foreign: `car_daemon_client::Error` variants map one to one
+//!   (docs/protocol-choices.md, "Bindings"), keeping every detail: the daemon's code and `data`
+//!   (passed through untouched as JSON, `data.reason` included), a timeout's method and wait, a
+//!   handshake refusal's code and data, the client's own refusals (`Refused`), a caller's argument
+//!   that cannot be sent (`InvalidArgument`: JSON text that is not JSON, a typed member's argument
+//!   of the wrong type), and a result a typed member cannot project (`UnexpectedResult`). No
+//!   JSON-RPC code is invented for a client-side failure;
+//! - foreign → daemon: a handler's declared `CarError` becomes a [`HandlerError`] (`Handler {
+//!   terminal: true }` sets `error.data.terminal`), and an undeclared foreign exception arrives as
+//!   [`uniffi::UnexpectedUniFFICallbackError`] and becomes `Handler { terminal: false }` instead of
+//!   a panic.
 //!
 //! Text fields are named `detail`, never `message`: Kotlin exceptions already have a
 //! `message`, and a variant field of that name breaks UniFFI's generated Kotlin.

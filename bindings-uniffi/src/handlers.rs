@@ -3,20 +3,19 @@
 //!
 //! This module owns the rules for calling foreign code:
 //!
-//! - a [`DaemonHandler`] answers one daemon→client request method; it runs on the
-//!   runtime's blocking pool (never a tokio worker, never under a Rust lock: the client
-//!   clones the handler out of its registry before calling it), so it may block and may
-//!   call back into the daemon;
-//! - its return value must be JSON (it becomes `result`); a thrown `CarError` becomes the
-//!   JSON-RPC error (see `error`), and an undeclared exception is turned into a declared
-//!   one by UniFFI before it reaches Rust, so no foreign failure becomes a panic here;
-//! - `tools.execute` handlers receive the normalised `call_json` of docs/protocol-choices.md, "Reverse calls and heartbeats"
-//!   (`{tool, params, action_id, request_id, timeout_ms, session_id, attempt}`) whether the
-//!   daemon sent the arguments under `parameters` or `params`; every other method receives
-//!   the daemon's params unchanged;
-//! - a [`DaemonNotificationHandler`] gets one method's notifications one at a time, in
-//!   arrival order; an exception it throws (declared or not) arrives as a `CarError`, is
-//!   logged, and the next notification still arrives.
+//! - a [`DaemonHandler`] answers one daemon→client request method; it runs on the runtime's
+//!   blocking pool (never a tokio worker, never under a Rust lock: the client clones the handler
+//!   out of its registry before calling it), so it may block and may call back into the daemon;
+//! - its return value must be JSON (it becomes `result`); a thrown `CarError` becomes the JSON-RPC
+//!   error (see `error`), and an undeclared exception is turned into a declared one by UniFFI
+//!   before it reaches Rust, so no foreign failure becomes a panic here;
+//! - `tools.execute` handlers receive the normalised `call_json` of docs/protocol-choices.md,
+//!   "Reverse calls and heartbeats" (`{tool, params, action_id, request_id, timeout_ms, session_id,
+//!   attempt}`) whether the daemon sent the arguments under `parameters` or `params`; every other
+//!   method receives the daemon's params unchanged;
+//! - a [`DaemonNotificationHandler`] gets one method's notifications one at a time, in arrival
+//!   order; an exception it throws (declared or not) arrives as a `CarError`, is logged, and the
+//!   next notification still arrives.
 
 use std::sync::Arc;
 

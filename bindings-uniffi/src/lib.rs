@@ -8,26 +8,25 @@
 //! This crate is a translation layer over `car-daemon-client` and owns nothing else:
 //!
 //! - [`CarDaemonClient`] (`client`): the generic bridge (`daemon_call`,
-//!   `daemon_call_host_management`, handler registration, `close`, `connection_epoch`), plus
-//!   the members in `generated` (written by `cargo xtask codegen` from the
-//!   daemon's method contract, never by hand): CAR's typed members, which run
-//!   `car_daemon_client::typed` through `client`'s `member_*` helpers, and a JSON-string
-//!   wrapper for every other method;
+//!   `daemon_call_host_management`, handler registration, `close`, `connection_epoch`), plus the
+//!   members in `generated` (written by `cargo xtask codegen` from the daemon's method contract,
+//!   never by hand): CAR's typed members, which run `car_daemon_client::typed` through `client`'s
+//!   `member_*` helpers, and a JSON-string wrapper for every other method;
 //! - [`HostClient`] (`host`): CAR's host-authority client over a `CarDaemonClient`'s
-//!   host-management connection, with the `host` methods' generated members (host methods
-//!   stay off `CarDaemonClient`, as CAR keeps them off `CarRuntime`);
-//! - [`DaemonHandler`] / [`DaemonNotificationHandler`] (`handlers`): the callback
-//!   interfaces foreign code implements, and their adapters onto the client's registry;
-//! - [`CarError`] (`error`): the client's error taxonomy as one enum, and the translation
-//!   of a foreign handler's failure into the JSON-RPC error the daemon receives;
+//!   host-management connection, with the `host` methods' generated members (host methods stay off
+//!   `CarDaemonClient`, as CAR keeps them off `CarRuntime`);
+//! - [`DaemonHandler`] / [`DaemonNotificationHandler`] (`handlers`): the callback interfaces
+//!   foreign code implements, and their adapters onto the client's registry;
+//! - [`CarError`] (`error`): the client's error taxonomy as one enum, and the translation of a
+//!   foreign handler's failure into the JSON-RPC error the daemon receives;
 //! - [`AgentLoop`] (`agent_loop`): CAR's agent loop on the shared Rust loop
-//!   (`car_daemon_client::Client::run_agent`), with its typed config and outcome records and
-//!   the [`AgentTool`] callback interface foreign code implements;
-//! - [`ChatHandler`] / [`ChatTurn`] (`chat`): serving the daemon's chat turns (the agent
-//!   side of `agents.chat`) with a callback interface foreign code implements;
+//!   (`car_daemon_client::Client::run_agent`), with its typed config and outcome records and the
+//!   [`AgentTool`] callback interface foreign code implements;
+//! - [`ChatHandler`] / [`ChatTurn`] (`chat`): serving the daemon's chat turns (the agent side of
+//!   `agents.chat`) with a callback interface foreign code implements;
 //! - [`AgentRunner`] (`agent_runner`): running the agents of the daemon's `multi.*` and
-//!   `workflow.*` calls (the `multi.run_agent` reverse call) with a callback interface
-//!   foreign code implements, registered with `registerAgentRunner`;
+//!   `workflow.*` calls (the `multi.run_agent` reverse call) with a callback interface foreign code
+//!   implements, registered with `registerAgentRunner`;
 //! - `runtime`: the one tokio runtime of the process.
 //!
 //! Structured values cross the boundary as JSON strings so the native ABI stays stable as

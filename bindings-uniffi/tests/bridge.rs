@@ -2,9 +2,9 @@
 //! callback traits foreign code implements: results, generated typed members and
 //! wrappers, error variants (role refusals keep `data.reason`), reverse calls with
 //! declared and undeclared failures, `tools.execute` call_json, notifications, the
-//! host-management refusal (`HostClient`'s calls: `tests/host.rs`), bad arguments, `close` (which drops the connection; the
-//! next call reconnects under a new `connection_epoch`), and `AgentLoop` runs against a
-//! scripted OpenAI-compatible model.
+//! host-management refusal (`HostClient`'s calls: `tests/host.rs`), bad arguments, `close` (which
+//! drops the connection; the next call reconnects under a new `connection_epoch`), and `AgentLoop`
+//! runs against a scripted OpenAI-compatible model.
 
 use std::collections::HashMap;
 use std::sync::mpsc;

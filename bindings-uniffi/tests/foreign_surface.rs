@@ -2,14 +2,14 @@
 //! sees, so nothing exported can be missed):
 //!
 //! - `API.md` lists every exported item, under the name Kotlin and Swift use;
-//! - the generated members agree with the method contract by construction: every typed
-//!   member of every served declaration is a method with CAR's name, its arguments in
-//!   order with the declared types (`Option<T>` defaulting to `None` when optional) and
-//!   the declared return type, and every other method has its JSON-string wrapper, on
-//!   `HostClient` for `host` methods (but CAR's `remove_model`), else on `CarDaemonClient`;
-//! - the pinned `uniffi-bindgen` generates Kotlin and Swift sources from the built library,
-//!   and both mention every exported item (the Kotlin test compiles and runs the Kotlin;
-//!   Swift cannot be compiled here, so this is its check).
+//! - the generated members agree with the method contract by construction: every typed member of
+//!   every served declaration is a method with CAR's name, its arguments in order with the declared
+//!   types (`Option<T>` defaulting to `None` when optional) and the declared return type, and every
+//!   other method has its JSON-string wrapper, on `HostClient` for `host` methods (but CAR's
+//!   `remove_model`), else on `CarDaemonClient`;
+//! - the pinned `uniffi-bindgen` generates Kotlin and Swift sources from the built library, and
+//!   both mention every exported item (the Kotlin test compiles and runs the Kotlin; Swift cannot
+//!   be compiled here, so this is its check).
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

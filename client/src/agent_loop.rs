@@ -2,30 +2,28 @@
 //! turn, until the model calls the `finish` tool or the turn budget runs out.
 //!
 //! One run ([`Client::run_agent`]):
-//! 1. the config's tool schemas (one without `parameters` takes none) and policies, plus
-//!    the `finish` tool, are registered on the connection unless this connection already
-//!    has exactly that schema or policy from an earlier run; a new
-//!    [`Client::connection_epoch`] (after `close()` or a daemon restart, per-connection
-//!    registrations are gone) starts over;
-//! 2. `runs.start {agent_id, agent_name, intent: goal, outcome_description}` brackets the
-//!    run;
-//! 3. each turn sends `infer` in CAR's request shape (`prompt: ""`, `messages`, `tools`,
-//!    `params {max_tokens, tool_choice: "auto", cache_ttl: "one_hour"}`, `cache_control:
-//!    true`: a local model keeps the conversation's KV prefix for the next turn) and
-//!    records it with `runs.record_model_turn`;
-//! 4. the requested calls other than `finish` become a proposal of `tool_call` actions
-//!    (ids = the call ids; `timeout_ms` the budget the tool's schema declares as
-//!    `timeoutMs`, as in CAR's loops), checked with `verify` (an invalid proposal is
-//!    observed by the model as an error result for every call, not run) and run with
-//!    [`Client::execute_proposal`] and the caller's tool function;
-//! 5. the model observes an assistant message with its calls and one `tool_result` message
-//!    per call (`{role: "tool_result", tool_use_id, content}`, content the output as JSON
-//!    text, or `{"error": …}`);
-//! 6. `finish {answer?, summary?, status?}` called alone ends the run with `success` (or
-//!    the CAR status it names); called beside other tools, it is refused (an error result:
-//!    its answer was written before their results) and the turns go on; a turn with no call ends it with `done` and the text as summary; running
-//!    out of turns ends it with `give_up`. `runs.complete {run_id, outcome}` records CAR's
-//!    `AgentOutcome`, which is also returned.
+//! 1. the config's tool schemas (one without `parameters` takes none) and policies, plus the
+//!    `finish` tool, are registered on the connection unless this connection already has exactly
+//!    that schema or policy from an earlier run; a new [`Client::connection_epoch`] (after
+//!    `close()` or a daemon restart, per-connection registrations are gone) starts over;
+//! 2. `runs.start {agent_id, agent_name, intent: goal, outcome_description}` brackets the run;
+//! 3. each turn sends `infer` in CAR's request shape (`prompt: ""`, `messages`, `tools`, `params
+//!    {max_tokens, tool_choice: "auto", cache_ttl: "one_hour"}`, `cache_control: true`: a local
+//!    model keeps the conversation's KV prefix for the next turn) and records it with
+//!    `runs.record_model_turn`;
+//! 4. the requested calls other than `finish` become a proposal of `tool_call` actions (ids = the
+//!    call ids; `timeout_ms` the budget the tool's schema declares as `timeoutMs`, as in CAR's
+//!    loops), checked with `verify` (an invalid proposal is observed by the model as an error
+//!    result for every call, not run) and run with [`Client::execute_proposal`] and the caller's
+//!    tool function;
+//! 5. the model observes an assistant message with its calls and one `tool_result` message per call
+//!    (`{role: "tool_result", tool_use_id, content}`, content the output as JSON text, or
+//!    `{"error": …}`);
+//! 6. `finish {answer?, summary?, status?}` called alone ends the run with `success` (or the CAR
+//!    status it names); called beside other tools, it is refused (an error result: its answer was
+//!    written before their results) and the turns go on; a turn with no call ends it with `done`
+//!    and the text as summary; running out of turns ends it with `give_up`. `runs.complete {run_id,
+//!    outcome}` records CAR's `AgentOutcome`, which is also returned.
 //!
 //! Tool functions run on the blocking pool through the client's reverse-call handling,
 //! never under a lock; a `tools.cancel` for a call reaches the client's cancel handler.

@@ -3,27 +3,26 @@
 //! A lifecycle agent serves the chat sessions the daemon routes to it. The wire contract
 //! (CAR's):
 //!
-//! - the daemon reverse-calls **`agent.chat`** `{session_id, prompt, stream?, context?,
-//!   model?, attachments?, goal?: {check, max_iterations?}}` ([`ChatParams`]). The agent
-//!   acks at once with `{accepted: true, session_id}` — or a JSON-RPC error: `-32602`
-//!   naming the field for invalid params, `-32000` when that session already has a turn
-//!   in flight (one turn per session at a time; the next is accepted once the previous
-//!   one's terminal event was queued, and sends nothing before that event went out) —
-//!   and then runs the turn without holding up the connection;
-//! - the turn streams **`agent.chat.event`** notifications `{session_id, kind, ...}` up
-//!   the connection the `agent.chat` arrived on, in order: `token {delta}`, `tool_call
-//!   {tool, params?}`, `approval_pending {approval_id, action, details?}`,
-//!   `goal_evaluated {iteration, met, grounded, reason}`, and exactly one terminal event
-//!   last: `done {finish_reason, text?}` or `error {error}`. The ack is queued before the
-//!   first event;
-//! - **`agent.chat.cancel {session_id}`** (a notification) sets the turn's abort signal
-//!   and resolves its parked approvals `false`. A cancelled turn always ends with `done
-//!   {finish_reason: "cancelled", text?}` (`text` when the handler still returned some),
-//!   whatever the handler returned: cancellation is the caller's choice, not a failure;
-//! - **`agent.chat.approve {session_id, approval_id, decision}`** (a request) resolves the
-//!   matching parked approval — approved for `true` or `"approve"`/`"approved"`/`"yes"`
-//!   ([`approves`]), denied otherwise — and answers `{resolved: true}`; `{resolved:
-//!   false}` when that session has no turn in flight or no approval parked under that id.
+//! - the daemon reverse-calls **`agent.chat`** `{session_id, prompt, stream?, context?, model?,
+//!   attachments?, goal?: {check, max_iterations?}}` ([`ChatParams`]). The agent acks at once with
+//!   `{accepted: true, session_id}` — or a JSON-RPC error: `-32602` naming the field for invalid
+//!   params, `-32000` when that session already has a turn in flight (one turn per session at a
+//!   time; the next is accepted once the previous one's terminal event was queued, and sends
+//!   nothing before that event went out) — and then runs the turn without holding up the
+//!   connection;
+//! - the turn streams **`agent.chat.event`** notifications `{session_id, kind, ...}` up the
+//!   connection the `agent.chat` arrived on, in order: `token {delta}`, `tool_call {tool,
+//!   params?}`, `approval_pending {approval_id, action, details?}`, `goal_evaluated {iteration,
+//!   met, grounded, reason}`, and exactly one terminal event last: `done {finish_reason, text?}` or
+//!   `error {error}`. The ack is queued before the first event;
+//! - **`agent.chat.cancel {session_id}`** (a notification) sets the turn's abort signal and
+//!   resolves its parked approvals `false`. A cancelled turn always ends with `done {finish_reason:
+//!   "cancelled", text?}` (`text` when the handler still returned some), whatever the handler
+//!   returned: cancellation is the caller's choice, not a failure;
+//! - **`agent.chat.approve {session_id, approval_id, decision}`** (a request) resolves the matching
+//!   parked approval — approved for `true` or `"approve"`/`"approved"`/`"yes"` ([`approves`]),
+//!   denied otherwise — and answers `{resolved: true}`; `{resolved: false}` when that session has
+//!   no turn in flight or no approval parked under that id.
 //!
 //! A handler may also send its events the way CAR's bindings do, as `agent.chat.event`
 //! calls (`chat_event(session_id, kind, delta?)`): while that session's turn runs on this

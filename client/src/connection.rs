@@ -7,16 +7,16 @@
 //! `handlers`).
 //!
 //! Invariants:
-//! - every pending call ends: with its answer, its own timeout, or the connection's end —
-//!   the moment the reader sees EOF, a read error or a close frame, every pending call is
-//!   failed at once and later calls are refused without being sent;
-//! - an inference call's idle window is reset by `infer.progress {id}` and
-//!   `inference.stream.event` notifications naming its id;
+//! - every pending call ends: with its answer, its own timeout, or the connection's end — the
+//!   moment the reader sees EOF, a read error or a close frame, every pending call is failed at
+//!   once and later calls are refused without being sent;
+//! - an inference call's idle window is reset by `infer.progress {id}` and `inference.stream.event`
+//!   notifications naming its id;
 //! - dropping the [`Connection`] cancels and aborts every task it started;
-//! - a reverse call's handler may be given the [`Peer`] it arrived on (to send
-//!   notifications up that same connection and to learn when it ended); a reply's
-//!   follow-up (`handlers::Answer::after`) runs only once the reply is queued, so nothing
-//!   it sends can overtake the reply.
+//! - a reverse call's handler may be given the [`Peer`] it arrived on (to send notifications up
+//!   that same connection and to learn when it ended); a reply's follow-up
+//!   (`handlers::Answer::after`) runs only once the reply is queued, so nothing it sends can
+//!   overtake the reply.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -111,7 +111,8 @@ pub(crate) async fn open(
                 let stream = tokio::net::UnixStream::connect(path)
                     .await
                     .map_err(|e| Error::Transport(format!("connect to {}: {e}", path.display())))?;
-                // The daemon only accepts loopback Host headers (docs/protocol-choices.md, "Auth and upgrade checks").
+                // The daemon only accepts loopback Host headers (docs/protocol-choices.md, "Auth
+                // and upgrade checks").
                 let (ws, _) = tokio_tungstenite::client_async_with_config(
                     "ws://localhost/",
                     stream,

@@ -6,20 +6,19 @@
 //! environment snapshot ([`EnvSnapshot`]) and a file-system probe ([`FileProbe`]), so each
 //! rule is testable without touching the developer's environment:
 //!
-//! - address: argument, else `CAR_DAEMON_URL`, else [`DEFAULT_URL`]; when the address is
-//!   the default local one and the daemon's Unix socket exists (`CAR_SERVER_SOCKET`
-//!   overrides its path), the socket is preferred;
-//! - token: argument, else trimmed non-empty `CAR_AUTH_TOKEN`, else the trimmed non-empty
-//!   platform token file, else none (then no `session.auth` frame is sent);
+//! - address: argument, else `CAR_DAEMON_URL`, else [`DEFAULT_URL`]; when the address is the
+//!   default local one and the daemon's Unix socket exists (`CAR_SERVER_SOCKET` overrides its
+//!   path), the socket is preferred;
+//! - token: argument, else trimmed non-empty `CAR_AUTH_TOKEN`, else the trimmed non-empty platform
+//!   token file, else none (then no `session.auth` frame is sent);
 //! - host token: the `host-token` file beside the token file (host-management calls only);
 //! - memory namespace: argument, else `CAR_MEMORY_NAMESPACE`; it rides on `session.auth`;
 //! - agent identity (a lifecycle agent the supervisor spawned): argument
-//!   ([`crate::ClientConfig::agent`]), else `CAR_AGENT_ID` with `CAR_AGENT_TOKEN`, both
-//!   trimmed and non-empty. With one, the operator connection's `session.auth` is
-//!   `{token: <agent token>, agent_id, memory_namespace?}`: the agent's token replaces the
-//!   daemon token (which is then not needed at all). When only one of the two variables is
-//!   set, a warning names the missing one (never the token) at each connect and the client
-//!   authenticates as if neither were set.
+//!   ([`crate::ClientConfig::agent`]), else `CAR_AGENT_ID` with `CAR_AGENT_TOKEN`, both trimmed and
+//!   non-empty. With one, the operator connection's `session.auth` is `{token: <agent token>,
+//!   agent_id, memory_namespace?}`: the agent's token replaces the daemon token (which is then not
+//!   needed at all). When only one of the two variables is set, a warning names the missing one
+//!   (never the token) at each connect and the client authenticates as if neither were set.
 //!
 //! Every token (daemon token, host token, agent token) is held as a [`Secret`]
 //! (`car_proto::redact::Redacted`), so no `{:?}` of a snapshot, config or discovery result

@@ -4,22 +4,21 @@
 //! This module owns the handler registry, which outlives any one connection so handlers
 //! survive reconnects, and the rules for running handlers:
 //!
-//! - a reverse call runs off the reader task (a blocking-pool thread for synchronous
-//!   handlers, a task for async ones), so one slow tool never delays other responses;
-//! - its `Ok` becomes `result`, its [`HandlerError`] becomes `error` (with
-//!   `data.terminal = true` when asked), a panic becomes `-32603`, and a method nobody
-//!   registered becomes `-32601`;
-//! - notifications have one subscriber per method and run one at a time in arrival order
-//!   on a blocking-pool thread; a panic is logged and the next notification still runs.
+//! - a reverse call runs off the reader task (a blocking-pool thread for synchronous handlers, a
+//!   task for async ones), so one slow tool never delays other responses;
+//! - its `Ok` becomes `result`, its [`HandlerError`] becomes `error` (with `data.terminal = true`
+//!   when asked), a panic becomes `-32603`, and a method nobody registered becomes `-32601`;
+//! - notifications have one subscriber per method and run one at a time in arrival order on a
+//!   blocking-pool thread; a panic is logged and the next notification still runs.
 //!
-//! - a `tools.execute` call carries an [`AbortSignal`] ([`ToolCall::abort`]); a
-//!   `tools.cancel` naming its `request_id` sets it before the `tools.cancel` subscriber
-//!   (if any) runs, so a tool can stop the work the daemon gave up on.
+//! - a `tools.execute` call carries an [`AbortSignal`] ([`ToolCall::abort`]); a `tools.cancel`
+//!   naming its `request_id` sets it before the `tools.cancel` subscriber (if any) runs, so a tool
+//!   can stop the work the daemon gave up on.
 //!
 //! - a crate-internal handler may instead run inline with the [`Peer`] the call arrived on
-//!   (`RequestHandler::Peer`): it must answer at once without blocking or running user code,
-//!   and may hand back a follow-up ([`Answer::after`]) the connection runs only once the
-//!   reply is queued — how `agent.chat` acks before its turn streams events.
+//!   (`RequestHandler::Peer`): it must answer at once without blocking or running user code, and
+//!   may hand back a follow-up ([`Answer::after`]) the connection runs only once the reply is
+//!   queued — how `agent.chat` acks before its turn streams events.
 //!
 //! The registry lock is only held to clone a handler out: no user code runs under it.
 //! Sockets are not touched here; the connection sends the frames this module builds.
@@ -383,7 +382,8 @@ where
     RequestHandler::Async(Arc::new(move |_id: &Value, params| Box::pin(f(params))))
 }
 
-/// One `tools.execute` reverse call, normalised (docs/protocol-choices.md, "Reverse calls and heartbeats").
+/// One `tools.execute` reverse call, normalised (docs/protocol-choices.md, "Reverse calls and
+/// heartbeats").
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolCall {
     pub tool: String,

@@ -8,25 +8,25 @@
 //!
 //! Everything protocol-shaped lives here so each binding only translates types:
 //!
-//! - [`discovery`]: daemon address, Unix-socket preference, token, host token, memory
-//!   namespace — a pure function of explicit settings and an environment snapshot;
-//! - `connection` (private): one socket, a reader task, a writer task and
-//!   an id-routed table of pending calls that all fail at once when the socket dies;
-//! - [`Client`]: lazy connect (`session.auth` → `server.handshake`, failing closed), calls
-//!   from any number of tasks, per-call timeouts, reconnect, `close()`;
-//! - handler registration for reverse calls (`tools.execute`, `tools.cancel`, anything
-//!   else) and notifications;
-//! - [`timeouts`]: the per-method wait rules (docs/protocol-choices.md, "Reverse calls and heartbeats");
-//! - [`typed`]: the contract's typed members (build params from arguments, project the
-//!   result), which every binding's generated members call through
-//!   [`Client::call_member`];
+//! - [`discovery`]: daemon address, Unix-socket preference, token, host token, memory namespace — a
+//!   pure function of explicit settings and an environment snapshot;
+//! - `connection` (private): one socket, a reader task, a writer task and an id-routed table of
+//!   pending calls that all fail at once when the socket dies;
+//! - [`Client`]: lazy connect (`session.auth` → `server.handshake`, failing closed), calls from any
+//!   number of tasks, per-call timeouts, reconnect, `close()`;
+//! - handler registration for reverse calls (`tools.execute`, `tools.cancel`, anything else) and
+//!   notifications;
+//! - [`timeouts`]: the per-method wait rules (docs/protocol-choices.md, "Reverse calls and
+//!   heartbeats");
+//! - [`typed`]: the contract's typed members (build params from arguments, project the result),
+//!   which every binding's generated members call through [`Client::call_member`];
 //! - [`Error`]: `Rpc` / `Transport` / `Timeout` / `Closed` / `Handshake` / `Refused` /
-//!   `InvalidArgument` / `UnexpectedResult`, and [`ErrorReport`], the one structured
-//!   projection every binding maps;
-//! - [`agent_loop`]: the agent loop (propose → verify → execute → observe, `finish`,
-//!   run bracketing) every binding wraps: [`Client::run_agent`];
-//! - [`chat`]: serving the chat turns the daemon routes to this agent (`agent.chat`,
-//!   its events, cancels and approvals): [`Client::serve_chat`] and the standard runner
+//!   `InvalidArgument` / `UnexpectedResult`, and [`ErrorReport`], the one structured projection
+//!   every binding maps;
+//! - [`agent_loop`]: the agent loop (propose → verify → execute → observe, `finish`, run
+//!   bracketing) every binding wraps: [`Client::run_agent`];
+//! - [`chat`]: serving the chat turns the daemon routes to this agent (`agent.chat`, its events,
+//!   cancels and approvals): [`Client::serve_chat`] and the standard runner
 //!   [`Client::serve_chat_with_agent_loop`];
 //! - [`BlockingClient`]: the same API for threads without a runtime.
 

@@ -1,14 +1,15 @@
-//! How long the client waits for each call (docs/protocol-choices.md, "Reverse calls and heartbeats", reference "handler deadline").
+//! How long the client waits for each call (docs/protocol-choices.md, "Reverse calls and
+//! heartbeats", reference "handler deadline").
 //!
 //! This module owns the one rule that turns a method and its params into a [`Wait`]:
 //!
 //! - inference (`infer`, `infer_stream`): an idle window (default 60 s) reset by every
 //!   `infer.progress {id}` and stream event for that call, never an absolute deadline;
-//! - `proposal.submit`: the daemon's derived deadline + grace, where the derived deadline is
-//!   the sum over actions of `timeout_ms` (default 300 s) × attempts (`max_retries + 1` for
+//! - `proposal.submit`: the daemon's derived deadline + grace, where the derived deadline is the
+//!   sum over actions of `timeout_ms` (default 300 s) × attempts (`max_retries + 1` for
 //!   `failure_behavior: "retry"`, else 1) + 15 s, never below the handler deadline;
-//! - everything else: the daemon's handler deadline (default 30 min) + 30 s grace, so the
-//!   daemon's `-32004` always arrives before the client gives up (innermost reaps first).
+//! - everything else: the daemon's handler deadline (default 30 min) + 30 s grace, so the daemon's
+//!   `-32004` always arrives before the client gives up (innermost reaps first).
 //!
 //! The idle window can be set from the environment: `CAR_INFER_IDLE_MS` (a positive
 //! integer of milliseconds) replaces the 60 s default for every client built from the

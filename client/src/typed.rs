@@ -7,16 +7,14 @@
 //! call (over the host-management connection for `host` methods), and [`project`]; so
 //! Python, Node and Kotlin/Swift members agree by construction:
 //!
-//! - arguments are checked against their declared kind before anything is sent: a wrong
-//!   type, a missing required argument or JSON text that is not JSON is
-//!   [`Error::InvalidArgument`] naming the member and the argument (in the caller's
-//!   [`Naming`]), never a JSON-RPC code;
-//! - an absent optional argument is left out of the params; a present one goes to its
-//!   dotted `field` (`params.max_tokens` builds `{"params": {"max_tokens": …}}`), and an
-//!   argument whose field is `""` is the whole params object;
-//! - the result (or its declared top-level field) must have the declared kind, else the
-//!   call fails with [`Error::UnexpectedResult`] (`memory.add_fact returned a non-integer:
-//!   null`).
+//! - arguments are checked against their declared kind before anything is sent: a wrong type, a
+//!   missing required argument or JSON text that is not JSON is [`Error::InvalidArgument`] naming
+//!   the member and the argument (in the caller's [`Naming`]), never a JSON-RPC code;
+//! - an absent optional argument is left out of the params; a present one goes to its dotted
+//!   `field` (`params.max_tokens` builds `{"params": {"max_tokens": …}}`), and an argument whose
+//!   field is `""` is the whole params object;
+//! - the result (or its declared top-level field) must have the declared kind, else the call fails
+//!   with [`Error::UnexpectedResult`] (`memory.add_fact returned a non-integer: null`).
 //!
 //! It must not touch the connection (the client does) or know any method by name.
 

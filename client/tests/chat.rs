@@ -383,8 +383,9 @@ async fn a_lost_connection_denies_the_parked_approval_and_nothing_hangs() {
 }
 
 /// The fake daemon's side of the agent loop for one chat turn: answers the loop's calls
-/// (`infer` with `infer_reply`; `{"refuse": message}` answers with that error), serves a `proposal.submit` by reverse-calling
-/// `tools.execute`, and returns the turn's frames and `infer` params.
+/// (`infer` with `infer_reply`; `{"refuse": message}` answers with that error), serves a
+/// `proposal.submit` by reverse-calling `tools.execute`, and returns the turn's frames and `infer`
+/// params.
 async fn drive_loop_turn(
     r: &mut Rig,
     session_id: &str,

@@ -1,14 +1,14 @@
 //! The deadline rules both ends apply: the daemon bounds a handler by them, the client
 //! bounds its wait by the same figure plus grace, so reaping goes innermost first.
 //!
-//! - A `standard` call: the daemon's handler deadline ([`HANDLER_DEADLINE`] unless
-//!   configured); the client waits that plus [`CLIENT_GRACE`].
-//! - `proposal.submit`: the sum over its actions of `timeout_ms` (default: the tool
-//!   timeout, [`DEFAULT_ACTION_BUDGET`]) times its attempts (`max_retries + 1` when
-//!   `failure_behavior` is `retry`, else 1), plus [`PROPOSAL_GRACE`] — never below the
-//!   handler deadline. The client adds [`CLIENT_GRACE`].
-//! - `infer` / `infer_stream`: no absolute bound on the client; an idle window reset by
-//!   every `infer.progress` heartbeat or stream event of that call.
+//! - A `standard` call: the daemon's handler deadline ([`HANDLER_DEADLINE`] unless configured); the
+//!   client waits that plus [`CLIENT_GRACE`].
+//! - `proposal.submit`: the sum over its actions of `timeout_ms` (default: the tool timeout,
+//!   [`DEFAULT_ACTION_BUDGET`]) times its attempts (`max_retries + 1` when `failure_behavior` is
+//!   `retry`, else 1), plus [`PROPOSAL_GRACE`] — never below the handler deadline. The client adds
+//!   [`CLIENT_GRACE`].
+//! - `infer` / `infer_stream`: no absolute bound on the client; an idle window reset by every
+//!   `infer.progress` heartbeat or stream event of that call.
 
 use std::time::Duration;
 

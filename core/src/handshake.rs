@@ -1,4 +1,5 @@
-//! The `server.handshake` rule (reference "Protocol version"; docs/protocol-choices.md, "Handshake").
+//! The `server.handshake` rule (reference "Protocol version"; docs/protocol-choices.md,
+//! "Handshake").
 //!
 //! [`negotiate`] is the daemon side: it validates the request params and either returns
 //! the reply or the error that leaves the session unnegotiated. [`check_reply`] is the

@@ -1,14 +1,15 @@
 //! JSON-RPC 2.0 envelopes and the classification of one inbound text frame.
 //!
 //! Both ends of the wire use [`classify`]: the daemon for client frames, the client for
-//! daemon frames. It applies the framing rules (docs/protocol-choices.md, "Framing") in order, before any method logic runs:
+//! daemon frames. It applies the framing rules (docs/protocol-choices.md, "Framing") in order,
+//! before any method logic runs:
 //!
-//! 1. JSON nested deeper than [`MAX_DEPTH`] levels is refused with `-32700` by a cheap
-//!    byte scan, so no parser ever recurses that far;
+//! 1. JSON nested deeper than [`MAX_DEPTH`] levels is refused with `-32700` by a cheap byte scan,
+//!    so no parser ever recurses that far;
 //! 2. text that is not JSON → `-32700`, id `null`;
 //! 3. a JSON array (a batch) → one `-32600` (`batch requests are not supported`), id `null`;
-//! 4. anything else that is not a request, notification or response object → `-32600`
-//!    naming what is wrong, echoing the id when the id itself is valid.
+//! 4. anything else that is not a request, notification or response object → `-32600` naming what
+//!    is wrong, echoing the id when the id itself is valid.
 //!
 //! Ids are numbers or strings (or an explicit `null`) and are carried as the original JSON
 //! value so they are echoed with the same type and spelling.

@@ -6,9 +6,9 @@
 //! - [`jsonrpc`]: JSON-RPC 2.0 envelopes and the classification of an inbound text frame;
 //! - [`errors`]: the one table of error codes and the [`errors::RpcError`] value;
 //! - [`capabilities`]: handshake capability names and what the daemon supports;
-//! - [`methods`]: **the typed method contract**: every method declared once with its
-//!   params and result types, from which dispatch, `capabilities.list`, `server.schema`,
-//!   client timeouts and every binding's members are derived;
+//! - [`methods`]: **the typed method contract**: every method declared once with its params and
+//!   result types, from which dispatch, `capabilities.list`, `server.schema`, client timeouts and
+//!   every binding's members are derived;
 //! - [`clock`]: the one clock and timestamp format (chrono), and `strftime` for templates;
 //! - [`deadline`]: the deadline rules the daemon and the client share;
 //! - [`handshake`]: the `server.handshake` negotiation rule;

@@ -2,14 +2,14 @@
 //! loopback server of the daemon applies — the WebSocket upgrade (`car-server`), the
 //! dashboard (`car-dashboard`) and the MCP endpoint (`car-mcp`).
 //!
-//! - [`is_loopback_authority`]: a `Host` (or request target) naming `localhost`,
-//!   `127.0.0.0/8` or `[::1]`, with an optional port — what DNS rebinding cannot forge;
-//! - [`is_loopback_origin`]: an `http`/`https` origin on such a host, any port (the MCP
-//!   endpoint's rule, the reference's table);
+//! - [`is_loopback_authority`]: a `Host` (or request target) naming `localhost`, `127.0.0.0/8` or
+//!   `[::1]`, with an optional port — what DNS rebinding cannot forge;
+//! - [`is_loopback_origin`]: an `http`/`https` origin on such a host, any port (the MCP endpoint's
+//!   rule, the reference's table);
 //! - [`is_own_origin`]: exactly the page of one loopback listener — `http`, its port, and
-//!   `localhost` or its own address (another process may serve pages on `[::1]` or
-//!   `127.0.0.2` at the same port number). The dashboard hands its token only to that
-//!   origin, and the WebSocket admits only the dashboard's.
+//!   `localhost` or its own address (another process may serve pages on `[::1]` or `127.0.0.2` at
+//!   the same port number). The dashboard hands its token only to that origin, and the WebSocket
+//!   admits only the dashboard's.
 
 use std::net::{IpAddr, SocketAddr};
 

@@ -5,14 +5,13 @@
 //! platform's rules are testable on any host. Rules:
 //!
 //! - state root: `CAR_HOME` (must be absolute; empty means unset), else `~/.car`;
-//! - token directory: `$CAR_HOME/ai.parslee.car` when `CAR_HOME` is set, else per platform
-//!   — Linux `$XDG_RUNTIME_DIR/ai.parslee.car` or `~/.config/ai.parslee.car`, macOS
-//!   `~/Library/Application Support/ai.parslee.car`, Windows `%LOCALAPPDATA%\ai.parslee.car`;
-//!   `auth-token` and `host-token` live there side by side;
-//! - shared socket: `CAR_SERVER_SOCKET`, else `$CAR_HOME/run/car-server.sock` when
-//!   `CAR_HOME` is set (`XDG_RUNTIME_DIR` stops deciding, so two relocated daemons never
-//!   share one), else `$XDG_RUNTIME_DIR/ai.parslee.car/car-server.sock` on Linux, else
-//!   `~/.car/run/car-server.sock`;
+//! - token directory: `$CAR_HOME/ai.parslee.car` when `CAR_HOME` is set, else per platform — Linux
+//!   `$XDG_RUNTIME_DIR/ai.parslee.car` or `~/.config/ai.parslee.car`, macOS `~/Library/Application
+//!   Support/ai.parslee.car`, Windows `%LOCALAPPDATA%\ai.parslee.car`; `auth-token` and
+//!   `host-token` live there side by side;
+//! - shared socket: `CAR_SERVER_SOCKET`, else `$CAR_HOME/run/car-server.sock` when `CAR_HOME` is
+//!   set (`XDG_RUNTIME_DIR` stops deciding, so two relocated daemons never share one), else
+//!   `$XDG_RUNTIME_DIR/ai.parslee.car/car-server.sock` on Linux, else `~/.car/run/car-server.sock`;
 //! - a non-primary daemon's socket: `car-server-<port>.sock` beside the shared one.
 
 use std::ffi::OsString;
@@ -107,7 +106,8 @@ pub struct Paths {
 }
 
 impl Paths {
-    /// The socket a non-primary daemon on `port` binds (docs/protocol-choices.md, "State root and instances").
+    /// The socket a non-primary daemon on `port` binds (docs/protocol-choices.md, "State root and
+    /// instances").
     pub fn instance_socket(&self, port: u16) -> PathBuf {
         let dir = self.shared_socket.parent().unwrap_or(Path::new(""));
         dir.join(format!("car-server-{port}.sock"))

@@ -1,5 +1,5 @@
-//! Bearer secrets and random ids: minting them and comparing them. One rule for every credential the
-//! daemon hands out (the daemon, host, dashboard and agent tokens, and the dashboard's
+//! Bearer secrets and random ids: minting them and comparing them. One rule for every credential
+//! the daemon hands out (the daemon, host, dashboard and agent tokens, and the dashboard's
 //! one-time login secret): 32 bytes from the operating system's random source, written as
 //! base64url without padding (43 characters, safe in a URL, a header or a file), and
 //! compared in constant time so a caller cannot learn a prefix from response timing.

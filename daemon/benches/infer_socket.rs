@@ -2,8 +2,8 @@
 //! MiniLM embeddings/s, through a real `car-server` over its WebSocket, against baselines
 //! measured in the same run on the same GGUF file with the same thread count:
 //!
-//! - the same engine called in-process (`car_inference::InferenceEngine`), always: the
-//!   ratio is what the socket, JSON-RPC and the daemon's admission cost;
+//! - the same engine called in-process (`car_inference::InferenceEngine`), always: the ratio is
+//!   what the socket, JSON-RPC and the daemon's admission cost;
 //! - llama-cpp-python, when `CAR_BENCH_PYTHON` names a Python that has it installed
 //!   (`crates/inference/bench_llama_cpp_python.py`, the same prompt, token budget and sampling).
 //!

@@ -6,11 +6,11 @@
 //! in-process with `car-memory`, writes it in the `memory.persist` format under the
 //! daemon's memory directory, and `memory.load`s it (one compaction). After a warm-up it
 //! measures through `car-daemon-client`, alternating between the sizes call by call so
-//! contention from the rest of the machine hits each size alike. Facts are English-like: subjects of 3 and bodies of 12–24 words
-//! drawn Zipf-distributed (s = 1) from an 8,000-word vocabulary, some tagged; queries are
-//! 3–4 words sampled from one stored fact's text (recalling something that was stored),
-//! so they mix rare and very common terms. Every add is durable when it returns (journal
-//! append + `fdatasync`), as in production; the memory directory is on the daemon's
+//! contention from the rest of the machine hits each size alike. Facts are English-like: subjects
+//! of 3 and bodies of 12–24 words drawn Zipf-distributed (s = 1) from an 8,000-word vocabulary,
+//! some tagged; queries are 3–4 words sampled from one stored fact's text (recalling something that
+//! was stored), so they mix rare and very common terms. Every add is durable when it returns
+//! (journal append + `fdatasync`), as in production; the memory directory is on the daemon's
 //! `CAR_HOME`, a temporary directory on the same file system as the build.
 //!
 //! The ratio the target table names, `add_fact_ratio_100k_1k` (p50 at 100k over p50

@@ -12,20 +12,17 @@
 //! `tests/layering.rs`, which reads every module's imports):
 //!
 //! 1. this module: the process ([`run`], [`open_state`]);
-//! 2. [`transport`]: listeners, the upgrade-time Origin/Host checks, the primary-daemon
-//!    rule, one connection's reader/writer/liveness, and the sibling endpoints
-//!    (dashboard, MCP);
-//! 3. [`dispatch`]: declarations → gates (the access rule) → handler, under deadlines; it
-//!    also runs one service's call of another's method ([`handler::Invoke`]);
-//! 4. [`services`]: one module per contract namespace, same name; no service imports
-//!    another;
+//! 2. [`transport`]: listeners, the upgrade-time Origin/Host checks, the primary-daemon rule, one
+//!    connection's reader/writer/liveness, and the sibling endpoints (dashboard, MCP);
+//! 3. [`dispatch`]: declarations → gates (the access rule) → handler, under deadlines; it also runs
+//!    one service's call of another's method ([`handler::Invoke`]);
+//! 4. [`services`]: one module per contract namespace, same name; no service imports another;
 //! 5. [`handler`]: the typed routes services register (`Call`, `Routes`);
-//! 6. [`state`]: what all connections share, owned by small typed stores (sessions and
-//!    their identity, auth files, the event and run store, run records, memory, models,
-//!    agents and their processes, approvals and the permission gate, supervision,
-//!    schedules, secrets' grants, the proposal model), grouped into the six parts of
-//!    `ServerState` a service reads by name (`daemon`, `agents`, `access`, `data`, `runs`,
-//!    `inference`);
+//! 6. [`state`]: what all connections share, owned by small typed stores (sessions and their
+//!    identity, auth files, the event and run store, run records, memory, models, agents and their
+//!    processes, approvals and the permission gate, supervision, schedules, secrets' grants, the
+//!    proposal model), grouped into the six parts of `ServerState` a service reads by name
+//!    (`daemon`, `agents`, `access`, `data`, `runs`, `inference`);
 //! 7. [`config`]: flags and environment → `Config`.
 //!
 //! [`run`] is the whole process: resolve paths, bind, claim primacy, publish credentials,

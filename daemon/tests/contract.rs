@@ -6,15 +6,15 @@
 //! object and array branches, `tools.register`'s one-or-many params), for every property
 //! with a declared JSON type (after `$ref`, `anyOf` and `Option`'s `[T, "null"]`), nested
 //! objects and arrays of objects included:
-//! - a value of a wrong type for that property alone is `-32602` whose message names its
-//!   path: `invalid params: <path>: …`;
-//! - `null` for an optional property is absent: the call answers exactly as it does
-//!   without the property (so any error is not about it);
+//! - a value of a wrong type for that property alone is `-32602` whose message names its path:
+//!   `invalid params: <path>: …`;
+//! - `null` for an optional property is absent: the call answers exactly as it does without the
+//!   property (so any error is not about it);
 //! - an unknown extra field is ignored: the call answers exactly as it does without it.
 //!
 //! `session.auth` runs on a connection of its own (a successful call re-authenticates it),
-//! with a credential beside each `null` and unknown field so the call succeeds. `server.handshake` takes
-//! its params as JSON and has its own rules (a bad version is `-32006`), checked by hand.
+//! with a credential beside each `null` and unknown field so the call succeeds. `server.handshake`
+//! takes its params as JSON and has its own rules (a bad version is `-32006`), checked by hand.
 //! No method is skipped for side effects: a wrong type is refused before any handler runs,
 //! and the `null` / unknown-field calls carry no required field, so they are refused for
 //! the missing one or only read.

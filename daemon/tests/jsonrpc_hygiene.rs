@@ -1,4 +1,5 @@
-//! Acceptance: the framing rules (docs/protocol-choices.md, "Framing") against a real daemon (issue 2 §7).
+//! Acceptance: the framing rules (docs/protocol-choices.md, "Framing") against a real daemon (issue
+//! 2 §7).
 
 mod common;
 

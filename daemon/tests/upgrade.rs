@@ -1,4 +1,5 @@
-//! Acceptance: upgrade-time Origin and Host checks (issue 2 §8, docs/protocol-choices.md, "Auth and upgrade checks").
+//! Acceptance: upgrade-time Origin and Host checks (issue 2 §8, docs/protocol-choices.md, "Auth and
+//! upgrade checks").
 
 mod common;
 

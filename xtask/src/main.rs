@@ -7,14 +7,14 @@
 //!
 //! For every declaration a default daemon serves (the `--debug-methods` ones are left out):
 //!
-//! - each of its typed [`Member`](car_proto::methods::Member)s, with CAR's name and
-//!   signature: Python `add_fact(self, subject: str, …) -> int`, Node
-//!   `addFact(subject, …): Promise<number>`, UniFFI `add_fact(&self, subject: String, …) ->
-//!   Result<i64, CarError>`; each calls the binding's native `call_member`, so params are
-//!   built and results projected once, in `car_daemon_client::typed`;
-//! - a CAR-compatible JSON-string wrapper, `memory_add_fact(params_json="{}") -> str`, unless
-//!   a typed member (or, in Python and Node, a hand-written member such as `infer_stream`)
-//!   has its name.
+//! - each of its typed [`Member`](car_proto::methods::Member)s, with CAR's name and signature:
+//!   Python `add_fact(self, subject: str, …) -> int`, Node `addFact(subject, …): Promise<number>`,
+//!   UniFFI `add_fact(&self, subject: String, …) -> Result<i64, CarError>`; each calls the
+//!   binding's native `call_member`, so params are built and results projected once, in
+//!   `car_daemon_client::typed`;
+//! - a CAR-compatible JSON-string wrapper, `memory_add_fact(params_json="{}") -> str`, unless a
+//!   typed member (or, in Python and Node, a hand-written member such as `infer_stream`) has its
+//!   name.
 //!
 //! The `host` methods' members are `HostClient`'s (CAR's rule: host methods stay off
 //! `CarRuntime`) and go through `daemon_call_host_management`; the few CAR's `CarRuntime`
@@ -28,9 +28,9 @@
 //! `bindings-uniffi/src/generated.rs` (`#[uniffi::export] impl CarDaemonClient` and `impl
 //! HostClient` blocks).
 //!
-//! Name rule (docs/protocol-choices.md, "Bindings"): split the method on `.` and `/`, snake_case each segment,
-//! join with `_`; Node, Kotlin and Swift use the lowerCamelCase of that. `--check` exits 1
-//! naming every stale file, so CI fails when the contract changed and the generated files
+//! Name rule (docs/protocol-choices.md, "Bindings"): split the method on `.` and `/`, snake_case
+//! each segment, join with `_`; Node, Kotlin and Swift use the lowerCamelCase of that. `--check`
+//! exits 1 naming every stale file, so CI fails when the contract changed and the generated files
 //! were not rewritten.
 
 #![allow(clippy::print_stdout)]

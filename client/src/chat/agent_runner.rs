@@ -3,16 +3,15 @@
 //! does).
 //!
 //! Per turn of session `s`:
-//! 1. the conversation is `s`'s thread (its earlier `user`/`assistant` turns) plus this
-//!    turn's `prompt` as the newest user turn;
-//! 2. it runs through [`Client::run_chat_turn`] with the config, the turn's `model` when
-//!    non-empty (else the config's), and the caller's tool function; each tool call the
-//!    loop makes is announced first as a `tool_call` event;
-//! 3. the reply is emitted as one `token` (skipped when empty), then the turn ends with
-//!    `done {finish_reason: "stop", text}`; a failure ends it with `error` and leaves the
-//!    thread unchanged (the next turn does not see an unanswered prompt); a cancel drops
-//!    the running loop at once (its run record stays open) and leaves the thread
-//!    unchanged too.
+//! 1. the conversation is `s`'s thread (its earlier `user`/`assistant` turns) plus this turn's
+//!    `prompt` as the newest user turn;
+//! 2. it runs through [`Client::run_chat_turn`] with the config, the turn's `model` when non-empty
+//!    (else the config's), and the caller's tool function; each tool call the loop makes is
+//!    announced first as a `tool_call` event;
+//! 3. the reply is emitted as one `token` (skipped when empty), then the turn ends with `done
+//!    {finish_reason: "stop", text}`; a failure ends it with `error` and leaves the thread
+//!    unchanged (the next turn does not see an unanswered prompt); a cancel drops the running loop
+//!    at once (its run record stays open) and leaves the thread unchanged too.
 //!
 //! Bounds ([`ChatThreadLimits`]): at most `max_sessions` threads are kept (the least
 //! recently used one is forgotten first) and each keeps its newest `max_turns` turns

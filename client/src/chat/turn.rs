@@ -2,15 +2,15 @@
 //! approvals and how it ends.
 //!
 //! This module owns a turn's life after it was acked:
-//! - events go into the turn's ordered queue (emitting never blocks, never waits on the
-//!   socket) and a pump task sends them up the connection the turn arrived on, one at a
-//!   time, in order; the terminal event is always the last one queued — a late emit from
-//!   a clone of the context is dropped (logged at debug);
-//! - a parked approval waits on its own channel, resolved by `agent.chat.approve`, or
-//!   `false` by a cancel or the connection's end (the pump watches for it); nothing here
-//!   waits without one of those able to end the wait;
-//! - the handler runs on a dedicated thread (never a tokio worker), no lock held, a panic
-//!   caught; its outcome becomes `done`/`error` (see [`super`] for the rules).
+//! - events go into the turn's ordered queue (emitting never blocks, never waits on the socket) and
+//!   a pump task sends them up the connection the turn arrived on, one at a time, in order; the
+//!   terminal event is always the last one queued — a late emit from a clone of the context is
+//!   dropped (logged at debug);
+//! - a parked approval waits on its own channel, resolved by `agent.chat.approve`, or `false` by a
+//!   cancel or the connection's end (the pump watches for it); nothing here waits without one of
+//!   those able to end the wait;
+//! - the handler runs on a dedicated thread (never a tokio worker), no lock held, a panic caught;
+//!   its outcome becomes `done`/`error` (see [`super`] for the rules).
 
 use std::collections::HashMap;
 use std::future::Future;

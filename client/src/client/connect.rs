@@ -6,13 +6,12 @@
 //! the socket is dropped unused.
 //!
 //! The `session.auth` params, by connection:
-//! - operator connection of a lifecycle agent (an agent identity was discovered):
-//!   `{token: <agent token>, agent_id, memory_namespace?}` — the agent's token replaces
-//!   the daemon token, so none is needed;
-//! - operator connection otherwise: `{token, memory_namespace?}` when a token was found,
-//!   else no frame;
-//! - host-management connection: `{host_token, memory_namespace?}`; never an agent
-//!   identity.
+//! - operator connection of a lifecycle agent (an agent identity was discovered): `{token: <agent
+//!   token>, agent_id, memory_namespace?}` — the agent's token replaces the daemon token, so none
+//!   is needed;
+//! - operator connection otherwise: `{token, memory_namespace?}` when a token was found, else no
+//!   frame;
+//! - host-management connection: `{host_token, memory_namespace?}`; never an agent identity.
 
 use car_proto::capabilities::{CLIENT_OPTIONAL, CLIENT_REQUIRED};
 use car_proto::errors::RpcError;

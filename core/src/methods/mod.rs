@@ -9,9 +9,9 @@
 //! declarations in one `DECLARATIONS` slice, and [`NAMESPACES`] lists the namespaces.
 //!
 //! From the declarations:
-//! - the daemon decodes params into the declared type before the handler runs
-//!   ([`decode_params`]: unknown fields ignored, `null` = absent, a wrong type is `-32602`
-//!   naming the field path) and routes to the typed handler each service registers;
+//! - the daemon decodes params into the declared type before the handler runs ([`decode_params`]:
+//!   unknown fields ignored, `null` = absent, a wrong type is `-32602` naming the field path) and
+//!   routes to the typed handler each service registers;
 //! - `capabilities.list` and `server.schema` (params and result JSON Schema per method, see
 //!   [`crate::schema`]) are generated;
 //! - the client derives each call's timeout from the deadline class;

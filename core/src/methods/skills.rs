@@ -85,8 +85,9 @@ pub struct Skill {
     /// Failures reported since the code last changed.
     #[serde(default)]
     pub fail_count: u64,
-    /// Whether the degradation rule (`car_memory::is_degraded`) holds for the counts above. Snapshots
-    /// from older versions may also carry a `recent_outcomes` list; it is ignored on load.
+    /// Whether the degradation rule (`car_memory::is_degraded`) holds for the counts above.
+    /// Snapshots from older versions may also carry a `recent_outcomes` list; it is ignored on
+    /// load.
     #[serde(default)]
     pub degraded: bool,
     /// First ingested (Unix milliseconds).

@@ -75,12 +75,12 @@ impl CallerRole {
 
 /// How long a call may run: the daemon's handler deadline and the client's read timeout.
 ///
-/// - `Immediate`: answered inline by the connection's reader, before any other frame is
-///   read; the client waits the standard bound.
-/// - `Standard`: the daemon's handler deadline (30 min, `CAR_HANDLER_TIMEOUT`); the
-///   client adds 30 s of grace.
-/// - `Inference`: the client holds an idle window reset by `infer.progress` heartbeats and
-///   stream events instead of an absolute deadline.
+/// - `Immediate`: answered inline by the connection's reader, before any other frame is read; the
+///   client waits the standard bound.
+/// - `Standard`: the daemon's handler deadline (30 min, `CAR_HANDLER_TIMEOUT`); the client adds 30
+///   s of grace.
+/// - `Inference`: the client holds an idle window reset by `infer.progress` heartbeats and stream
+///   events instead of an absolute deadline.
 /// - `Proposal`: derived from the submitted proposal's action budgets
 ///   ([`crate::deadline::proposal_budget`]), on both ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

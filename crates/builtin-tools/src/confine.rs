@@ -5,38 +5,36 @@
 //!
 //! # The rule
 //!
-//! 1. **Root.** [`Workspace::new`] canonicalizes the root (every symlink resolved, absolute);
-//!    it must exist and be a directory. All containment checks compare against this
-//!    canonical root, component-wise (`/ws` does not contain `/ws2`).
+//! 1. **Root.** [`Workspace::new`] canonicalizes the root (every symlink resolved, absolute); it
+//!    must exist and be a directory. All containment checks compare against this canonical root,
+//!    component-wise (`/ws` does not contain `/ws2`).
 //! 2. **Lexical checks** on the input string, before any file system access:
 //!    - empty, longer than [`MAX_PATH_BYTES`], or containing NUL → `InvalidParams`;
-//!    - any `..` component anywhere → `Refused(path_escape)`, whether or not it would stay
-//!      inside (no lexical normalization is attempted);
-//!    - an absolute path is accepted only if it lies under the canonical root (or under the
-//!      root exactly as it was given to `Workspace::new`, for roots reached through a
-//!      symlinked prefix); it is then made relative to it. Any other absolute path →
-//!      `Refused(path_escape)`;
-//!    - a relative path is taken relative to the root; `.` components are dropped. The
-//!      result is the *requested relative path*; empty means the root itself.
-//! 3. **Symlink checks.** Walking up from `root/requested`, the deepest entry that exists
-//!    (by `lstat`, so a symlink counts as existing even when dangling) is canonicalized,
-//!    which resolves every symlink on the way, and must lie under the canonical root, else
-//!    `Refused(symlink_escape)`. If it cannot be canonicalized because a symlink in it is
-//!    dangling → `Refused(dangling_symlink)` (or `symlink_escape` when the dangling target
-//!    is lexically outside). The *physical path* is that canonical ancestor joined with the
-//!    not-yet-existing remainder (plain names, so it cannot leave the root). Checking the
-//!    deepest existing ancestor also for missing paths means an escaping symlink is refused
-//!    the same way whether or not its target exists (no existence oracle outside).
-//! 4. **Opening.** Tools open only the physical path. Files are opened with `O_NOFOLLOW`
-//!    (see [`crate::fsio`]) so a final component swapped for a symlink after the check is
-//!    not followed; new files and temp files are created with `create_new` (`O_EXCL`).
-//!    Overwrites are a temp file plus `rename`, which replaces a name and never follows it.
-//!    Consequence: a symlink inside the root that points to another place inside the root
-//!    is usable (reads and writes go to its target); one pointing outside is refused by
-//!    every tool (read, write, edit, list, find, grep).
-//! 5. **Walkers** (`list_dir`, `find_files`, `grep_files`) locate their start directory by
-//!    the same rule and then never follow symlinks: `list_dir` reports a symlink entry as
-//!    `is_symlink: true` without following it; `find_files` and `grep_files` skip symlinks.
+//!    - any `..` component anywhere → `Refused(path_escape)`, whether or not it would stay inside
+//!      (no lexical normalization is attempted);
+//!    - an absolute path is accepted only if it lies under the canonical root (or under the root
+//!      exactly as it was given to `Workspace::new`, for roots reached through a symlinked prefix);
+//!      it is then made relative to it. Any other absolute path → `Refused(path_escape)`;
+//!    - a relative path is taken relative to the root; `.` components are dropped. The result is
+//!      the *requested relative path*; empty means the root itself.
+//! 3. **Symlink checks.** Walking up from `root/requested`, the deepest entry that exists (by
+//!    `lstat`, so a symlink counts as existing even when dangling) is canonicalized, which resolves
+//!    every symlink on the way, and must lie under the canonical root, else
+//!    `Refused(symlink_escape)`. If it cannot be canonicalized because a symlink in it is dangling
+//!    → `Refused(dangling_symlink)` (or `symlink_escape` when the dangling target is lexically
+//!    outside). The *physical path* is that canonical ancestor joined with the not-yet-existing
+//!    remainder (plain names, so it cannot leave the root). Checking the deepest existing ancestor
+//!    also for missing paths means an escaping symlink is refused the same way whether or not its
+//!    target exists (no existence oracle outside).
+//! 4. **Opening.** Tools open only the physical path. Files are opened with `O_NOFOLLOW` (see
+//!    [`crate::fsio`]) so a final component swapped for a symlink after the check is not followed;
+//!    new files and temp files are created with `create_new` (`O_EXCL`). Overwrites are a temp file
+//!    plus `rename`, which replaces a name and never follows it. Consequence: a symlink inside the
+//!    root that points to another place inside the root is usable (reads and writes go to its
+//!    target); one pointing outside is refused by every tool (read, write, edit, list, find, grep).
+//! 5. **Walkers** (`list_dir`, `find_files`, `grep_files`) locate their start directory by the same
+//!    rule and then never follow symlinks: `list_dir` reports a symlink entry as `is_symlink: true`
+//!    without following it; `find_files` and `grep_files` skip symlinks.
 //!
 //! # Paths in results and messages
 //!

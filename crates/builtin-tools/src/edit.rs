@@ -6,16 +6,16 @@
 //!
 //! Result: `{"path": "src/a.rs", "replacements": 1}`.
 //!
-//! - Matching is exact and byte-for-byte (no whitespace or line-ending normalization);
-//!   occurrences are counted without overlap, left to right.
-//! - Without `replace_all`, `old_text` must occur exactly once: zero occurrences fail
-//!   ("not found"), more than one fail with a hint to add surrounding context or set
-//!   `replace_all`. With `replace_all`, every occurrence is replaced (at least one needed).
-//! - Guard ([`crate::ledger`]): the file must have been read in this session and be
-//!   unchanged since; a targeted edit is licensed by any read (a single page is enough),
-//!   `replace_all` needs every line read.
-//! - The file is rewritten atomically (temp file + rename, permissions kept). The edited
-//!   file may not grow past [`crate::write::MAX_WRITE_BYTES`].
+//! - Matching is exact and byte-for-byte (no whitespace or line-ending normalization); occurrences
+//!   are counted without overlap, left to right.
+//! - Without `replace_all`, `old_text` must occur exactly once: zero occurrences fail ("not
+//!   found"), more than one fail with a hint to add surrounding context or set `replace_all`. With
+//!   `replace_all`, every occurrence is replaced (at least one needed).
+//! - Guard ([`crate::ledger`]): the file must have been read in this session and be unchanged
+//!   since; a targeted edit is licensed by any read (a single page is enough), `replace_all` needs
+//!   every line read.
+//! - The file is rewritten atomically (temp file + rename, permissions kept). The edited file may
+//!   not grow past [`crate::write::MAX_WRITE_BYTES`].
 //! - A missing file fails (create it with `write_file`).
 //!
 //! The daemon routes this tool through the host's approval gate before calling it.

@@ -2,16 +2,15 @@
 //!
 //! Three kinds, so the daemon can map them without parsing text:
 //!
-//! - [`ToolError::InvalidParams`]: the call itself is malformed — a required field is
-//!   missing, a field has the wrong JSON type, or a value cannot be used (an empty path, a
-//!   regex that does not compile, an expression that does not parse). `field` names the
-//!   offending parameter (`path`, `max_results`, `pattern`, …). The daemon answers these with
-//!   JSON-RPC `-32602`.
-//! - [`ToolError::Refused`]: the call is well formed but policy forbids it — the path leaves
-//!   the workspace, a symlink points out of it, or the read-before-edit guard is not met.
-//!   `reason` is a stable machine-readable code ([`RefusalReason`]).
-//! - [`ToolError::Failed`]: the operation was allowed and attempted but did not succeed (file
-//!   not found, not UTF-8, I/O error, division by zero, `old_text` not found, …).
+//! - [`ToolError::InvalidParams`]: the call itself is malformed — a required field is missing, a
+//!   field has the wrong JSON type, or a value cannot be used (an empty path, a regex that does not
+//!   compile, an expression that does not parse). `field` names the offending parameter (`path`,
+//!   `max_results`, `pattern`, …). The daemon answers these with JSON-RPC `-32602`.
+//! - [`ToolError::Refused`]: the call is well formed but policy forbids it — the path leaves the
+//!   workspace, a symlink points out of it, or the read-before-edit guard is not met. `reason` is a
+//!   stable machine-readable code ([`RefusalReason`]).
+//! - [`ToolError::Failed`]: the operation was allowed and attempted but did not succeed (file not
+//!   found, not UTF-8, I/O error, division by zero, `old_text` not found, …).
 //!
 //! [`ToolError::UnknownTool`] is returned by [`crate::Workspace::execute`] for a name that is
 //! not built in (see [`crate::is_builtin`]).

@@ -3,8 +3,8 @@
 //!
 //! Syntax (globset's):
 //! - `*` any run of characters except `/`; `?` one character except `/`;
-//! - `**` as a whole segment matches across directories: `**/` zero or more directories
-//!   (`**/*.rs` matches `a.rs` and `x/y/a.rs`), a trailing `/**` everything below;
+//! - `**` as a whole segment matches across directories: `**/` zero or more directories (`**/*.rs`
+//!   matches `a.rs` and `x/y/a.rs`), a trailing `/**` everything below;
 //! - `[abc]`, `[a-z]`, `[!a-z]` (or `[^a-z]`) character classes, never matching `/`;
 //! - `{a,b}` alternatives;
 //! - `\x` the literal character `x`.

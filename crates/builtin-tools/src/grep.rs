@@ -9,17 +9,17 @@
 //! Result: `{"matches": [{"path": "src/a.rs", "line": 3, "text": "fn main() {"}],
 //! "truncated": false, "files_scanned": 12}`.
 //!
-//! - The regex uses Rust `regex` syntax (no backreferences or look-around), compiled with
-//!   bounded program and DFA sizes; one that does not compile or exceeds the bounds is
-//!   `InvalidParams` on `pattern`. It is matched against each line separately (without its
-//!   line ending); `line` is 1-based.
-//! - Files are walked like `find_files` (same skip list, symlinks not followed). A file is
-//!   skipped when it is over [`MAX_GREP_FILE_BYTES`] or binary (a NUL byte in its first
-//!   [`BINARY_SNIFF_BYTES`]); invalid UTF-8 is read lossily. `files_scanned` counts the
-//!   files actually searched.
+//! - The regex uses Rust `regex` syntax (no backreferences or look-around), compiled with bounded
+//!   program and DFA sizes; one that does not compile or exceeds the bounds is `InvalidParams` on
+//!   `pattern`. It is matched against each line separately (without its line ending); `line` is
+//!   1-based.
+//! - Files are walked like `find_files` (same skip list, symlinks not followed). A file is skipped
+//!   when it is over [`MAX_GREP_FILE_BYTES`] or binary (a NUL byte in its first
+//!   [`BINARY_SNIFF_BYTES`]); invalid UTF-8 is read lossily. `files_scanned` counts the files
+//!   actually searched.
 //! - `text` is cut to [`MAX_MATCH_TEXT_CHARS`] characters (a `…` marks the cut).
-//! - `truncated` is true when more matches exist than `max_results`, or the walk or the
-//!   total byte budget ([`MAX_GREP_TOTAL_BYTES`]) ran out.
+//! - `truncated` is true when more matches exist than `max_results`, or the walk or the total byte
+//!   budget ([`MAX_GREP_TOTAL_BYTES`]) ran out.
 
 use std::ops::ControlFlow;
 use std::path::Path;

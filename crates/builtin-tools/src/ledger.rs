@@ -6,25 +6,25 @@
 //!
 //! # Contract
 //!
-//! - `read_file` records, per file (keyed by its canonical physical path), a fingerprint of
-//!   the content it read (length and SHA-256) and which line ranges were returned. A read
-//!   whose fingerprint differs from the recorded one starts the record afresh.
+//! - `read_file` records, per file (keyed by its canonical physical path), a fingerprint of the
+//!   content it read (length and SHA-256) and which line ranges were returned. A read whose
+//!   fingerprint differs from the recorded one starts the record afresh.
 //! - Creating a file that does not exist needs no read.
-//! - Modifying an existing file needs a record whose fingerprint equals the file's current
-//!   content, else `Refused(not_read)` (no record) or `Refused(stale)` (changed on disk since).
-//! - A targeted `edit_file` (no `replace_all`, `old_text` matching exactly once) needs any
-//!   read of the file, a single page included.
+//! - Modifying an existing file needs a record whose fingerprint equals the file's current content,
+//!   else `Refused(not_read)` (no record) or `Refused(stale)` (changed on disk since).
+//! - A targeted `edit_file` (no `replace_all`, `old_text` matching exactly once) needs any read of
+//!   the file, a single page included.
 //! - Overwrite (`write_file`), append (`write_file` with `append`) and `edit_file` with
-//!   `replace_all` need every line read: one full read, or pages that together cover every
-//!   line; else `Refused(partial_read)`. An empty file is fully read by any read.
-//! - After a successful write or edit the ledger is updated to the new content, so the
-//!   session can keep working on a file it just wrote without reading it back: writes and
-//!   appends leave it fully read; an edit keeps the coverage it had (full stays full, a
-//!   partial read stays partial, with its recorded ranges unchanged).
-//! - Modifications are serialized process-wide, check to ledger update, so concurrent
-//!   modifications of one file cannot lose each other's changes (the later one is `stale`).
-//! - At most [`MAX_LEDGER_FILES`] files are remembered; beyond that the least recently
-//!   touched record is dropped (that file then needs reading again).
+//!   `replace_all` need every line read: one full read, or pages that together cover every line;
+//!   else `Refused(partial_read)`. An empty file is fully read by any read.
+//! - After a successful write or edit the ledger is updated to the new content, so the session can
+//!   keep working on a file it just wrote without reading it back: writes and appends leave it
+//!   fully read; an edit keeps the coverage it had (full stays full, a partial read stays partial,
+//!   with its recorded ranges unchanged).
+//! - Modifications are serialized process-wide, check to ledger update, so concurrent modifications
+//!   of one file cannot lose each other's changes (the later one is `stale`).
+//! - At most [`MAX_LEDGER_FILES`] files are remembered; beyond that the least recently touched
+//!   record is dropped (that file then needs reading again).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

@@ -1,12 +1,12 @@
 //! Reading tool parameters out of a JSON object.
 //!
 //! Rules shared by every tool:
-//! - `params` must be a JSON object; `null` is taken as `{}` (so a tool with only optional
-//!   fields can be called without params). Anything else is `InvalidParams` on `params`.
+//! - `params` must be a JSON object; `null` is taken as `{}` (so a tool with only optional fields
+//!   can be called without params). Anything else is `InvalidParams` on `params`.
 //! - Unknown fields are ignored (forward compatibility).
 //! - A JSON `null` for an optional field means the field is absent.
-//! - Types are strict: a string field must be a JSON string, a boolean a JSON boolean. An
-//!   integer field accepts a JSON number that is a whole non-negative value (`5` or `5.0`).
+//! - Types are strict: a string field must be a JSON string, a boolean a JSON boolean. An integer
+//!   field accepts a JSON number that is a whole non-negative value (`5` or `5.0`).
 //! - Every error is [`ToolError::InvalidParams`] whose `field` is the parameter's name.
 
 use car_proto::jsonrpc::json_type_name;

@@ -10,18 +10,18 @@
 //!  "truncated": {"next_offset": 2000, "reason": "max_lines"},   // only if lines remain
 //!  "lines_cut": 1}                                              // only if any line was cut
 //! ```
-//! - `content` is `cat -n` style: each line is its 1-based number right-aligned in six
-//!   columns, a tab, then the line (without its `\n` / `\r\n`), lines joined with `\n`.
-//! - Lines are what [`str::lines`] yields: a final newline does not start another line; an
-//!   empty file has 0 lines.
-//! - A page stops at the requested `limit` (reason `limit`), at [`MAX_PAGE_LINES`]
-//!   (`max_lines`) or before `content` would pass [`MAX_PAGE_BYTES`] (`max_bytes`), always
-//!   returning at least one line. `truncated` is present exactly when lines remain after
-//!   the page; `next_offset` is the `offset` for the next page.
-//! - A line longer than [`MAX_LINE_CHARS`] characters is cut and marked; `lines_cut` counts
-//!   them. The ledger still counts such a line as read.
-//! - Files over [`MAX_READ_FILE_BYTES`] and non-UTF-8 files fail. An `offset` at or past
-//!   the end of a non-empty file is `InvalidParams` on `offset`.
+//! - `content` is `cat -n` style: each line is its 1-based number right-aligned in six columns, a
+//!   tab, then the line (without its `\n` / `\r\n`), lines joined with `\n`.
+//! - Lines are what [`str::lines`] yields: a final newline does not start another line; an empty
+//!   file has 0 lines.
+//! - A page stops at the requested `limit` (reason `limit`), at [`MAX_PAGE_LINES`] (`max_lines`) or
+//!   before `content` would pass [`MAX_PAGE_BYTES`] (`max_bytes`), always returning at least one
+//!   line. `truncated` is present exactly when lines remain after the page; `next_offset` is the
+//!   `offset` for the next page.
+//! - A line longer than [`MAX_LINE_CHARS`] characters is cut and marked; `lines_cut` counts them.
+//!   The ledger still counts such a line as read.
+//! - Files over [`MAX_READ_FILE_BYTES`] and non-UTF-8 files fail. An `offset` at or past the end of
+//!   a non-empty file is `InvalidParams` on `offset`.
 //! - The page is recorded in the session's [`ReadLedger`].
 
 use serde_json::{json, Value};

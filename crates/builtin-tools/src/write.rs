@@ -5,13 +5,12 @@
 //!
 //! Result: `{"path": "notes/a.md", "bytes_written": 12, "created": true}`.
 //!
-//! - **New file** (nothing at `path`): missing parent directories are created, inside the
-//!   root only (each one checked, see [`crate::fsio`]); the file is
-//!   created with `create_new`. No prior read is needed. `append` on a missing file creates
-//!   it the same way.
-//! - **Existing file, overwrite**: the read-before-edit guard needs every line read and no
-//!   change since ([`crate::ledger`]); the new content is written to a temp file in the same
-//!   directory and renamed over the old one (atomic; permissions carried over).
+//! - **New file** (nothing at `path`): missing parent directories are created, inside the root only
+//!   (each one checked, see [`crate::fsio`]); the file is created with `create_new`. No prior read
+//!   is needed. `append` on a missing file creates it the same way.
+//! - **Existing file, overwrite**: the read-before-edit guard needs every line read and no change
+//!   since ([`crate::ledger`]); the new content is written to a temp file in the same directory and
+//!   renamed over the old one (atomic; permissions carried over).
 //! - **Existing file, append**: same guard; the bytes are appended in place (not atomic).
 //! - A directory or other non-regular file at `path` fails. The root itself fails.
 //!

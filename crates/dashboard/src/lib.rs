@@ -7,9 +7,9 @@
 //! What it owns: one small HTTP/1 server (hyper) that serves a static page (`assets/`,
 //! compiled in) and `GET /auth-token`, which hands the page the daemon's read-only
 //! **dashboard token** and the WebSocket URL in exchange for a one-time login secret
-//! ([`login`]: the URL the daemon writes to a `0600` file and logs, as Jupyter does). Everything the page shows it reads itself,
-//! over the daemon's ordinary JSON-RPC WebSocket, as a read-only observer session: this
-//! crate never talks to the daemon's state and has no JSON-RPC in it.
+//! ([`login`]: the URL the daemon writes to a `0600` file and logs, as Jupyter does). Everything
+//! the page shows it reads itself, over the daemon's ordinary JSON-RPC WebSocket, as a read-only
+//! observer session: this crate never talks to the daemon's state and has no JSON-RPC in it.
 //!
 //! What it must not do: serve anything to a foreign site. Every request's `Host` must be a
 //! loopback name (DNS rebinding), the token goes only to this dashboard's own origin

@@ -1,12 +1,12 @@
 //! `list`, `approve` and `deny`: the host connection, a few calls, one answer.
 //!
-//! - `list`: `host.agents`, `agents.list` and `host.approvals`; pending approvals only
-//!   unless `--all`. Human: one line per host agent, registry agent and approval (or a
-//!   `no …` line per empty section). `--json`: one object
-//!   `{agents, registry, approvals, started_server?}` with the daemon's rows as received.
-//! - `approve` / `deny`: `host.resolve_approval {approval_id, approved, notes?}`; prints
-//!   the resolved approval (`--json`: the daemon's object as received). The daemon's
-//!   refusals (unknown id, already resolved) are reported with its message and exit 1.
+//! - `list`: `host.agents`, `agents.list` and `host.approvals`; pending approvals only unless
+//!   `--all`. Human: one line per host agent, registry agent and approval (or a `no …` line per
+//!   empty section). `--json`: one object `{agents, registry, approvals, started_server?}` with the
+//!   daemon's rows as received.
+//! - `approve` / `deny`: `host.resolve_approval {approval_id, approved, notes?}`; prints the
+//!   resolved approval (`--json`: the daemon's object as received). The daemon's refusals (unknown
+//!   id, already resolved) are reported with its message and exit 1.
 
 use car_proto::methods::agents::ManagedAgent;
 use car_proto::methods::host::{ApprovalStatus, ApprovalsReply, HostAgent, HostApproval};

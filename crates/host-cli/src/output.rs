@@ -10,9 +10,9 @@
 //! - `agent  <id>  <status>  name=<name> kind=<kind> [project=…] [pid=…] [task="…"]`
 //! - `registry-agent  <id>  <status>  name=<name> attached=yes|no [pid=…]`
 //! - `approval  <id>  <status>  <action>  agent=<id|->  created=<time>  [<description>]`
-//! - events: `<time>  <kind>  …`: for `approval.requested` the approval's id, action,
-//!   agent and description; for `approval.resolved` its id, action, agent and new status;
-//!   otherwise `agent=<id|->  <message>`.
+//! - events: `<time>  <kind>  …`: for `approval.requested` the approval's id, action, agent and
+//!   description; for `approval.resolved` its id, action, agent and new status; otherwise
+//!   `agent=<id|->  <message>`.
 
 use std::io::Write;
 

@@ -1,17 +1,16 @@
 //! `--start-server`: start `car-server` for the configured URL when nothing listens there.
 //!
 //! Rules:
-//! - only a daemon on this machine is started: the URL's host must be loopback
-//!   (`127.0.0.1`, `localhost`, `::1`); the daemon gets `--bind` and `--port` from it, plus
-//!   `--ready-file` and any `--server-arg`s;
-//! - the binary: `--server-bin` (or `CAR_SERVER_BIN`), else `car-server` beside the
-//!   `car-host` executable, else the first `car-server` on `PATH`;
-//! - it runs detached from car-host (its own process group, stdin closed, stdout and
-//!   stderr appended to `<state root>/car-server.log`), so it outlives car-host and a
-//!   Ctrl-C in the terminal does not stop it;
-//! - car-host waits for the daemon's ready file (written once its listeners are bound) up
-//!   to `--start-timeout`; an early exit reports the exit status and what the daemon
-//!   logged.
+//! - only a daemon on this machine is started: the URL's host must be loopback (`127.0.0.1`,
+//!   `localhost`, `::1`); the daemon gets `--bind` and `--port` from it, plus `--ready-file` and
+//!   any `--server-arg`s;
+//! - the binary: `--server-bin` (or `CAR_SERVER_BIN`), else `car-server` beside the `car-host`
+//!   executable, else the first `car-server` on `PATH`;
+//! - it runs detached from car-host (its own process group, stdin closed, stdout and stderr
+//!   appended to `<state root>/car-server.log`), so it outlives car-host and a Ctrl-C in the
+//!   terminal does not stop it;
+//! - car-host waits for the daemon's ready file (written once its listeners are bound) up to
+//!   `--start-timeout`; an early exit reports the exit status and what the daemon logged.
 //!
 //! The started daemon's pid, URL and log path are reported on stderr (and by `list --json`
 //! in its `started_server` field).

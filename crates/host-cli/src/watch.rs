@@ -6,11 +6,11 @@
 //! snapshot's `seq`. When the connection drops, car-host reports it on stderr, waits (250
 //! ms, doubling to 5 s while the daemon stays away) and resubscribes with
 //! `{after_seq, epoch}`:
-//! - `replayed: true`: the missed events arrive as ordinary `host.event` notifications
-//!   and are printed like live ones;
-//! - `replayed: false` (`reason: "epoch"` — a new daemon run — or `"gap"` — the daemon no
-//!   longer holds them all): a note on stderr, the fresh snapshot is printed again, and
-//!   the cursor restarts at its `seq`.
+//! - `replayed: true`: the missed events arrive as ordinary `host.event` notifications and are
+//!   printed like live ones;
+//! - `replayed: false` (`reason: "epoch"` — a new daemon run — or `"gap"` — the daemon no longer
+//!   holds them all): a note on stderr, the fresh snapshot is printed again, and the cursor
+//!   restarts at its `seq`.
 //!
 //! Events at or below the cursor (or of another epoch) are dropped as duplicates. An
 //! event beyond `cursor + 1` means the daemon dropped some for this subscriber (it fell

@@ -1,14 +1,14 @@
 //! How soon a cancel takes effect (the figures `tests/generate.rs` and `tests/remote.rs`
 //! used to assert as "within 1 s"):
 //!
-//! - local: SmolLM2 streams a long sampled story; after `AFTER` pieces another thread sets
-//!   the cancel token, and the time until `generate` returns is recorded beside the
-//!   median interval between pieces of the same run (the baseline: the engine checks the
-//!   token once per token, so the expected latency is about one token);
-//! - remote: a scripted provider sends one SSE event and then goes quiet for an hour; the
-//!   cancel is set 100–149 ms into the silence (a different offset each run, as a cancel
-//!   arrives at no particular point of the engine's wait), and the time until `generate`
-//!   returns is recorded beside the engine's 50 ms polling step (its designed bound).
+//! - local: SmolLM2 streams a long sampled story; after `AFTER` pieces another thread sets the
+//!   cancel token, and the time until `generate` returns is recorded beside the median interval
+//!   between pieces of the same run (the baseline: the engine checks the token once per token, so
+//!   the expected latency is about one token);
+//! - remote: a scripted provider sends one SSE event and then goes quiet for an hour; the cancel is
+//!   set 100–149 ms into the silence (a different offset each run, as a cancel arrives at no
+//!   particular point of the engine's wait), and the time until `generate` returns is recorded
+//!   beside the engine's 50 ms polling step (its designed bound).
 //!
 //! Run: `eval "$(scripts/fetch-models)"; cargo bench -p car-inference --bench cancel`
 //! Env: `CAR_BENCH_THREADS` (default: all cores), `CAR_BENCH_RUNS` (default 10). Without

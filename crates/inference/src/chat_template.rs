@@ -6,14 +6,14 @@
 //! `tool_formats`), or llama.cpp.
 //!
 //! What a template is given, as `transformers`' `apply_chat_template` gives it:
-//! - `messages`: `{role, content}` maps. An assistant turn that made calls also has
-//!   `tool_calls: [{id, type: "function", function: {name, arguments}}]` (`arguments` an
-//!   object; templates apply `tojson`) and `content` none when it has no text. A tool
-//!   result is `{role: "tool", content, tool_call_id, name}` (`name` is the called tool's).
-//!   A turn without calls has no `tool_calls` key at all, as templates test `is defined`.
-//! - `tools` (only when the request uses tools; otherwise undefined): OpenAI-style
-//!   `[{type: "function", function: {name, description, parameters}}]`, also as
-//!   `xml_tools` (SmolLM3's name for them).
+//! - `messages`: `{role, content}` maps. An assistant turn that made calls also has `tool_calls:
+//!   [{id, type: "function", function: {name, arguments}}]` (`arguments` an object; templates apply
+//!   `tojson`) and `content` none when it has no text. A tool result is `{role: "tool", content,
+//!   tool_call_id, name}` (`name` is the called tool's). A turn without calls has no `tool_calls`
+//!   key at all, as templates test `is defined`.
+//! - `tools` (only when the request uses tools; otherwise undefined): OpenAI-style `[{type:
+//!   "function", function: {name, description, parameters}}]`, also as `xml_tools` (SmolLM3's name
+//!   for them).
 //! - `add_generation_prompt`, `bos_token`, `eos_token`.
 //!
 //! The environment matches Hugging Face's: `trim_blocks` and `lstrip_blocks` on, loop

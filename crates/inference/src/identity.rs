@@ -1,7 +1,8 @@
 //! Model identity: `{id, sha256, size}` and the streaming hash that computes it.
 //!
 //! Owns: hashing weights files into a `ModelIdentity` (the `infer.model-identity.v1` /
-//! `models.catalog-identity.v1` shape, declared in the contract). Must not touch: the registry file or any engine.
+//! `models.catalog-identity.v1` shape, declared in the contract). Must not touch: the registry file
+//! or any engine.
 
 use std::io::Read;
 use std::path::Path;

@@ -10,9 +10,9 @@
 //! registered, so the name must not reach arbitrary daemon environment such as
 //! `AWS_SECRET_ACCESS_KEY` or `CAR_AUTH_TOKEN`):
 //! - `api_key_env` must match [`API_KEY_ENV_RULE`], `^[A-Z][A-Z0-9_]*_API_KEY$`;
-//! - or `api_key_secret` names a secret-store entry, `service/key` or bare `key`: non-empty,
-//!   at most [`MAX_SECRET_NAME_BYTES`] bytes, no control characters, neither part empty.
-//!   The daemon resolves it (see `EngineConfig::secret_lookup`).
+//! - or `api_key_secret` names a secret-store entry, `service/key` or bare `key`: non-empty, at
+//!   most [`MAX_SECRET_NAME_BYTES`] bytes, no control characters, neither part empty. The daemon
+//!   resolves it (see `EngineConfig::secret_lookup`).
 //!
 //! Registration refuses names that break these rules. A registry entry written before the
 //! env rule existed still loads, but its endpoint refuses to send that key

@@ -16,13 +16,13 @@
 //! Rules:
 //! - an entry is reused only when it shares at least [`MIN_REUSE`] tokens with the prompt
 //!   (restoring costs a copy of the whole entry; below that, evaluating is as cheap);
-//! - a new entry replaces every entry whose tokens are a prefix of its own (the previous
-//!   turn of the same conversation), so one conversation holds one entry;
-//! - entries expire after their time to live (`cache_ttl`: five minutes by default, one
-//!   hour on request) and the least recently used go first when the byte budget is
-//!   exceeded; an entry larger than the whole budget is not kept;
-//! - reuse never changes what a request means: the restored cells are the ones the same
-//!   tokens would have produced.
+//! - a new entry replaces every entry whose tokens are a prefix of its own (the previous turn of
+//!   the same conversation), so one conversation holds one entry;
+//! - entries expire after their time to live (`cache_ttl`: five minutes by default, one hour on
+//!   request) and the least recently used go first when the byte budget is exceeded; an entry
+//!   larger than the whole budget is not kept;
+//! - reuse never changes what a request means: the restored cells are the ones the same tokens
+//!   would have produced.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

@@ -23,10 +23,9 @@
 //! - a choice's `finish_reason` is `content_filter` (streamed or not);
 //! - a message or delta carries a non-empty `refusal` string (OpenAI's refusal field);
 //! - an error body (any status, or a streamed `{"error": …}` event) has `error.code` or
-//!   `error.type` equal to `content_filter`, `content_policy_violation` or
-//!   `moderation_blocked`, or `error.innererror.code` equal to
-//!   `ResponsibleAIPolicyViolation` (Azure OpenAI); the reason is its sanitized
-//!   `error.message`.
+//!   `error.type` equal to `content_filter`, `content_policy_violation` or `moderation_blocked`, or
+//!   `error.innererror.code` equal to `ResponsibleAIPolicyViolation` (Azure OpenAI); the reason is
+//!   its sanitized `error.message`.
 //!
 //! Cancellation: checked between retries (in 50 ms steps while backing off) and every
 //! 50 ms while a stream is open, so a stalled provider cannot hold a cancelled call.

@@ -9,15 +9,14 @@
 //! The rule: a model's template is used for tools when it *supports tools* — its source
 //! mentions `tools`, and rendering a probe conversation with a probe tool differs from
 //! rendering it without — *and* its call format is one recognised here:
-//! - **Hermes** (Qwen 2.5, Hermes 2 Pro / 3, SmolLM3, …): a call is
-//!   `<tool_call>\n{"name": N, "arguments": A}\n</tool_call>`, calls separated by `\n`.
-//!   Recognised when the template renders the probe call that way (`"arguments"` may come
-//!   first, as Hermes 2 Pro writes it, and then the grammar writes it first too), or when it
-//!   renders no `tool_calls` but its tools prompt asks for `<tool_call>` (SmolLM3): then an
-//!   assistant turn's calls are written into its content in that format.
-//! - **Llama 3** (Llama 3.1 / 3.2 JSON tool calling): the answer is the single object
-//!   `{"name": N, "parameters": A}`; the template allows one call per turn, so this format
-//!   never makes several.
+//! - **Hermes** (Qwen 2.5, Hermes 2 Pro / 3, SmolLM3, …): a call is `<tool_call>\n{"name": N,
+//!   "arguments": A}\n</tool_call>`, calls separated by `\n`. Recognised when the template renders
+//!   the probe call that way (`"arguments"` may come first, as Hermes 2 Pro writes it, and then the
+//!   grammar writes it first too), or when it renders no `tool_calls` but its tools prompt asks for
+//!   `<tool_call>` (SmolLM3): then an assistant turn's calls are written into its content in that
+//!   format.
+//! - **Llama 3** (Llama 3.1 / 3.2 JSON tool calling): the answer is the single object `{"name": N,
+//!   "parameters": A}`; the template allows one call per turn, so this format never makes several.
 //!
 //! Either way the probe's tool result must appear in the rendering too. Any other template
 //! — without tools support, with a call format not recognised here, or one minijinja cannot

@@ -2,18 +2,18 @@
 //! into an MCP tool result.
 //!
 //! Two ways in, one per transport:
-//! - **stdio** ([`DaemonAccess::Process`]): `car-mcp` runs as the user who launched it and
-//!   reaches the daemon with the client it was handed, configured from the environment the
-//!   way every client is (`CAR_AUTH_TOKEN`, else the token file under `CAR_HOME`). A process
-//!   that cannot read the token cannot call anything.
-//! - **HTTP** ([`DaemonAccess::PerCaller`]): the endpoint holds no credential of its own.
-//!   Every tool call and `prompts/get` runs on a fresh daemon session authenticated with the
-//!   request's own `Authorization: Bearer` token (the daemon token, or any token the daemon
-//!   accepts in `session.auth`, so the daemon's access rules apply unchanged); a request
-//!   without one is refused before anything is dialled. CAR lets any local process call the
-//!   core tools with no header; we do not (docs/security.md). Each session is closed when
-//!   its call ends, so two callers never share an authenticated connection, and no daemon
-//!   token, environment variable or token file is ever substituted.
+//! - **stdio** ([`DaemonAccess::Process`]): `car-mcp` runs as the user who launched it and reaches
+//!   the daemon with the client it was handed, configured from the environment the way every client
+//!   is (`CAR_AUTH_TOKEN`, else the token file under `CAR_HOME`). A process that cannot read the
+//!   token cannot call anything.
+//! - **HTTP** ([`DaemonAccess::PerCaller`]): the endpoint holds no credential of its own. Every
+//!   tool call and `prompts/get` runs on a fresh daemon session authenticated with the request's
+//!   own `Authorization: Bearer` token (the daemon token, or any token the daemon accepts in
+//!   `session.auth`, so the daemon's access rules apply unchanged); a request without one is
+//!   refused before anything is dialled. CAR lets any local process call the core tools with no
+//!   header; we do not (docs/security.md). Each session is closed when its call ends, so two
+//!   callers never share an authenticated connection, and no daemon token, environment variable or
+//!   token file is ever substituted.
 //!
 //! This module owns credentials and connections; it knows nothing about JSON-RPC framing or
 //! HTTP.

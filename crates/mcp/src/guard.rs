@@ -5,11 +5,11 @@
 //! This module owns the decisions, not the responses (`http` turns a refusal into its status
 //! and body). Both header rules are absent-permissive and present-strict:
 //!
-//! - `Origin`: absent, or `http`/`https` on `localhost`, `127.0.0.0/8` or `[::1]` with any
-//!   port, is allowed; anything else, the literal `null`, a non-UTF-8 value and a repeated
-//!   header included, is refused;
-//! - `MCP-Protocol-Version`: absent or one of [`SUPPORTED_VERSIONS`] is allowed; anything
-//!   else (empty, non-UTF-8, repeated) is refused, reporting what was sent.
+//! - `Origin`: absent, or `http`/`https` on `localhost`, `127.0.0.0/8` or `[::1]` with any port, is
+//!   allowed; anything else, the literal `null`, a non-UTF-8 value and a repeated header included,
+//!   is refused;
+//! - `MCP-Protocol-Version`: absent or one of [`SUPPORTED_VERSIONS`] is allowed; anything else
+//!   (empty, non-UTF-8, repeated) is refused, reporting what was sent.
 
 use hyper::header::{HeaderMap, HeaderName, AUTHORIZATION, CONTENT_TYPE, ORIGIN};
 

@@ -11,12 +11,12 @@
 //!    "requested":…,"supported":[…]}`;
 //! 3. `Mcp-Session-Id` unknown or expired → `404 {"error":"unknown or expired session"}`;
 //! 4. `Content-Type` not `application/json` → `415`;
-//! 5. a body over the limit (by `Content-Length`, or while reading it) → `413`, reading
-//!    stops at the limit;
-//! 6. not UTF-8 or not JSON → `400` with a JSON-RPC `-32700` body; a JSON array (batch) →
-//!    `400` with a JSON-RPC `-32600` body; any other invalid message → `400` with `-32600`;
-//! 7. a notification or a response → `202` with an empty body; a request → `200` with its
-//!    JSON-RPC answer, and a successful `initialize` carries a new `Mcp-Session-Id`.
+//! 5. a body over the limit (by `Content-Length`, or while reading it) → `413`, reading stops at
+//!    the limit;
+//! 6. not UTF-8 or not JSON → `400` with a JSON-RPC `-32700` body; a JSON array (batch) → `400`
+//!    with a JSON-RPC `-32600` body; any other invalid message → `400` with `-32600`;
+//! 7. a notification or a response → `202` with an empty body; a request → `200` with its JSON-RPC
+//!    answer, and a successful `initialize` carries a new `Mcp-Session-Id`.
 //!
 //! `DELETE /mcp` applies steps 1–2, then needs the session header (`400` without it, `404`
 //! for an unknown id, `204` once ended). Any other method on `/mcp` is `405` with

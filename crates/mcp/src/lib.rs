@@ -12,12 +12,12 @@
 //! `resources/templates/list` and `logging/setLevel` are `-32601` by decision, matching the
 //! capabilities `initialize` advertises. The modules:
 //!
-//! - `catalog`: the static tool table (tool name → daemon method, annotations, group) and
-//!   the self-contained `inputSchema` / `outputSchema` generated from `car_proto::methods`;
-//! - `daemon`: how calls reach the daemon — stdio with the process's own client (token from
-//!   the environment like every client), HTTP with a fresh `session.auth`-ed session per
-//!   call on the request's `Authorization: Bearer` token (no header, no call) — and the
-//!   projection of a daemon answer into a tool result (`isError: true` for every error);
+//! - `catalog`: the static tool table (tool name → daemon method, annotations, group) and the
+//!   self-contained `inputSchema` / `outputSchema` generated from `car_proto::methods`;
+//! - `daemon`: how calls reach the daemon — stdio with the process's own client (token from the
+//!   environment like every client), HTTP with a fresh `session.auth`-ed session per call on the
+//!   request's `Authorization: Bearer` token (no header, no call) — and the projection of a daemon
+//!   answer into a tool result (`isError: true` for every error);
 //! - `prompts`: the `car_context` prompt over `memory.build_context`, and completion;
 //! - `guard`, `session`, `http`: the HTTP header rules, sessions, and the hyper server;
 //! - `stdio`: newline-delimited JSON-RPC on stdin/stdout.
@@ -32,19 +32,19 @@
 //! HTTP rules and does not fit them, so both transports are written here on `hyper` (already
 //! a workspace dependency) in a few hundred lines:
 //!
-//! - its `StreamableHttpService` answers with plain `application/json` only in stateless
-//!   mode (`json_response` applies only when `legacy_session_mode` is off); with sessions it
-//!   answers over SSE. The reference wants sessions *and* plain JSON with no push channel;
-//! - session ids come from its `SessionManager`; using ours (and keeping the session table's
-//!   idle and size bounds) means reimplementing that trait and its SSE stream plumbing;
-//! - its `MCP-Protocol-Version` check accepts its own `KNOWN_VERSIONS` (2025-03-26
-//!   included, which this server deliberately does not offer) and refuses with a plain-text
-//!   body, where the reference wants our list and a JSON body naming `requested` and
-//!   `supported`; its Origin allow-list takes exact entries, so "any address in
-//!   `127.0.0.0/8`, any port" and the reference's `{"error":"origin not allowed"}` body
-//!   need a layer in front anyway, as do the checks' order relative to body parsing;
-//! - it negotiates `protocolVersion` itself, and it would bring `axum`/`tower` into a
-//!   workspace that has neither.
+//! - its `StreamableHttpService` answers with plain `application/json` only in stateless mode
+//!   (`json_response` applies only when `legacy_session_mode` is off); with sessions it answers
+//!   over SSE. The reference wants sessions *and* plain JSON with no push channel;
+//! - session ids come from its `SessionManager`; using ours (and keeping the session table's idle
+//!   and size bounds) means reimplementing that trait and its SSE stream plumbing;
+//! - its `MCP-Protocol-Version` check accepts its own `KNOWN_VERSIONS` (2025-03-26 included, which
+//!   this server deliberately does not offer) and refuses with a plain-text body, where the
+//!   reference wants our list and a JSON body naming `requested` and `supported`; its Origin
+//!   allow-list takes exact entries, so "any address in `127.0.0.0/8`, any port" and the
+//!   reference's `{"error":"origin not allowed"}` body need a layer in front anyway, as do the
+//!   checks' order relative to body parsing;
+//! - it negotiates `protocolVersion` itself, and it would bring `axum`/`tower` into a workspace
+//!   that has neither.
 //!
 //! Its stdio server and model types would fit, but using them for stdio alone would give
 //! the two transports different dispatchers, which the reference rules out ("same dispatch

@@ -1,9 +1,9 @@
 //! The `car_context` prompt (over `memory.build_context`) and `completion/complete`.
 //!
 //! This module owns the prompt catalog and argument completion; it reaches the daemon only
-//! through the [`DaemonAccess`] it is handed, as the caller. `car_context` takes `query` (required) and `mode`
-//! (`full`, the default, or `fast`). This daemon's `memory.build_context` has one assembly
-//! path, so both modes produce the same context; `mode` is validated so a host's typo is
+//! through the [`DaemonAccess`] it is handed, as the caller. `car_context` takes `query` (required)
+//! and `mode` (`full`, the default, or `fast`). This daemon's `memory.build_context` has one
+//! assembly path, so both modes produce the same context; `mode` is validated so a host's typo is
 //! reported rather than silently ignored.
 
 use crate::daemon::{CallError, Caller, DaemonAccess};

@@ -9,30 +9,29 @@
 //!
 //! # Rule
 //! - The path must be non-empty and free of NUL bytes.
-//! - No `..` component anywhere (even one that would stay inside): refusing is simpler to
-//!   reason about than normalising.
-//! - A relative path resolves under the memory directory. An absolute path is accepted only
-//!   when it lies inside the memory directory (as given or canonicalised).
-//! - The path is **fully resolved** before anything is decided: starting from the canonical
-//!   memory directory, each typed component that exists is followed (a symlink is replaced
-//!   by its canonical target, a dangling one is refused); the first component that does
-//!   not exist ends the walk and it and every later component are appended as typed (they
-//!   cannot be symlinks yet). A component that exists but cannot be inspected (permission,
-//!   not a directory) is refused. The result is what [`resolve`] returns, so the caller
-//!   opens the very path that was judged, with no symlink left in it at check time.
-//! - The resolved path must lie strictly inside the canonical memory directory (a symlink
-//!   whose target is outside is refused), and must not be the directory itself.
-//! - The resolved path, taken relative to the canonical memory directory, must not name a
-//!   file the store manages: `shared.json` and its temp and corrupt siblings
-//!   (`shared.json.*`, `.car-tmp-*` at the top level), or anything under (or being)
-//!   `memory-namespaces/` or `agents/`. The same test is applied to the path as typed.
-//!   Names are compared case-insensitively (Unicode upper- then lower-casing, so the long
-//!   `ſ` matches `s`; trailing dots and spaces are ignored, as Windows does), because
-//!   the memory directory may live on a case-insensitive file system where `SHARED.JSON`
-//!   *is* `shared.json`. So `alias/shared.json` with `alias -> .` is refused, as are
-//!   `SHARED.JSON`, `Agents/x.json` and `Memory-Namespaces/…`. **(beyond)** Without this,
-//!   a connection in one namespace could overwrite or read another namespace's graph
-//!   through persist/load, defeating scope isolation.
+//! - No `..` component anywhere (even one that would stay inside): refusing is simpler to reason
+//!   about than normalising.
+//! - A relative path resolves under the memory directory. An absolute path is accepted only when it
+//!   lies inside the memory directory (as given or canonicalised).
+//! - The path is **fully resolved** before anything is decided: starting from the canonical memory
+//!   directory, each typed component that exists is followed (a symlink is replaced by its
+//!   canonical target, a dangling one is refused); the first component that does not exist ends the
+//!   walk and it and every later component are appended as typed (they cannot be symlinks yet). A
+//!   component that exists but cannot be inspected (permission, not a directory) is refused. The
+//!   result is what [`resolve`] returns, so the caller opens the very path that was judged, with no
+//!   symlink left in it at check time.
+//! - The resolved path must lie strictly inside the canonical memory directory (a symlink whose
+//!   target is outside is refused), and must not be the directory itself.
+//! - The resolved path, taken relative to the canonical memory directory, must not name a file the
+//!   store manages: `shared.json` and its temp and corrupt siblings (`shared.json.*`, `.car-tmp-*`
+//!   at the top level), or anything under (or being) `memory-namespaces/` or `agents/`. The same
+//!   test is applied to the path as typed. Names are compared case-insensitively (Unicode upper-
+//!   then lower-casing, so the long `ſ` matches `s`; trailing dots and spaces are ignored, as
+//!   Windows does), because the memory directory may live on a case-insensitive file system where
+//!   `SHARED.JSON` *is* `shared.json`. So `alias/shared.json` with `alias -> .` is refused, as are
+//!   `SHARED.JSON`, `Agents/x.json` and `Memory-Namespaces/…`. **(beyond)** Without this, a
+//!   connection in one namespace could overwrite or read another namespace's graph through
+//!   persist/load, defeating scope isolation.
 //!
 //! What this rule cannot see is left to the open: a symlink planted at the final component
 //! after the check is refused by `O_NOFOLLOW` on load and replaced (never followed) by the

@@ -5,13 +5,12 @@
 //!
 //! # Rules
 //! Two facts of the **same kind** are duplicates when
-//! - *exact*: their subjects and bodies are equal after [`crate::text::normalise`]
-//!   (case, punctuation and spacing ignored), or
+//! - *exact*: their subjects and bodies are equal after [`crate::text::normalise`] (case,
+//!   punctuation and spacing ignored), or
 //! - *near*: the Jaccard similarity of their analysed subject+body term sets
 //!   ([`crate::text::terms`]: stemmed, stop words dropped; tags ignored) is at least
-//!   [`NEAR_DUPLICATE_JACCARD`]. At 0.85 two facts of five or fewer distinct terms must have
-//!   the same terms, so a short rule that differs by a `never` is never merged with its
-//!   opposite.
+//!   [`NEAR_DUPLICATE_JACCARD`]. At 0.85 two facts of five or fewer distinct terms must have the
+//!   same terms, so a short rule that differs by a `never` is never merged with its opposite.
 //!
 //! Duplicate pairs are grouped transitively. Each group becomes one fact that keeps the id
 //! and `created_ms` of its earliest member, the subject and body of its most recently

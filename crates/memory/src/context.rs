@@ -4,28 +4,27 @@
 //! own (it asks the graph) or do I/O.
 //!
 //! # Budget rule
-//! - The window is `model_context_window` (default [`DEFAULT_CONTEXT_WINDOW`] = 8192,
-//!   accepted range [`MIN_CONTEXT_WINDOW`]..=[`MAX_CONTEXT_WINDOW`]). Memory gets a quarter
-//!   of it ([`BUDGET_DIVISOR`]), leaving the rest for the prompt and the answer.
+//! - The window is `model_context_window` (default [`DEFAULT_CONTEXT_WINDOW`] = 8192, accepted
+//!   range [`MIN_CONTEXT_WINDOW`]..=[`MAX_CONTEXT_WINDOW`]). Memory gets a quarter of it
+//!   ([`BUDGET_DIVISOR`]), leaving the rest for the prompt and the answer.
 //! - Tokens are estimated conservatively as UTF-8 bytes / 3, rounded up
-//!   ([`crate::text::estimate_tokens`]), always over the whole text built so far, so the
-//!   reported `used_tokens` is exactly the estimate of the returned text.
-//! - Every constraint is always included. When the constraint layer alone is larger than a
-//!   quarter of the window, the budget is raised to exactly that layer's size (and nothing
-//!   else fits); `budget_tokens` in the result reports the budget actually applied. When it
-//!   is larger than the whole window, no valid block exists and the call fails with
-//!   [`MemoryError::WindowTooSmall`] naming both numbers, rather than silently dropping a
-//!   hard rule or overflowing the model. So `used_tokens ≤ budget_tokens ≤ window` and every
-//!   constraint is present, always.
+//!   ([`crate::text::estimate_tokens`]), always over the whole text built so far, so the reported
+//!   `used_tokens` is exactly the estimate of the returned text.
+//! - Every constraint is always included. When the constraint layer alone is larger than a quarter
+//!   of the window, the budget is raised to exactly that layer's size (and nothing else fits);
+//!   `budget_tokens` in the result reports the budget actually applied. When it is larger than the
+//!   whole window, no valid block exists and the call fails with [`MemoryError::WindowTooSmall`]
+//!   naming both numbers, rather than silently dropping a hard rule or overflowing the model. So
+//!   `used_tokens ≤ budget_tokens ≤ window` and every constraint is present, always.
 //!
 //! # Layers, in order
-//! 1. `## Constraints`: every `constraint` fact (and proactive entry saved with
-//!    `is_constraint`), oldest first.
+//! 1. `## Constraints`: every `constraint` fact (and proactive entry saved with `is_constraint`),
+//!    oldest first.
 //! 2. `## Relevant memory`: facts of the other kinds except `unknown`, best first by
-//!    [`crate::ranking`], at most [`MAX_RELEVANT`]; one that does not fit is skipped and
-//!    smaller ones after it may still fit.
-//! 3. `## Known unknowns`: `unknown` facts, those relevant to the query first (best first),
-//!    then the rest newest first, while they fit.
+//!    [`crate::ranking`], at most [`MAX_RELEVANT`]; one that does not fit is skipped and smaller
+//!    ones after it may still fit.
+//! 3. `## Known unknowns`: `unknown` facts, those relevant to the query first (best first), then
+//!    the rest newest first, while they fit.
 //!
 //! A layer with nothing in it (or whose header and first line do not fit) is left out.
 //! Newlines inside a fact are flattened to spaces so each fact stays one list item.

@@ -17,13 +17,12 @@
 //! With `R` the case's `relevant_fact_ids` (absent or empty: silence is right):
 //! - an *intervention* is a case where `E` is non-empty;
 //! - a *true positive* is an intervention with `E ∩ R ≠ ∅`;
-//! - a *false positive* is an intervention with `E ∩ R = ∅` (every intervention when `R` is
-//!   empty);
-//! - a *false negative* is a case with `R ≠ ∅` and `E ∩ R = ∅`, so a wrong reminder is both
-//!   a false positive and a false negative;
-//! - `precision = TP / interventions`, `recall = TP / (cases with R ≠ ∅)`,
-//!   `interruption_rate = interventions / cases`, `avg_candidates_exposed = Σ|E| / cases`;
-//!   a ratio whose denominator is 0 is 0.0.
+//! - a *false positive* is an intervention with `E ∩ R = ∅` (every intervention when `R` is empty);
+//! - a *false negative* is a case with `R ≠ ∅` and `E ∩ R = ∅`, so a wrong reminder is both a false
+//!   positive and a false negative;
+//! - `precision = TP / interventions`, `recall = TP / (cases with R ≠ ∅)`, `interruption_rate =
+//!   interventions / cases`, `avg_candidates_exposed = Σ|E| / cases`; a ratio whose denominator is
+//!   0 is 0.0.
 
 use crate::error::{MemoryError, ValidationError};
 use crate::graph::Graph;

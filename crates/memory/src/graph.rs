@@ -3,9 +3,9 @@
 //! Owns fact storage ([`crate::fact_table`], with its inverted index), the lexical
 //! statistics kept in step with it, the record of what changed since the last write
 //! ([`crate::changes`]), the running snapshot length ([`crate::snapshot_size`]) and the
-//! fact operations (`add_fact`, `delete`, `query`). Skills, consolidation and context building are further
-//! `impl Graph` blocks in their own modules. It must not do I/O, locking or async: the store
-//! wraps a graph in a lock and persists it; everything here is plain, synchronous and
+//! fact operations (`add_fact`, `delete`, `query`). Skills, consolidation and context building are
+//! further `impl Graph` blocks in their own modules. It must not do I/O, locking or async: the
+//! store wraps a graph in a lock and persists it; everything here is plain, synchronous and
 //! deterministic given the clock value passed in.
 
 use crate::changes::Changes;

@@ -10,14 +10,13 @@
 //! depends on a model). A request sees plain facts, untenanted entries and the entries of
 //! its own `tenant_id`. For every fact it sees:
 //! - `relevance = max(bm25(query), RECENT_WEIGHT · bm25(recent joined))`, with `bm25` the
-//!   normalised score of [`crate::ranking`] against the scope's index over the query terms
-//!   some fact contains, times the share of query terms that are such
-//!   (`LexicalIndex::prepare_known`: a fixed threshold must mean the same in a bank of one
-//!   fact as in a bank of thousands);
+//!   normalised score of [`crate::ranking`] against the scope's index over the query terms some
+//!   fact contains, times the share of query terms that are such (`LexicalIndex::prepare_known`: a
+//!   fixed threshold must mean the same in a bank of one fact as in a bank of thousands);
 //! - `score = min(1, relevance · (1 + boosts))`, the boosts being [`CONSTRAINT_BOOST`] for a
-//!   constraint (plus [`HIGH_RISK_CONSTRAINT_BOOST`] under `high_risk_action`),
-//!   [`KNOWLEDGE_BOOST`] for knowledge, [`GROUNDING_BOOST`] for knowledge and `unknown` facts
-//!   under `explicit_uncertainty` or `context_shift`, and for procedural entries
+//!   constraint (plus [`HIGH_RISK_CONSTRAINT_BOOST`] under `high_risk_action`), [`KNOWLEDGE_BOOST`]
+//!   for knowledge, [`GROUNDING_BOOST`] for knowledge and `unknown` facts under
+//!   `explicit_uncertainty` or `context_shift`, and for procedural entries
 //!   [`FAILURE_PROCEDURAL_BOOST`] under `tool_error` or `repeated_failures ≥ 1` plus
 //!   [`REPEATED_FAILURE_BOOST`] when `repeated_failures ≥ 2`.
 //!

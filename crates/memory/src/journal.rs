@@ -14,17 +14,17 @@
 //! to one fact cost one record), in one `write` followed by one `fdatasync`.
 //!
 //! # Crash safety
-//! - A crash mid-append leaves a last line without its `\n`: nothing in it was acknowledged.
-//!   Load ignores it with a warning and truncates the file back to the last whole line.
+//! - A crash mid-append leaves a last line without its `\n`: nothing in it was acknowledged. Load
+//!   ignores it with a warning and truncates the file back to the last whole line.
 //! - Compaction writes the whole graph as the new snapshot (atomically, see
-//!   [`crate::snapshot::write_atomic`]) and then removes the journal. A crash in between
-//!   leaves a journal whose `base` no longer matches the snapshot: load recognises it as
-//!   already contained in the snapshot and moves it aside instead of replaying it (a replay
-//!   would bring back states older than the snapshot's). The same happens when the
-//!   snapshot itself was moved aside as corrupt or oversize: the scope starts empty.
-//! - A whole line that does not parse or validate is corruption, not a crash: the records
-//!   before it are kept, the journal is moved aside (`.corrupt-<ms>`, with a warning) and
-//!   the recovered graph is written as the new snapshot at once.
+//!   [`crate::snapshot::write_atomic`]) and then removes the journal. A crash in between leaves a
+//!   journal whose `base` no longer matches the snapshot: load recognises it as already contained
+//!   in the snapshot and moves it aside instead of replaying it (a replay would bring back states
+//!   older than the snapshot's). The same happens when the snapshot itself was moved aside as
+//!   corrupt or oversize: the scope starts empty.
+//! - A whole line that does not parse or validate is corruption, not a crash: the records before it
+//!   are kept, the journal is moved aside (`.corrupt-<ms>`, with a warning) and the recovered graph
+//!   is written as the new snapshot at once.
 //!
 //! # Why a journal (decision record)
 //! Measured before the change (release daemon, sequential `memory.add_fact` through the raw

@@ -2,23 +2,22 @@
 //! `skills.*` methods.
 //!
 //! - [`fact`]: the fact record, its kinds and the validated input for adding one;
-//! - [`graph`]: one scope's facts and skills in memory, and the fact operations
-//!   (`fact_table`: the facts by id with the term → fact inverted index);
+//! - [`graph`]: one scope's facts and skills in memory, and the fact operations (`fact_table`: the
+//!   facts by id with the term → fact inverted index);
 //! - [`text`] and [`ranking`]: normalisation, stemming and the BM25 (+ embedding) score;
 //! - [`embed`]: the [`Embedder`] seam and the fact-vector cache;
 //! - [`consolidate`]: merging duplicate facts;
 //! - [`context`]: the layered, budgeted `build_context` block;
 //! - [`skills`] and [`skill_find`]: procedural memory (ingest, outcomes, listing; matching);
-//! - [`proactive`], [`intervene`] and [`evaluate`]: proactive memory (status slots,
-//!   knowledge and procedural entries; the intervention selector; its offline evaluation);
-//! - [`snapshot`]: the versioned file format and atomic writes; `snapshot_size`: its exact
-//!   length kept incrementally;
-//! - [`journal`]: the append-only log of changes between snapshots (`changes`: what a flush
-//!   must append);
+//! - [`proactive`], [`intervene`] and [`evaluate`]: proactive memory (status slots, knowledge and
+//!   procedural entries; the intervention selector; its offline evaluation);
+//! - [`snapshot`]: the versioned file format and atomic writes; `snapshot_size`: its exact length
+//!   kept incrementally;
+//! - [`journal`]: the append-only log of changes between snapshots (`changes`: what a flush must
+//!   append);
 //! - file opening, capped reads and atomic writes: `car_proto::safe_file` (shared by every crate);
 //! - [`confine`]: the path rule for `memory.persist` / `memory.load`;
-//! - [`store`]: per-scope graphs, lazy loading and group-committed durability
-//!   (snapshot + journal).
+//! - [`store`]: per-scope graphs, lazy loading and group-committed durability (snapshot + journal).
 //!
 //! It must not touch sockets or JSON-RPC: the daemon parses parameters into these types,
 //! maps [`MemoryError::is_invalid_params`] to `-32602` / `-32603`, and serialises results.

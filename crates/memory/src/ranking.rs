@@ -6,19 +6,19 @@
 //! `DocTerms` per fact and asks this module for scores.
 //!
 //! # Score formula
-//! - A fact's document is its subject (counted twice: a subject match says more than a body
-//!   match), its body and its tags, analysed by [`crate::text::terms`].
-//! - BM25 with `k1 = 1.2`, `b = 0.75` and the always-positive idf
-//!   `ln(1 + (N − df + 0.5) / (df + 0.5))`.
-//! - Normalisation: the raw score is divided by its upper bound for this query,
-//!   `Σ idf(t) · qtf(t) · (k1 + 1)` over the query's terms, so a lexical score is the
-//!   (saturating) fraction of the query's weight the fact matches: absolute, in [0, 1), and
-//!   comparable across queries. Query terms absent from every fact still count in the bound.
-//! - With an embedder: `score = (1 − w) · lexical + w · cos⁺(query, fact)` with
-//!   `w = SEMANTIC_WEIGHT = 0.5` and `cos⁺` the cosine clamped to [0, 1]. A fact whose vector
-//!   is not cached yet (added after the batch was prepared) scores lexically alone.
-//! - Facts scoring 0 are not returned. Ties break on the stored confidence, then the most
-//!   recent update, then the fact id, so results are deterministic.
+//! - A fact's document is its subject (counted twice: a subject match says more than a body match),
+//!   its body and its tags, analysed by [`crate::text::terms`].
+//! - BM25 with `k1 = 1.2`, `b = 0.75` and the always-positive idf `ln(1 + (N − df + 0.5) / (df +
+//!   0.5))`.
+//! - Normalisation: the raw score is divided by its upper bound for this query, `Σ idf(t) · qtf(t)
+//!   · (k1 + 1)` over the query's terms, so a lexical score is the (saturating) fraction of the
+//!   query's weight the fact matches: absolute, in [0, 1), and comparable across queries. Query
+//!   terms absent from every fact still count in the bound.
+//! - With an embedder: `score = (1 − w) · lexical + w · cos⁺(query, fact)` with `w =
+//!   SEMANTIC_WEIGHT = 0.5` and `cos⁺` the cosine clamped to [0, 1]. A fact whose vector is not
+//!   cached yet (added after the batch was prepared) scores lexically alone.
+//! - Facts scoring 0 are not returned. Ties break on the stored confidence, then the most recent
+//!   update, then the fact id, so results are deterministic.
 
 use crate::embed::{cosine01, ContentHash, SemanticQuery};
 use std::collections::HashMap;

@@ -20,13 +20,13 @@
 //! | | different host | 0 | no |
 //! | `task` (0.5) | mean over the query's analysed terms of 1 (term in `task_keywords` or `name`), 0.5 (only in `description`), 0 | mean | when > 0 |
 //!
-//! - `url_pattern` is a case-insensitive glob where `*` matches any run of characters; a
-//!   pattern without `://` is also tried against the URL minus its scheme. `L` is the number
-//!   of literal (non-`*`) characters, so a pattern that pins down more of the URL wins.
-//!   "Same host" compares [`host_of`] of both sides, for patterns whose host has no `*`
-//!   after the leading `*.` is dropped.
-//! - Task terms are stemmed with stop words dropped; a task of only stop words (or blank),
-//!   like a blank persona or URL, counts as not given.
+//! - `url_pattern` is a case-insensitive glob where `*` matches any run of characters; a pattern
+//!   without `://` is also tried against the URL minus its scheme. `L` is the number of literal
+//!   (non-`*`) characters, so a pattern that pins down more of the URL wins. "Same host" compares
+//!   [`host_of`] of both sides, for patterns whose host has no `*` after the leading `*.` is
+//!   dropped.
+//! - Task terms are stemmed with stop words dropped; a task of only stop words (or blank), like a
+//!   blank persona or URL, counts as not given.
 //!
 //! `base = Σ w_c·s_c / Σ w_c` over the given criteria. A skill none of whose given criteria
 //! matches specifically scores 0 and is not returned (a generic skill is not offered for an

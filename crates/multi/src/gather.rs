@@ -1,15 +1,14 @@
 //! `multi.map_reduce` and `multi.vote`: many agents in parallel, then one combined answer.
 //!
-//! - map-reduce: the mapper runs once per item, concurrently, as `"{mapper}_{i}"` (`i`
-//!   0-based) on `"{task}\n\nProcess this item: {item}"`; the reducer then combines the
-//!   successful results. `reduced_answer` is the reducer's answer, `""` if it failed, was
-//!   refused, or had nothing to combine (no mapper succeeded: the reducer is not called).
-//! - vote: every agent answers in parallel. Successful answers are grouped by their
-//!   trimmed, lowercased text; the largest group wins (ties: the group seen first) and is
-//!   reported by its first member's original text. `agreement_ratio` = winning group size
-//!   / all votes, failed ones included (0.0 without votes). A synthesizer, when given and
-//!   something succeeded, sees the votes and its answer becomes the winner; if it fails or
-//!   is refused the majority stands.
+//! - map-reduce: the mapper runs once per item, concurrently, as `"{mapper}_{i}"` (`i` 0-based) on
+//!   `"{task}\n\nProcess this item: {item}"`; the reducer then combines the successful results.
+//!   `reduced_answer` is the reducer's answer, `""` if it failed, was refused, or had nothing to
+//!   combine (no mapper succeeded: the reducer is not called).
+//! - vote: every agent answers in parallel. Successful answers are grouped by their trimmed,
+//!   lowercased text; the largest group wins (ties: the group seen first) and is reported by its
+//!   first member's original text. `agreement_ratio` = winning group size / all votes, failed ones
+//!   included (0.0 without votes). A synthesizer, when given and something succeeded, sees the
+//!   votes and its answer becomes the winner; if it fails or is refused the majority stands.
 
 use car_proto::methods::fields::Name;
 use car_proto::methods::multi::{

@@ -6,27 +6,27 @@
 //!
 //! # Design
 //!
-//! - **The runner is a seam.** This crate never talks to a model or a socket: every agent
-//!   call goes through an [`AgentRunner`], which the daemon implements twice (a
-//!   `multi.run_agent` reverse call to the client, or its own agent loop). The trait is
-//!   object-safe and returns a boxed `Send` future that may borrow the runner, the spec and
-//!   the task, so every pattern is a plain `async fn` over `&dyn AgentRunner`.
-//! - **Concurrency without spawning.** Parallel steps are `futures_util::future::join_all`
-//!   over borrowed futures, polled by whichever task awaits the pattern; no `tokio::spawn`
-//!   (the runner is borrowed, not `'static`) and no runtime dependency. Dropping a pattern's
-//!   future cancels every agent call still in flight.
-//! - **Agents fail softly.** A runner `Err(e)` becomes
-//!   `AgentOutput::failed(name, "agent '{name}' failed: {e}")` in the result and the run
-//!   goes on; only a failing *supervisor* agent aborts ([`MultiError`]). `duration_ms` is
-//!   measured around every runner call and filled in when the reply leaves it at 0.
-//! - **One budget per run.** Each pattern builds a [`Budget`] from its optional
-//!   `BudgetLimits`. Every agent is admitted before it starts (for a parallel batch, all of
-//!   the batch is admitted before any of it launches, so `max_agents` is a hard cap) and its
-//!   reported tokens and cost are added when it finishes. A refused agent appears as
-//!   [`budget_refusal`]'s `give_up` output; a refused combining agent (synthesizer,
-//!   reducer, judge, supervisor) falls back instead of failing the run.
-//! - **Prompts in one place.** [`prompts`] holds every prompt a pattern builds, so the
-//!   wording can be read (and documented) in one file.
+//! - **The runner is a seam.** This crate never talks to a model or a socket: every agent call goes
+//!   through an [`AgentRunner`], which the daemon implements twice (a `multi.run_agent` reverse
+//!   call to the client, or its own agent loop). The trait is object-safe and returns a boxed
+//!   `Send` future that may borrow the runner, the spec and the task, so every pattern is a plain
+//!   `async fn` over `&dyn AgentRunner`.
+//! - **Concurrency without spawning.** Parallel steps are `futures_util::future::join_all` over
+//!   borrowed futures, polled by whichever task awaits the pattern; no `tokio::spawn` (the runner
+//!   is borrowed, not `'static`) and no runtime dependency. Dropping a pattern's future cancels
+//!   every agent call still in flight.
+//! - **Agents fail softly.** A runner `Err(e)` becomes `AgentOutput::failed(name, "agent '{name}'
+//!   failed: {e}")` in the result and the run goes on; only a failing *supervisor* agent aborts
+//!   ([`MultiError`]). `duration_ms` is measured around every runner call and filled in when the
+//!   reply leaves it at 0.
+//! - **One budget per run.** Each pattern builds a [`Budget`] from its optional `BudgetLimits`.
+//!   Every agent is admitted before it starts (for a parallel batch, all of the batch is admitted
+//!   before any of it launches, so `max_agents` is a hard cap) and its reported tokens and cost are
+//!   added when it finishes. A refused agent appears as [`budget_refusal`]'s `give_up` output; a
+//!   refused combining agent (synthesizer, reducer, judge, supervisor) falls back instead of
+//!   failing the run.
+//! - **Prompts in one place.** [`prompts`] holds every prompt a pattern builds, so the wording can
+//!   be read (and documented) in one file.
 //!
 //! Modules: [`budget`] (the tracker), [`run`] (one guarded agent call and parallel
 //! batches), [`output`] (lenient decoding of a runner's reply), [`mod@swarm`] (swarm and

@@ -2,8 +2,8 @@
 //!
 //! CAR accepts only its exact `AgentOutput` object. This decoder accepts that and, beyond
 //! CAR:
-//! - a bare string: the answer itself — unless it is JSON text of an object carrying one
-//!   of `answer` / `response` / `text` / `error`, which is decoded as an object;
+//! - a bare string: the answer itself — unless it is JSON text of an object carrying one of
+//!   `answer` / `response` / `text` / `error`, which is decoded as an object;
 //! - `answer` missing or null but `response` or `text` present: that becomes the answer;
 //! - `tool_calls` as an array (the calls themselves): its length;
 //! - `name` missing or null: the spec's name;

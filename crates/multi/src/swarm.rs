@@ -1,11 +1,11 @@
 //! `multi.swarm` (parallel, sequential, hybrid/debate) and `multi.pipeline`.
 //!
 //! - parallel: every agent on the task at once;
-//! - sequential / pipeline: one after another, each agent reading the successful earlier
-//!   agents' answers ([`prompts::with_findings`]);
-//! - hybrid (CAR's `debate`): round 1 in parallel on the task, round 2 in parallel with
-//!   the other agents' round-1 answers; an agent whose round-2 call failed (or was refused)
-//!   keeps its round-1 output.
+//! - sequential / pipeline: one after another, each agent reading the successful earlier agents'
+//!   answers ([`prompts::with_findings`]);
+//! - hybrid (CAR's `debate`): round 1 in parallel on the task, round 2 in parallel with the other
+//!   agents' round-1 answers; an agent whose round-2 call failed (or was refused) keeps its round-1
+//!   output.
 //!
 //! A swarm's `final_summary` is its synthesizer's answer; with no synthesizer, or when it
 //! fails or is refused, the `## name` concatenation of the successful answers. The

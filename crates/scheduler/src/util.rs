@@ -1,4 +1,5 @@
-//! Small shared pieces: the wire's timestamps (from `car_proto::clock`), random hex, filename-safe ids, and atomic owner-only file writes.
+//! Small shared pieces: the wire's timestamps (from `car_proto::clock`), random hex, filename-safe
+//! ids, and atomic owner-only file writes.
 
 use std::fs;
 use std::os::unix::fs::DirBuilderExt;

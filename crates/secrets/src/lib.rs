@@ -39,11 +39,11 @@
 //! # Atomicity
 //!
 //! A write (`car_proto::safe_file::write_atomic`) creates `.car-tmp-…` in the store
-//! directory with `O_CREAT | O_EXCL | O_NOFOLLOW` and mode `0600` from the first instant, writes and fsyncs it, renames it over the
-//! target (which replaces, never follows, whatever was there) and fsyncs the directory. A
-//! reader sees the old value or the new one, never a mix; a crash leaves at most a stale
-//! temp file, which `list` skips with a warning. Writes and deletes within one store are
-//! serialised by a mutex; reads take no lock.
+//! directory with `O_CREAT | O_EXCL | O_NOFOLLOW` and mode `0600` from the first instant, writes
+//! and fsyncs it, renames it over the target (which replaces, never follows, whatever was there)
+//! and fsyncs the directory. A reader sees the old value or the new one, never a mix; a crash
+//! leaves at most a stale temp file, which `list` skips with a warning. Writes and deletes within
+//! one store are serialised by a mutex; reads take no lock.
 //!
 //! # Names and limits
 //!

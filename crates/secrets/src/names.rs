@@ -106,9 +106,8 @@ impl SecretId {
     /// Parses a secret reference, as used by inference providers' configuration:
     ///
     /// - `KEY` — the key in [`DEFAULT_SERVICE`] (`OPENAI_API_KEY`, or `openrouter`);
-    /// - `SERVICE/KEY` — split at the **first** `/`, so a service cannot contain `/` in
-    ///   this syntax but a key can (`my-app/team/token` is service `my-app`, key
-    ///   `team/token`).
+    /// - `SERVICE/KEY` — split at the **first** `/`, so a service cannot contain `/` in this syntax
+    ///   but a key can (`my-app/team/token` is service `my-app`, key `team/token`).
     ///
     /// The parts are then canonicalised as by [`SecretId::new`]. An empty name is an
     /// invalid `name`; an empty part is an invalid `service` or `key`.

@@ -22,10 +22,10 @@
 //! `<logs_dir>/agents/<id>/{stdout,stderr}.log` with `O_APPEND` (mode `0600`, directory
 //! `0700`) — no pipes, so a child outlives the daemon and keeps logging. Its environment
 //! is exactly `spec.env` (plus [`DEFAULT_PATH`] when it has no `PATH`): the daemon's own
-//! environment, with its API keys and tokens, is never inherited; `cwd: None` inherits the daemon's working directory.
-//! A spec's `confine` ([`Confinement`]) is applied with Landlock where the kernel has it
-//! (module `confine`): the child cannot read or write the hidden paths (the daemon's state
-//! root and credential directory) except the ones exposed to it (its own directory).
+//! environment, with its API keys and tokens, is never inherited; `cwd: None` inherits the daemon's
+//! working directory. A spec's `confine` ([`Confinement`]) is applied with Landlock where the
+//! kernel has it (module `confine`): the child cannot read or write the hidden paths (the daemon's
+//! state root and credential directory) except the ones exposed to it (its own directory).
 //! Status goes `starting` → `running`.
 //!
 //! **Pid records and adoption.** After a spawn, `<run_dir>/<id>.json` = `{pid, pgid,
@@ -77,17 +77,16 @@
 //! # Beyond / different from the brief
 //!
 //! * [`Supervisor::adopt`] (adopt-only, never spawns), [`Supervisor::list`],
-//!   [`Supervisor::recorded_ids`], [`Supervisor::config`] and [`LaunchSpec::new`] are
-//!   extras. There is no `AlreadyRunning` error: `start` on a running agent is a no-op.
+//!   [`Supervisor::recorded_ids`], [`Supervisor::config`] and [`LaunchSpec::new`] are extras. There
+//!   is no `AlreadyRunning` error: `start` on a running agent is a no-op.
 //! * Errors: `NotFound(id)`, `NoLogs {id, dir}` (tail of an id without a log directory),
-//!   `InvalidSpec` (id not a file name, relative command), `Spawn {id, reason}`,
-//!   `Io {..}`, `WaitTimeout {id, waited, status, targets}`, `ShutDown(id)`.
-//! * `stop`/`forget` of an id this supervisor never started still stop a live recorded
-//!   orphan; `NotFound` only when there is neither.
-//! * `start` from `backoff` cancels the pending restart and starts immediately (with a
-//!   fresh `restart_count`); a `start` on a running agent ignores the new spec (use
-//!   `restart`). An adopted child whose recorded command differs from the spec is still
-//!   adopted (warning logged).
+//!   `InvalidSpec` (id not a file name, relative command), `Spawn {id, reason}`, `Io {..}`,
+//!   `WaitTimeout {id, waited, status, targets}`, `ShutDown(id)`.
+//! * `stop`/`forget` of an id this supervisor never started still stop a live recorded orphan;
+//!   `NotFound` only when there is neither.
+//! * `start` from `backoff` cancels the pending restart and starts immediately (with a fresh
+//!   `restart_count`); a `start` on a running agent ignores the new spec (use `restart`). An
+//!   adopted child whose recorded command differs from the spec is still adopted (warning logged).
 //! * `LaunchSpec`'s `Debug` prints env keys only (the token lives there).
 #![cfg(unix)]
 

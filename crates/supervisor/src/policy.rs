@@ -1,8 +1,8 @@
 //! The restart decision, as pure functions of the exit, the run's length and the
 //! consecutive-restart counter (unit-tested without processes).
 //!
-//! * `never`: exit 0 → stopped; a non-zero exit or a signal → errored; an unknown exit (an
-//!   adopted child: we are not its parent, so its status is lost) → stopped.
+//! * `never`: exit 0 → stopped; a non-zero exit or a signal → errored; an unknown exit (an adopted
+//!   child: we are not its parent, so its status is lost) → stopped.
 //! * `on_failure`: exit 0 → stopped; anything else, including an unknown exit, restarts.
 //! * `always`: every exit restarts.
 //!

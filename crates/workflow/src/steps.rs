@@ -1,16 +1,15 @@
 //! Executing one step. Patterns and proposals go to the [`StepExecutor`]; the rest are
 //! interpreted here:
 //!
-//! * `loop_until` runs its body on a working copy of the state (each pass sees the last
-//!   one's writes, and `stage.<id>.answer`/`.iteration`) until every `until` condition
-//!   holds or `max_iterations` passes ran; running out is not a failure
-//!   (`stage.<id>.converged` is false). A failed pass fails the stage.
-//! * `for_each` runs the body once per element of the array at `items_from` (absent or not
-//!   an array: nothing to do), at most `max_concurrent` at a time (default
-//!   [`DEFAULT_CONCURRENCY`]), each against the state as the stage began, with
-//!   `{{item}}`/`{{index}}` substituted into every string of the body. Each item's keys go
-//!   under `foreach.<id>.<i>.` so parallel items never collide; any failed item fails the
-//!   stage.
+//! * `loop_until` runs its body on a working copy of the state (each pass sees the last one's
+//!   writes, and `stage.<id>.answer`/`.iteration`) until every `until` condition holds or
+//!   `max_iterations` passes ran; running out is not a failure (`stage.<id>.converged` is false). A
+//!   failed pass fails the stage.
+//! * `for_each` runs the body once per element of the array at `items_from` (absent or not an
+//!   array: nothing to do), at most `max_concurrent` at a time (default [`DEFAULT_CONCURRENCY`]),
+//!   each against the state as the stage began, with `{{item}}`/`{{index}}` substituted into every
+//!   string of the body. Each item's keys go under `foreach.<id>.<i>.` so parallel items never
+//!   collide; any failed item fails the stage.
 //! * `sub_workflow` runs inline on a copy of the state; its final state is merged back.
 //! * `dedup` and `deliver`: see [`crate::dedup`] and [`deliver`].
 //!

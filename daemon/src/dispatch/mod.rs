@@ -9,18 +9,17 @@
 //! effect:
 //! 1. auth: before a successful `session.auth`, anything else → `-32001`, then close;
 //! 2. the method must be declared and active → else `-32601 unknown method: …`;
-//! 3. the declaration's access rule (`car_proto::methods::Access`), before any handler
-//!    runs: a session holding the dashboard's read-only token may call only methods
-//!    declared `observer` → else `-32603 permission denied`, `data.reason = "read_only"`;
-//!    a consumer-grant socket only `grantable` methods it was granted; a session bound to
-//!    an agent whose registration has a `method_allowlist` only those methods (and
-//!    `session.auth`, `server.handshake`) → else `-32601 agent_method_not_allowed` (a
-//!    notification is dropped); params using a value the declaration reserves for the
-//!    daemon (`host.notify {kind: "approval.…"}`) → `-32602`, `data.reason = "reserved"`,
-//!    whoever calls;
+//! 3. the declaration's access rule (`car_proto::methods::Access`), before any handler runs: a
+//!    session holding the dashboard's read-only token may call only methods declared `observer` →
+//!    else `-32603 permission denied`, `data.reason = "read_only"`; a consumer-grant socket only
+//!    `grantable` methods it was granted; a session bound to an agent whose registration has a
+//!    `method_allowlist` only those methods (and `session.auth`, `server.handshake`) → else `-32601
+//!    agent_method_not_allowed` (a notification is dropped); params using a value the declaration
+//!    reserves for the daemon (`host.notify {kind: "approval.…"}`) → `-32602`, `data.reason =
+//!    "reserved"`, whoever calls;
 //! 4. handshake: declarations marked `handshake_required` → `-32005` until negotiated;
-//! 5. role: `host`-labelled methods need a host session → `-32603 permission denied`
-//!    with `data.reason = "host_required"`;
+//! 5. role: `host`-labelled methods need a host session → `-32603 permission denied` with
+//!    `data.reason = "host_required"`;
 //! 6. capability: declarations naming a capability → `-32008` unless it was negotiated.
 //!
 //! A method the approval gate holds then parks until a host approves it

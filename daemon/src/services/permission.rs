@@ -3,17 +3,17 @@
 //! tables and the fingerprint).
 //!
 //! - `get_tier` / `set_tier` read and set this connection's standing tier (`set_tier` is
-//!   host-labelled: dispatch refuses it to other sessions; with auth off every session is a
-//!   host session).
-//! - `classify`, `evaluate` and `pending` parse the proposal as `proposal.submit` does (a
-//!   malformed action is `-32602` naming its path) and run nothing.
-//! - `approve` / `reject` take `{fingerprint, required_tier}` (the fingerprint must be 64
-//!   hex characters) or `{action}` (parsed and classified here: its true tier is recorded,
-//!   or the given `required_tier` when higher; a `fingerprint` given beside it must be the
-//!   action's). The reviewer is stamped from the session; `reason` is at most
-//!   [`MAX_REASON_BYTES`] and `evidence` at most [`MAX_EVIDENCE_BYTES`] of JSON. The
-//!   record is appended (and synced) to the ledger before the method answers, and an
-//!   `permission.recorded` event is logged (fingerprint, decision, tier, reviewer).
+//!   host-labelled: dispatch refuses it to other sessions; with auth off every session is a host
+//!   session).
+//! - `classify`, `evaluate` and `pending` parse the proposal as `proposal.submit` does (a malformed
+//!   action is `-32602` naming its path) and run nothing.
+//! - `approve` / `reject` take `{fingerprint, required_tier}` (the fingerprint must be 64 hex
+//!   characters) or `{action}` (parsed and classified here: its true tier is recorded, or the given
+//!   `required_tier` when higher; a `fingerprint` given beside it must be the action's). The
+//!   reviewer is stamped from the session; `reason` is at most [`MAX_REASON_BYTES`] and `evidence`
+//!   at most [`MAX_EVIDENCE_BYTES`] of JSON. The record is appended (and synced) to the ledger
+//!   before the method answers, and an `permission.recorded` event is logged (fingerprint,
+//!   decision, tier, reviewer).
 
 use car_proto::errors::RpcError;
 use car_proto::methods::fields::NoParams;

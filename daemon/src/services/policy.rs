@@ -1,5 +1,5 @@
-//! `policy.*`: the connection's policies (at most [`MAX_POLICIES`](registration::MAX_POLICIES)), checked before every
-//! tool-call attempt of a proposal.
+//! `policy.*`: the connection's policies (at most [`MAX_POLICIES`](registration::MAX_POLICIES)),
+//! checked before every tool-call attempt of a proposal.
 //!
 //! Rules: `deny_tool {target}`, `deny_tool_param {target, key, pattern}` (a regular
 //! expression, at most 4 KiB, compiled within the per-pattern program and DFA-cache limits

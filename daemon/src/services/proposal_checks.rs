@@ -3,21 +3,21 @@
 //!
 //! Rules come from two places:
 //! - **policy files**: every `*.toml` in `<CAR_HOME>/policies/` and in `<cwd>/.car/policies/`
-//!   (neither is walked upward), where `cwd` is the caller's (`car-mcp` sends its own) or,
-//!   when absent, the daemon's working directory (CAR's "under the server's working
-//!   directory"). A file holds CAR's declarative rules
-//!   `deny_tool = ["WebFetch"]` (exact tool names) and `deny_keyword = ["rm -rf /"]`
-//!   (substrings of the tool name or of any string in `params`, case-insensitive); other keys
-//!   are ignored. A file that cannot be read or parsed, or a rule that is not a list of
-//!   strings, makes the answer `deny` with `basis: "policy_load_failed"` (failing open on a
-//!   typo would enforce nothing while reporting a clean result);
-//! - **this connection's policies** (`policy.register`), judged against its state as a
-//!   proposal's tool call would be.
+//!   (neither is walked upward), where `cwd` is the caller's (`car-mcp` sends its own) or, when
+//!   absent, the daemon's working directory (CAR's "under the server's working directory"). A file
+//!   holds CAR's declarative rules `deny_tool = ["WebFetch"]` (exact tool names) and `deny_keyword
+//!   = ["rm -rf /"]` (substrings of the tool name or of any string in `params`, case-insensitive);
+//!   other keys are ignored. A file that cannot be read or parsed, or a rule that is not a list of
+//!   strings, makes the answer `deny` with `basis: "policy_load_failed"` (failing open on a typo
+//!   would enforce nothing while reporting a clean result);
+//! - **this connection's policies** (`policy.register`), judged against its state as a proposal's
+//!   tool call would be.
 //!
 //! `basis` is `policy_load_failed`, `denied_by_rule`, `passed_rules` (rules ran and the
 //! call cleared them) or `no_rules_configured` (nothing was loaded: the allow reviewed
 //! nothing). CAR also applies a stateless egress inspector; this daemon has none, so every
-//! finding comes from a rule (documented in docs/protocol-choices.md, "Sibling endpoints, static checks and MCP (issue 16)").
+//! finding comes from a rule (documented in docs/protocol-choices.md, "Sibling endpoints, static
+//! checks and MCP (issue 16)").
 
 use std::path::{Path, PathBuf};
 

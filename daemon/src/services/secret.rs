@@ -7,9 +7,9 @@
 //! `secret.grant` / `revoke` / `grants` are host-only. Secrets are owner-scoped for agents
 //! ([`crate::state::secret_grants`]): an agent session reads (`get`, `status`, `list`) only what a
 //! host granted it and never writes or deletes (`-32603 permission denied`,
-//! `data.reason: "not_granted"`). Values cross the daemon as `Redacted` strings: no log line, `host.event` or
-//! error carries one. Errors: a malformed field → `-32602` naming it (`key: …`, `value:
-//! …`); a missing secret on `get` → `-32602` with `data.reason: "not_found"`; a reserved
+//! `data.reason: "not_granted"`). Values cross the daemon as `Redacted` strings: no log line,
+//! `host.event` or error carries one. Errors: a malformed field → `-32602` naming it (`key: …`,
+//! `value: …`); a missing secret on `get` → `-32602` with `data.reason: "not_found"`; a reserved
 //! daemon-private slot → `-32602` with `reserved_private_secret`; a store problem →
 //! `-32603` with the crate's reason (`store_unavailable`, `insecure_file`, `corrupt`,
 //! `io`).

@@ -3,14 +3,13 @@
 //!
 //! # Files
 //! - `CAR_HOME/agents.json`: `{"version": 1, "agents": [AgentSpec…]}`, mode 0600, written
-//!   atomically (temp + rename) after every change; read once at startup (a file that does
-//!   not parse is moved aside to `agents.json.corrupt-<ms>` and the registry starts empty,
-//!   with an error logged).
-//! - `CAR_HOME/agents/<id>/token`: the agent's token (43 base64url characters), minted by
-//!   the first `agents.upsert` of that id and kept across later upserts; mode 0600 in a
-//!   0700 directory, atomic. A host that launches the agent hands it over as
-//!   `CAR_AGENT_TOKEN` (with `CAR_AGENT_ID`). `agents.remove` deletes it, so the token
-//!   dies with the identity.
+//!   atomically (temp + rename) after every change; read once at startup (a file that does not
+//!   parse is moved aside to `agents.json.corrupt-<ms>` and the registry starts empty, with an
+//!   error logged).
+//! - `CAR_HOME/agents/<id>/token`: the agent's token (43 base64url characters), minted by the first
+//!   `agents.upsert` of that id and kept across later upserts; mode 0600 in a 0700 directory,
+//!   atomic. A host that launches the agent hands it over as `CAR_AGENT_TOKEN` (with
+//!   `CAR_AGENT_ID`). `agents.remove` deletes it, so the token dies with the identity.
 //!
 //! # Attachment
 //! `session.auth {token, agent_id}` with the agent's token attaches the connection. A

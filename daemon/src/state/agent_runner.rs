@@ -1,15 +1,14 @@
 //! Who runs one agent of a `multi.*` coordination or a workflow's pattern stage.
 //!
 //! [`SessionRunner`] implements `car_multi::AgentRunner` for one call:
-//! - by default it sends the `multi.run_agent {spec, task}` reverse call to the calling
-//!   connection, whose registered agent runner answers with an `AgentOutput` (CAR's
-//!   pattern, like `tools.execute`);
-//! - when the caller answers `-32601` (it registered no runner) it falls back, for the rest
-//!   of the call, to the daemon's own runner (beyond CAR): one generation on the daemon's
-//!   inference (`spec.metadata.model` or a top-level `model`, else the default local model)
-//!   with the spec's `system_prompt` and the task, admitted through the same queue as
-//!   `infer`. `runner: "daemon"` skips the reverse call; `runner: "caller"` never falls
-//!   back.
+//! - by default it sends the `multi.run_agent {spec, task}` reverse call to the calling connection,
+//!   whose registered agent runner answers with an `AgentOutput` (CAR's pattern, like
+//!   `tools.execute`);
+//! - when the caller answers `-32601` (it registered no runner) it falls back, for the rest of the
+//!   call, to the daemon's own runner (beyond CAR): one generation on the daemon's inference
+//!   (`spec.metadata.model` or a top-level `model`, else the default local model) with the spec's
+//!   `system_prompt` and the task, admitted through the same queue as `infer`. `runner: "daemon"`
+//!   skips the reverse call; `runner: "caller"` never falls back.
 //!
 //! The daemon's runner answers in one model turn and does not call tools (a spec's `tools`
 //! are the caller's tool names, which only the caller can run); its `AgentOutput` carries

@@ -8,8 +8,8 @@
 //! token, and never a connection with the parked call's credential: `crate::state::host_state`)
 //! or the gate's timeout passes. A host session's own gated call is not parked: no one
 //! could approve it, and the host is the approver (so a gated method declared host-only,
-//! such as `agents.upsert`, is never held). Approve → the call runs. Deny or timeout → `-32003` with
-//! `data.reason` `approval_denied` / `approval_timeout` and the approval id; the
+//! such as `agents.upsert`, is never held). Approve → the call runs. Deny or timeout → `-32003`
+//! with `data.reason` `approval_denied` / `approval_timeout` and the approval id; the
 //! connection stays open and the approval row stays (pending after a timeout) for
 //! forensics. A call whose connection goes away while parked is dropped and its waiter
 //! forgotten.

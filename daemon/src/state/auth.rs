@@ -1,9 +1,9 @@
 //! Daemon credentials: minting tokens, publishing them as `0600` files, comparing them in
 //! constant time, and removing them on shutdown.
 //!
-//! Files are written atomically (docs/protocol-choices.md, "State root and instances"): a temp file is created `0600` with
-//! `O_EXCL` in the target directory, written, synced and renamed over the target. A
-//! pre-existing symlink, or a file owned by another user, at the target is refused — the
+//! Files are written atomically (docs/protocol-choices.md, "State root and instances"): a temp file
+//! is created `0600` with `O_EXCL` in the target directory, written, synced and renamed over the
+//! target. A pre-existing symlink, or a file owned by another user, at the target is refused — the
 //! daemon will not follow a planted link into someone else's file. The token directory is
 //! created `0700`; an existing one that group or others can read is tightened to `0700`,
 //! and one that is a symlink or another user's is refused.
@@ -125,7 +125,8 @@ pub fn remove_if_ours(path: &Path, contents: &str) {
     }
 }
 
-/// Reads a supplied token file, trims it and deletes the file (docs/protocol-choices.md, "State root and instances").
+/// Reads a supplied token file, trims it and deletes the file (docs/protocol-choices.md, "State
+/// root and instances").
 pub fn take_token_file(path: &Path) -> Result<String, String> {
     let token = crate::state::state_file::read_token(path)
         .map_err(|e| format!("cannot read --auth-token-file {}: {e}", path.display()))?;

@@ -2,19 +2,19 @@
 //! `revoke`, and `session.auth {consumer_id, token}`), CAR's `inference_consumer` role.
 //!
 //! # Rules
-//! - Only a connection bound to an agent (`session.auth {token, agent_id}`) issues grants,
-//!   and only for the methods declared `grantable` (the inference calls); an agent whose registration has a
-//!   `method_allowlist` must list `session.consumer.issue` and every granted method (a
-//!   grant never carries more than the parent socket may call).
-//! - `ttl_secs` defaults to 300 and may be 1–900; at most [`MAX_PER_AGENT`] live grants per
-//!   agent (a further issue is refused rather than evicting one).
-//! - The token (43 base64url characters) is returned once and kept only in memory: grants
-//!   die with the daemon.
+//! - Only a connection bound to an agent (`session.auth {token, agent_id}`) issues grants, and only
+//!   for the methods declared `grantable` (the inference calls); an agent whose registration has a
+//!   `method_allowlist` must list `session.consumer.issue` and every granted method (a grant never
+//!   carries more than the parent socket may call).
+//! - `ttl_secs` defaults to 300 and may be 1–900; at most [`MAX_PER_AGENT`] live grants per agent
+//!   (a further issue is refused rather than evicting one).
+//! - The token (43 base64url characters) is returned once and kept only in memory: grants die with
+//!   the daemon.
 //! - A consumer socket's allowlist is exactly the granted methods (plus `session.auth` and
-//!   `server.handshake`); it has the agent's identity for memory and runs, never the
-//!   attachment. When the grant ends — TTL, `revoke` from the issuing socket, or the
-//!   issuing socket closing — every consumer socket is closed, and any call already past
-//!   the gate is cut with it; a call on an ended grant is answered `-32001`.
+//!   `server.handshake`); it has the agent's identity for memory and runs, never the attachment.
+//!   When the grant ends — TTL, `revoke` from the issuing socket, or the issuing socket closing —
+//!   every consumer socket is closed, and any call already past the gate is cut with it; a call on
+//!   an ended grant is answered `-32001`.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

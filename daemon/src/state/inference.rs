@@ -133,8 +133,9 @@ impl Drop for InFlightGuard {
     }
 }
 
-/// Sends `infer.progress {id}` every `every` until dropped (docs/protocol-choices.md, "Reverse calls and heartbeats"), from the moment
-/// the call arrives — so queued and cold-loading calls heartbeat too.
+/// Sends `infer.progress {id}` every `every` until dropped (docs/protocol-choices.md, "Reverse
+/// calls and heartbeats"), from the moment the call arrives — so queued and cold-loading calls
+/// heartbeat too.
 #[derive(Debug)]
 pub struct Heartbeat(tokio::task::JoinHandle<()>);
 

@@ -3,13 +3,13 @@
 //! Before `session.auth` succeeds a peer is a stranger, so it gets little:
 //! - **A connection slot** from [`PreAuth`]'s pool (`--max-unauthenticated`, default
 //!   [`DEFAULT_MAX_UNAUTHENTICATED`]), taken at accept and given back when the session
-//!   authenticates or the connection ends. With the pool empty a new connection is closed at
-//!   once, before any byte is read, so a flood of idle sockets cannot pin memory or starve
-//!   authenticated clients (whose connections hold no slot).
-//! - **A byte budget** of [`PRE_AUTH_BYTES`] read from the socket ([`Budgeted`]), HTTP
-//!   upgrade included: a peer that sends more before authenticating — say the first 64 KiB
-//!   of a 15 MiB frame — reads as closed (EOF) and the connection ends. tungstenite buffers a frame until it
-//!   is whole, so without this a stranger pinned up to `--max-message-bytes` per socket. Once
+//!   authenticates or the connection ends. With the pool empty a new connection is closed at once,
+//!   before any byte is read, so a flood of idle sockets cannot pin memory or starve authenticated
+//!   clients (whose connections hold no slot).
+//! - **A byte budget** of [`PRE_AUTH_BYTES`] read from the socket ([`Budgeted`]), HTTP upgrade
+//!   included: a peer that sends more before authenticating — say the first 64 KiB of a 15 MiB
+//!   frame — reads as closed (EOF) and the connection ends. tungstenite buffers a frame until it is
+//!   whole, so without this a stranger pinned up to `--max-message-bytes` per socket. Once
 //!   authenticated the budget no longer applies (`--max-message-bytes` does).
 //! - **A deadline** (`--auth-deadline`, default [`DEFAULT_AUTH_DEADLINE`]) from accept to a
 //!   successful `session.auth`; a session still unauthenticated then is closed (1008).

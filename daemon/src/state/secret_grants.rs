@@ -2,21 +2,20 @@
 //! `secret.grants`, host-only).
 //!
 //! # Rules
-//! - An agent session reads no secret until a host grants it one: `secret.get` and
-//!   `secret.status` answer an agent only for granted `(service, key)` pairs, `secret.list`
-//!   shows it only those, and `secret.put` / `secret.delete` are refused to agents outright
-//!   (an agent could otherwise replace the host's API key). Operator and host sessions are
-//!   unaffected. This is stricter than CAR, which labels `secret.get` an agent method with no
-//!   scope (docs/security.md).
-//! - Grants name the canonical secret id (`car_secrets::SecretId`: `service` defaults to
-//!   `car`, `openrouter` means `OPENROUTER_API_KEY`), so an alias cannot widen or dodge one.
+//! - An agent session reads no secret until a host grants it one: `secret.get` and `secret.status`
+//!   answer an agent only for granted `(service, key)` pairs, `secret.list` shows it only those,
+//!   and `secret.put` / `secret.delete` are refused to agents outright (an agent could otherwise
+//!   replace the host's API key). Operator and host sessions are unaffected. This is stricter than
+//!   CAR, which labels `secret.get` an agent method with no scope (docs/security.md).
+//! - Grants name the canonical secret id (`car_secrets::SecretId`: `service` defaults to `car`,
+//!   `openrouter` means `OPENROUTER_API_KEY`), so an alias cannot widen or dodge one.
 //! - They persist in `$CAR_HOME/secret-grants.json` (mode 0600, replaced atomically through
 //!   `car_proto::safe_file`; read capped at [`MAX_FILE_BYTES`]). An unreadable or corrupt file
-//!   fails closed: the daemon logs the error and starts with no grants, so agents read
-//!   nothing until the host grants again. At most [`MAX_GRANTS`] grants exist.
-//! - The set is small and read on every agent secret call; one mutex guards it and no
-//!   callback runs under it. The file is written while the lock is held so two concurrent
-//!   changes cannot persist out of order.
+//!   fails closed: the daemon logs the error and starts with no grants, so agents read nothing
+//!   until the host grants again. At most [`MAX_GRANTS`] grants exist.
+//! - The set is small and read on every agent secret call; one mutex guards it and no callback runs
+//!   under it. The file is written while the lock is held so two concurrent changes cannot persist
+//!   out of order.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

@@ -3,8 +3,9 @@
 //!
 //! Services receive an `Arc<Session>`; they never touch the socket. Reverse calls
 //! (daemon → client requests such as `tools.execute`) get ids `"cb-<n>"`, unique per
-//! daemon process (docs/protocol-choices.md, "Reverse calls and heartbeats"); each waits on a oneshot in [`ReverseCalls`]. When the
-//! connection dies the table is failed as a whole, so no reverse call outlives its peer.
+//! daemon process (docs/protocol-choices.md, "Reverse calls and heartbeats"); each waits on a
+//! oneshot in [`ReverseCalls`]. When the connection dies the table is failed as a whole, so no
+//! reverse call outlives its peer.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -3,30 +3,29 @@
 //! `services::supervision`, the gate's caller `services::proposal::admission`).
 //!
 //! # Rules
-//! - A connection subscribes with a [`Filter`]; subscribing again replaces it; the
-//!   subscription ends with `supervision.unsubscribe` or when the connection closes.
+//! - A connection subscribes with a [`Filter`]; subscribing again replaces it; the subscription
+//!   ends with `supervision.unsubscribe` or when the connection closes.
 //! - With no supervisor, [`Supervision::admit`] returns at once after one atomic read.
-//! - Otherwise a proposal that matches at least one live supervisor's filter becomes an
-//!   intent: sent as a `supervision.intent` notification to every matching supervisor, and
-//!   parked until one of them decides, oldest first in `supervision.pending`.
-//! - A filter matches an intent when each given part matches (an empty list counts as not
-//!   given): `tools` — an action calls one of them; `sessions` — the intent's execution
-//!   session id is one of them; `min_reversibility` — the intent's reversibility (the worst
-//!   of its actions') is that or worse.
-//! - Who may decide an intent: a subscribed connection that was sent it or whose current
-//!   filter matches it (so a supervisor that reconnects and subscribes again can answer
-//!   what it left parked). Anyone else is told the intent is unknown.
-//! - Never the submitter (issue 24; CAR lets any subscriber decide, the agent itself
-//!   included): an intent is not sent to, listed for or decidable by the connection that
-//!   submitted it, nor by any connection bound to the same agent. A decision from one is
-//!   refused (`-32603`, `data.reason: "self_decision"`). When only the submitter's own
-//!   subscriptions match, the proposal is unsupervised, exactly as with no supervisor: an
-//!   agent gains nothing by supervising itself.
-//! - The first decision wins; the intent is then gone (a second one is an error, as is
-//!   one for an intent that timed out). Disconnecting releases nothing: parked intents
-//!   wait out their timeout and are rejected (fail-closed).
-//! - At most [`MAX_PARKED`] intents are parked; past that a proposal is refused at once
-//!   (`-32603`, `data.reason: "supervision_full"`) rather than admitted.
+//! - Otherwise a proposal that matches at least one live supervisor's filter becomes an intent:
+//!   sent as a `supervision.intent` notification to every matching supervisor, and parked until one
+//!   of them decides, oldest first in `supervision.pending`.
+//! - A filter matches an intent when each given part matches (an empty list counts as not given):
+//!   `tools` — an action calls one of them; `sessions` — the intent's execution session id is one
+//!   of them; `min_reversibility` — the intent's reversibility (the worst of its actions') is that
+//!   or worse.
+//! - Who may decide an intent: a subscribed connection that was sent it or whose current filter
+//!   matches it (so a supervisor that reconnects and subscribes again can answer what it left
+//!   parked). Anyone else is told the intent is unknown.
+//! - Never the submitter (issue 24; CAR lets any subscriber decide, the agent itself included): an
+//!   intent is not sent to, listed for or decidable by the connection that submitted it, nor by any
+//!   connection bound to the same agent. A decision from one is refused (`-32603`, `data.reason:
+//!   "self_decision"`). When only the submitter's own subscriptions match, the proposal is
+//!   unsupervised, exactly as with no supervisor: an agent gains nothing by supervising itself.
+//! - The first decision wins; the intent is then gone (a second one is an error, as is one for an
+//!   intent that timed out). Disconnecting releases nothing: parked intents wait out their timeout
+//!   and are rejected (fail-closed).
+//! - At most [`MAX_PARKED`] intents are parked; past that a proposal is refused at once (`-32603`,
+//!   `data.reason: "supervision_full"`) rather than admitted.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};

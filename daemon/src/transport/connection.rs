@@ -1,32 +1,30 @@
 //! One WebSocket connection: the reader loop, the writer task, liveness and teardown.
 //!
 //! - **Reader** (this task): reads frames, classifies them (`car_proto::jsonrpc`), runs the
-//!   dispatch gates and immediate handlers inline, and routes responses to the session's
-//!   reverse calls. An async handler that gets a running slot at once is polled once
-//!   right here: most calls (state, memory reads, echo) finish in that first poll, and
-//!   then cost no task, no join-set entry and no wake-up of another worker. One that
-//!   returns `Pending` is moved, as it is, into its own task (its next poll registers that
-//!   task's waker; the first poll used a no-op one, so nothing waits on the reader). So a
-//!   handler's synchronous part runs on the reader: handlers must not block, which they
-//!   already must not on a tokio worker (blocking work goes to `spawn_blocking`).
-//!   At most [`MAX_RUNNING`] handlers of one connection run at once; later ones wait
-//!   their turn in their own task. The reader itself never waits for a slot — it must keep
-//!   reading, because the replies to the running handlers' reverse calls arrive on the
-//!   same socket. A connection with [`MAX_QUEUED`] requests already in flight gets
-//!   `-32603 server busy` for the next one.
-//! - **Writer** (spawned): the only code that writes to the socket, fed by the
-//!   byte-bounded outbound queue (`crate::state::outbound`). It writes every frame already
-//!   queued (up to [`WRITE_BATCH_BYTES`]) and flushes once per batch, so pipelined replies
-//!   share write syscalls; a lone reply is flushed at once.
-//! - **Liveness**: a Ping every `ping_interval`; a peer with no inbound frame for
-//!   `idle_timeout` is closed. The select is biased toward reading, so already-readable
-//!   frames are drained before the idle decision. A tick that arrives more than two ping
-//!   intervals after the previous one means this loop itself was stalled: the idle window
-//!   restarts instead of blaming the peer.
-//! - **Teardown**: in-flight handlers are aborted and pending reverse calls failed at once;
-//!   a Close frame is sent when the daemon ends the connection (1001 shutdown, 1008 policy,
-//!   1009 too big, 1007 bad UTF-8, 1000 idle); after a protocol violation the socket is
-//!   drained briefly so the peer reads the Close frame instead of a reset.
+//!   dispatch gates and immediate handlers inline, and routes responses to the session's reverse
+//!   calls. An async handler that gets a running slot at once is polled once right here: most calls
+//!   (state, memory reads, echo) finish in that first poll, and then cost no task, no join-set
+//!   entry and no wake-up of another worker. One that returns `Pending` is moved, as it is, into
+//!   its own task (its next poll registers that task's waker; the first poll used a no-op one, so
+//!   nothing waits on the reader). So a handler's synchronous part runs on the reader: handlers
+//!   must not block, which they already must not on a tokio worker (blocking work goes to
+//!   `spawn_blocking`). At most [`MAX_RUNNING`] handlers of one connection run at once; later ones
+//!   wait their turn in their own task. The reader itself never waits for a slot — it must keep
+//!   reading, because the replies to the running handlers' reverse calls arrive on the same socket.
+//!   A connection with [`MAX_QUEUED`] requests already in flight gets `-32603 server busy` for the
+//!   next one.
+//! - **Writer** (spawned): the only code that writes to the socket, fed by the byte-bounded
+//!   outbound queue (`crate::state::outbound`). It writes every frame already queued (up to
+//!   [`WRITE_BATCH_BYTES`]) and flushes once per batch, so pipelined replies share write syscalls;
+//!   a lone reply is flushed at once.
+//! - **Liveness**: a Ping every `ping_interval`; a peer with no inbound frame for `idle_timeout` is
+//!   closed. The select is biased toward reading, so already-readable frames are drained before the
+//!   idle decision. A tick that arrives more than two ping intervals after the previous one means
+//!   this loop itself was stalled: the idle window restarts instead of blaming the peer.
+//! - **Teardown**: in-flight handlers are aborted and pending reverse calls failed at once; a Close
+//!   frame is sent when the daemon ends the connection (1001 shutdown, 1008 policy, 1009 too big,
+//!   1007 bad UTF-8, 1000 idle); after a protocol violation the socket is drained briefly so the
+//!   peer reads the Close frame instead of a reset.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -360,7 +358,8 @@ async fn on_text(
             })
         }
         Verdict::Refuse(error) => {
-            // Unknown client notifications are dropped silently (docs/protocol-choices.md, "Framing").
+            // Unknown client notifications are dropped silently (docs/protocol-choices.md,
+            // "Framing").
             reply(Err(error));
             None
         }

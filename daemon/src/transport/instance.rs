@@ -1,4 +1,5 @@
-//! The primary-daemon rule (reference "Running a second daemon"; docs/protocol-choices.md, "State root and instances").
+//! The primary-daemon rule (reference "Running a second daemon"; docs/protocol-choices.md, "State
+//! root and instances").
 //!
 //! One daemon per state root is the **primary**: it holds an advisory lock on
 //! `run/daemon.lock` and nothing answers on the shared socket. Only the primary publishes

@@ -4,13 +4,13 @@
 //! served until shutdown.
 //!
 //! - The dashboard always binds loopback. It serves the read-only dashboard token
-//!   (`Credentials::dashboard_token`) at `GET /auth-token` in exchange for a one-time login
-//!   secret, whose URL the primary daemon writes to `<token dir>/dashboard-login` (`0600`)
-//!   and logs (a non-primary daemon only logs it); its port is recorded in
-//!   `Daemon::dashboard_port` so the WebSocket upgrade admits the page's `Origin`.
+//!   (`Credentials::dashboard_token`) at `GET /auth-token` in exchange for a one-time login secret,
+//!   whose URL the primary daemon writes to `<token dir>/dashboard-login` (`0600`) and logs (a
+//!   non-primary daemon only logs it); its port is recorded in `Daemon::dashboard_port` so the
+//!   WebSocket upgrade admits the page's `Origin`.
 //! - The MCP endpoint reaches the daemon the way every other client does: through
-//!   `car-daemon-client` over the daemon's own WebSocket. It is given no credential: every
-//!   call connects with the caller's own `Authorization: Bearer` token.
+//!   `car-daemon-client` over the daemon's own WebSocket. It is given no credential: every call
+//!   connects with the caller's own `Authorization: Bearer` token.
 //!
 //! A default address that cannot be bound (another daemon holds 9102, or port + 1 is
 //! taken) is logged and the daemon runs without that endpoint; an address given explicitly

@@ -1,4 +1,5 @@
-//! WebSocket upgrade checks, before any JSON-RPC (docs/protocol-choices.md, "Auth and upgrade checks").
+//! WebSocket upgrade checks, before any JSON-RPC (docs/protocol-choices.md, "Auth and upgrade
+//! checks").
 //!
 //! A browser will open a WebSocket to `localhost` for any page, and a DNS-rebinding page
 //! can make its own host name resolve to `127.0.0.1`. So, while the daemon is bound to

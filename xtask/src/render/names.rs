@@ -1,5 +1,5 @@
-//! The name rule (docs/protocol-choices.md, "Bindings"): split a method on `.` and `/`, snake_case each segment,
-//! join with `_`; Node, Kotlin and Swift use the lowerCamelCase of a snake_case name.
+//! The name rule (docs/protocol-choices.md, "Bindings"): split a method on `.` and `/`, snake_case
+//! each segment, join with `_`; Node, Kotlin and Swift use the lowerCamelCase of a snake_case name.
 
 /// `memory.add_fact` → `memory_add_fact`; `session.bindSandbox` → `session_bind_sandbox`.
 pub fn snake_name(method: &str) -> String {

@@ -5,8 +5,9 @@
 //! names the class defines by hand) and `installGeneratedHost(proto)` the `host` methods'
 //! onto `HostClient.prototype` (see `super` for the placement rule); plus the tables
 //! `GENERATED_METHODS` / `TYPED_MEMBERS` and `HOST_GENERATED_METHODS` /
-//! `HOST_TYPED_MEMBERS` that tests and tools read. A typed member calls `this[CALL_MEMBER](method, member, [args…])`, which the
-//! runtime hands to the native addon (and so to `car_daemon_client::typed`).
+//! `HOST_TYPED_MEMBERS` that tests and tools read. A typed member calls `this[CALL_MEMBER](method,
+//! member, [args…])`, which the runtime hands to the native addon (and so to
+//! `car_daemon_client::typed`).
 
 use car_proto::methods::{Arg, ArgKind, ReturnKind};
 use serde_json::json;

@@ -3,8 +3,8 @@
 //! HostClient` block for the `host` methods (Kotlin and Swift come from uniffi-bindgen).
 //!
 //! A typed member converts its arguments to JSON values and calls the client's
-//! `member_<kind>` helper (`client::MemberCalls`), which runs `car_daemon_client::typed` through the
-//! shared client. Optional arguments are `Option<T>` with a `None` default in Kotlin and
+//! `member_<kind>` helper (`client::MemberCalls`), which runs `car_daemon_client::typed` through
+//! the shared client. Optional arguments are `Option<T>` with a `None` default in Kotlin and
 //! Swift.
 
 use car_proto::methods::{ArgKind, ReturnKind};

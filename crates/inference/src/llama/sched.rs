@@ -7,20 +7,20 @@
 //! does with its logits (`llama::seq`), or the caller's callback (`llama` relays).
 //!
 //! Shape:
-//! - the shared context has `n_seq` sequences over one unified KV cache of
-//!   `n_seq × seq_context` cells (each capped by the model's window). A request reserves
-//!   the cells it may fill (prompt + `max_tokens`, or a restored prefix if longer) and is
-//!   admitted, in arrival order, when a seq id is free and its cells fit; otherwise it
-//!   waits in the scheduler's queue (a cancelled waiter is answered at once);
-//! - each step, every decoding sequence adds the token it sampled last and prompting
-//!   sequences add their next prompt chunk with the room left (at most [`PROMPT_BATCH`]
-//!   tokens in all), so a new request's prompt is evaluated alongside the others' decode
-//!   tokens; one `llama_decode` serves them all and each samples at its own batch index;
+//! - the shared context has `n_seq` sequences over one unified KV cache of `n_seq × seq_context`
+//!   cells (each capped by the model's window). A request reserves the cells it may fill (prompt +
+//!   `max_tokens`, or a restored prefix if longer) and is admitted, in arrival order, when a seq id
+//!   is free and its cells fit; otherwise it waits in the scheduler's queue (a cancelled waiter is
+//!   answered at once);
+//! - each step, every decoding sequence adds the token it sampled last and prompting sequences add
+//!   their next prompt chunk with the room left (at most [`PROMPT_BATCH`] tokens in all), so a new
+//!   request's prompt is evaluated alongside the others' decode tokens; one `llama_decode` serves
+//!   them all and each samples at its own batch index;
 //! - a finished, failed or cancelled sequence saves its cells for prefix reuse (see
-//!   `prefix_cache`), clears them (`llama_memory_seq_rm` on its seq id) and frees its id
-//!   for the next waiter. A failed decode fails only the sequences in that batch;
-//! - a request needing more cells than the whole shared context gets its own context
-//!   (one sequence) on a thread of its own, as before batching;
+//!   `prefix_cache`), clears them (`llama_memory_seq_rm` on its seq id) and frees its id for the
+//!   next waiter. A failed decode fails only the sequences in that batch;
+//! - a request needing more cells than the whole shared context gets its own context (one sequence)
+//!   on a thread of its own, as before batching;
 //! - the thread ends once the model is dropped (its sender is gone) and nothing runs.
 //!
 //! The scheduler thread owns the context (`LlamaContext` is `Send`, not `Sync`); callers

@@ -9,11 +9,11 @@
 //! echo the request back, headers included. Errors reach the daemon's caller, so only this
 //! passes:
 //! - a JSON body: its `error.message`, else `error` when that is a string, else a top-level
-//!   `message`; with the API key replaced by `[redacted]`, control characters (and Unicode
-//!   bidi controls) replaced by spaces, and cut to [`MAX_REASON_CHARS`] characters. Without
-//!   such a message: "the provider's error body has no message ({n} bytes of JSON)";
-//! - a non-JSON body (HTML, plain text) is never echoed: "the provider's error body is not
-//!   JSON ({n} bytes)";
+//!   `message`; with the API key replaced by `[redacted]`, control characters (and Unicode bidi
+//!   controls) replaced by spaces, and cut to [`MAX_REASON_CHARS`] characters. Without such a
+//!   message: "the provider's error body has no message ({n} bytes of JSON)";
+//! - a non-JSON body (HTML, plain text) is never echoed: "the provider's error body is not JSON
+//!   ({n} bytes)";
 //! - an empty body: "empty response body".
 //!
 //! Refusal reasons taken from an error body are sanitized the same way. As a second line,

@@ -5,22 +5,21 @@
 //! that does not parse, every rendering is `None` and every `*_error` says why. A renderer
 //! that cannot express a particular cadence sets only its own `*_error`:
 //!
-//! * **crontab**: `"<cron> <program> <args…> # <label>"`, words shell-quoted and `%`
-//!   escaped as `\%`. Intervals map only when exact: N minutes with N dividing 60 →
-//!   `*/N * * * *` (1 → `* * * * *`), 3600 s → `0 * * * *`, H hours with H dividing 24 →
-//!   `0 */H * * *` (24 → `0 0 * * *`); otherwise "interval of N s can't map to cron". A
-//!   `working_dir` or `env` (command tasks) becomes a `cd … && env K=V` prefix; `CAR_HOME`
-//!   is not added (the line is CAR's shape; cron's own environment applies).
-//! * **launchd**: `StartInterval` for intervals; for cron `StartCalendarInterval`, one
-//!   dict per combination of the restricted fields' values (beyond CAR, which only expands
-//!   a `*/N` minute: `30 2 * * 1-5` becomes five dicts), at most 256, and when both
-//!   day-of-month and day-of-week are restricted, the union of both sets of dicts (cron's
-//!   OR). `EnvironmentVariables` has `CAR_HOME` (then `env`), `RunAtLoad` is false, every
-//!   value XML-escaped.
-//! * **schtasks**: Task Scheduler XML for intervals of whole minutes (1 min to 31 days),
-//!   and for the cron forms `*/N` minutes, hourly at a fixed minute, daily at a fixed time,
-//!   and weekly on listed weekdays at a fixed time; other cron → `schtasks_error`. Task
-//!   Scheduler XML has no environment, so `CAR_HOME` and `env` are not carried.
+//! * **crontab**: `"<cron> <program> <args…> # <label>"`, words shell-quoted and `%` escaped as
+//!   `\%`. Intervals map only when exact: N minutes with N dividing 60 → `*/N * * * *` (one minute
+//!   is `* * * * *`), 3600 s → `0 * * * *`, H hours with H dividing 24 → `0 */H * * *` (a day is `0
+//!   0 * * *`); otherwise "interval of N s can't map to cron". A `working_dir` or `env` (command
+//!   tasks) becomes a `cd … && env K=V` prefix; `CAR_HOME` is not added (the line is CAR's shape;
+//!   cron's own environment applies).
+//! * **launchd**: `StartInterval` for intervals; for cron `StartCalendarInterval`, one dict per
+//!   combination of the restricted fields' values (beyond CAR, which only expands a `*/N` minute:
+//!   `30 2 * * 1-5` becomes five dicts), at most 256, and when both day-of-month and day-of-week
+//!   are restricted, the union of both sets of dicts (cron's OR). `EnvironmentVariables` has
+//!   `CAR_HOME` (then `env`), `RunAtLoad` is false, every value XML-escaped.
+//! * **schtasks**: Task Scheduler XML for intervals of whole minutes (1 min to 31 days), and for
+//!   the cron forms `*/N` minutes, hourly at a fixed minute, daily at a fixed time, and weekly on
+//!   listed weekdays at a fixed time; other cron → `schtasks_error`. Task Scheduler XML has no
+//!   environment, so `CAR_HOME` and `env` are not carried.
 //! * **systemd**: see [`systemd`].
 //!
 //! Cron renderings carry the same fields, so systemd (`UTC` suffix) fires at the UTC times

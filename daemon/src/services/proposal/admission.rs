@@ -2,16 +2,15 @@
 //! any action dispatches, in this order (both must pass; neither is a bypass of the
 //! other):
 //!
-//! 1. **Supervision** ([`crate::state::supervision`]): with no supervisor this is one atomic
-//!    read. Otherwise a proposal that matches a supervisor's filter is parked as an intent
-//!    (action ids, types, tools, classified reversibility, parameter key names and a
-//!    parameter digest — never values) until a supervisor decides: `allow` → go on;
-//!    `deny` → rejected with the supervisor's reason; `escalate` → a system host approval
-//!    (`action: "supervision:<proposal_id>"`, the intent in `details`) decides within the
-//!    approval timeout (`--approval-timeout`), deny or timeout → rejected; no decision
-//!    within `--supervision-timeout` → rejected (fail-closed).
-//! 2. **Permission** ([`crate::state::permission::Gate`], the rule `permission.evaluate`
-//!    answers): any action that is not `allow` blocks the **whole** proposal.
+//! 1. **Supervision** ([`crate::state::supervision`]): with no supervisor this is one atomic read.
+//!    Otherwise a proposal that matches a supervisor's filter is parked as an intent (action ids,
+//!    types, tools, classified reversibility, parameter key names and a parameter digest — never
+//!    values) until a supervisor decides: `allow` → go on; `deny` → rejected with the supervisor's
+//!    reason; `escalate` → a system host approval (`action: "supervision:<proposal_id>"`, the
+//!    intent in `details`) decides within the approval timeout (`--approval-timeout`), deny or
+//!    timeout → rejected; no decision within `--supervision-timeout` → rejected (fail-closed).
+//! 2. **Permission** ([`crate::state::permission::Gate`], the rule `permission.evaluate` answers):
+//!    any action that is not `allow` blocks the **whole** proposal.
 //!
 //! A rejected proposal is answered like a halted session's: the ordinary result with
 //! every action `rejected` (nothing ran, no state written). A blocked action's `error`

@@ -12,10 +12,11 @@
 //!
 //! Failure behaviour: `retry` tries again (attempts count from 1) until `max_retries` are
 //! spent; then, like `abort`, the failure stops the proposal — actions of later levels are
-//! `skipped` (with the reason in `error`; the event is `action.aborted`). `skip` records the failure and lets independent work continue. An error with
-//! `data.terminal = true` stops retries, rolls back this proposal's state writes (newest
-//! first), marks the result terminal, and halts the session until reconnect or a host's
-//! `session.clear_halt`; a halted session's later proposals are `rejected` whole.
+//! `skipped` (with the reason in `error`; the event is `action.aborted`). `skip` records the
+//! failure and lets independent work continue. An error with `data.terminal = true` stops retries,
+//! rolls back this proposal's state writes (newest first), marks the result terminal, and halts the
+//! session until reconnect or a host's `session.clear_halt`; a halted session's later proposals are
+//! `rejected` whole.
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};

@@ -140,7 +140,8 @@ fn evidence(plan: &Plan) -> Evidence {
     }
 }
 
-/// `verify {proposal, initial_state?, session_id?}` → `{valid, issues, execution_levels, conflicts, simulated_state, evidence}`.
+/// `verify {proposal, initial_state?, session_id?}` → `{valid, issues, execution_levels, conflicts,
+/// simulated_state, evidence}`.
 async fn verify(call: Call, p: VerifyParams) -> Result<VerifyReport, RpcError> {
     let proposal = model::parse_whole(p.proposal)?;
     let initial = p.initial_state.map(|m| m.into_iter().collect());
@@ -166,7 +167,8 @@ fn run_cancelled(run_id: &str) -> RpcError {
     .with_data(json!({"reason": "run_cancelled", "run_id": run_id}))
 }
 
-/// `proposal.submit {proposal, session_id?}` → `{proposal_id, results, outputs, final_state, errors}`.
+/// `proposal.submit {proposal, session_id?}` → `{proposal_id, results, outputs, final_state,
+/// errors}`.
 ///
 /// The proposal is recorded under the connection's current run, and stops when that run is
 /// cancelled. A connection that took its run over with `runs.resume` submits no new

@@ -11,8 +11,8 @@
 //! 32 MiB in all (ours: CAR sets no total). A write that cannot land is
 //! not an error but a drop the caller treats as "stop sending for this run": `{ok: false,
 //! dropped}` with `run_not_found` (no such run, or not the caller's: the two look the same),
-//! `run_terminal`, `run_turn_limit`, `run_bytes_limit` or `turn_too_large`. Writes take the identity that
-//! started the run; a host session does not write turns.
+//! `run_terminal`, `run_turn_limit`, `run_bytes_limit` or `turn_too_large`. Writes take the
+//! identity that started the run; a host session does not write turns.
 
 use car_proto::errors::RpcError;
 use car_proto::methods::runs::{

@@ -1,4 +1,5 @@
-//! `session.auth`: authenticating a connection (reference `session.auth`; docs/protocol-choices.md, "Auth and upgrade checks").
+//! `session.auth`: authenticating a connection (reference `session.auth`; docs/protocol-choices.md,
+//! "Auth and upgrade checks").
 //!
 //! Accepted shapes: `{token, agent_id?, memory_namespace?}` and
 //! `{host_token, memory_namespace?}`. Anything else — an unknown field, `host_token`

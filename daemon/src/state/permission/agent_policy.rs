@@ -11,8 +11,7 @@
 //! specified.
 //!
 //! # Presets
-//! - `cautious`: `read_only` always_allow, `sandbox_edit` require_approval, `full_access`
-//!   deny;
+//! - `cautious`: `read_only` always_allow, `sandbox_edit` require_approval, `full_access` deny;
 //! - `balanced` (the default): always_allow, require_approval, require_approval;
 //! - `trusting`: always_allow, always_allow, require_approval.
 //!

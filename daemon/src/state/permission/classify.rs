@@ -9,25 +9,25 @@
 //! notes" escalate nothing):
 //! 1. **Tool name**, split into whole segments at `_`, `-`, `.`, `/`, spaces and camelCase
 //!    boundaries (`sendEmail` → `send`, `email`): a segment of [`FULL_ACCESS_NAMES`] →
-//!    `full_access`; else one of [`EDIT_NAMES`] → `sandbox_edit`; else one of
-//!    [`READ_NAMES`] → `read_only`; a name with no known segment → `sandbox_edit` (what a
-//!    session may do by default, so an unknown tool runs but a `read_only` session asks).
-//! 2. **Command line**: the string values (or string arrays) of keys named `command`,
-//!    `cmd`, `args`, `argv` or `flags`, at any depth, read as one token stream per object
-//!    (split at white space and shell separators, a path token also as its base name): a
-//!    keyword or keyword sequence of [`COMMAND_KEYWORDS`] → `full_access`.
-//! 3. **Parameter key names** that name a credential, at any depth: a key whose last
-//!    segment is one of [`CREDENTIAL_WORDS`], or whose last two are `<qualifier> key` with
-//!    the qualifier in [`KEY_QUALIFIERS`] (`api_key`, `db_password`, `auth.token`,
-//!    `secretAccessKey`) → `full_access`. The value is opaque and never read. `max_tokens`,
-//!    `token_count`, `secret_name` and a state `key` do not match.
+//!    `full_access`; else one of [`EDIT_NAMES`] → `sandbox_edit`; else one of [`READ_NAMES`] →
+//!    `read_only`; a name with no known segment → `sandbox_edit` (what a session may do by default,
+//!    so an unknown tool runs but a `read_only` session asks).
+//! 2. **Command line**: the string values (or string arrays) of keys named `command`, `cmd`,
+//!    `args`, `argv` or `flags`, at any depth, read as one token stream per object (split at white
+//!    space and shell separators, a path token also as its base name): a keyword or keyword
+//!    sequence of [`COMMAND_KEYWORDS`] → `full_access`.
+//! 3. **Parameter key names** that name a credential, at any depth: a key whose last segment is one
+//!    of [`CREDENTIAL_WORDS`], or whose last two are `<qualifier> key` with the qualifier in
+//!    [`KEY_QUALIFIERS`] (`api_key`, `db_password`, `auth.token`, `secretAccessKey`) →
+//!    `full_access`. The value is opaque and never read. `max_tokens`, `token_count`, `secret_name`
+//!    and a state `key` do not match.
 //! 4. **Declared target paths**: the string values of keys whose last segment is one of
-//!    [`PATH_KEYS`], when the path is a credential store ([`sensitive_path`]: a `.ssh` or
-//!    `.gnupg` component, `.aws/credentials`, `.kube/config`, `.netrc`, `/etc/shadow`,
-//!    SSH private key names, `.env`, `*.pem`, `*.key`, …) → `full_access`.
+//!    [`PATH_KEYS`], when the path is a credential store ([`sensitive_path`]: a `.ssh` or `.gnupg`
+//!    component, `.aws/credentials`, `.kube/config`, `.netrc`, `/etc/shadow`, SSH private key
+//!    names, `.env`, `*.pem`, `*.key`, …) → `full_access`.
 //! 5. **Always-dangerous phrases** anywhere in the string values (lower-cased, white space
-//!    collapsed, preceded by a non-alphanumeric character or the start): [`DANGEROUS`]
-//!    (`drop table`, `delete from`, `rm -rf`, `git reset`, …) → `full_access`.
+//!    collapsed, preceded by a non-alphanumeric character or the start): [`DANGEROUS`] (`drop
+//!    table`, `delete from`, `rm -rf`, `git reset`, …) → `full_access`.
 //!
 //! A `state_write` / `state_delete` action needs `sandbox_edit`.
 //!

@@ -7,11 +7,11 @@
 //! # The decision, per action
 //! 1. The ledger's latest decision for the fingerprint is a rejection → `deny`.
 //! 2. The session is bound to an agent: its policy for the action's tool and tier
-//!    ([`agent_policy::AgentPermissions::resolve_tool`]) says `deny` → `deny`;
-//!    `always_allow` → `allow` (a host-set policy is a standing approval);
-//!    `require_approval` → the rules below decide.
-//! 3. The latest decision is an approval recorded at or above the action's true tier →
-//!    `allow` (an approval recorded for a lower tier does not cover it).
+//!    ([`agent_policy::AgentPermissions::resolve_tool`]) says `deny` → `deny`; `always_allow` →
+//!    `allow` (a host-set policy is a standing approval); `require_approval` → the rules below
+//!    decide.
+//! 3. The latest decision is an approval recorded at or above the action's true tier → `allow` (an
+//!    approval recorded for a lower tier does not cover it).
 //! 4. The action needs `full_access` → `needs_approval`, whatever the session's tier.
 //! 5. It needs more than the session's standing tier → `needs_approval`.
 //! 6. Otherwise `allow`.
