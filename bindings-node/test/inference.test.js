@@ -83,7 +83,9 @@ test('two concurrent inferStream calls on one runtime each get only their own ev
   ]) {
     const types = rec.events.map((e) => e.type)
     assert.deepEqual(rec.late, [], 'no event after the Promise settled')
-    assert.ok(types.filter((t) => t === 'text').length >= 2, `at least two text events: ${types}`)
+    // Sampling is random (inferStream takes no temperature or seed), and the model may end a
+    // reply after its first piece, so one text event is all a stream is sure to get.
+    assert.ok(types.filter((t) => t === 'text').length >= 1, `a text event: ${types}`)
     assert.equal(textOf(rec.events), out.text, 'the text events concatenate to this stream\'s own result')
     assert.equal(types.filter((t) => t === 'done').length, 1, `done exactly once: ${types}`)
     assert.equal(types.at(-1), 'done', `done is last: ${types}`)

@@ -6,7 +6,7 @@
 //! | --- | --- | --- |
 //! | [`Daemon`] | config, credentials, `server.schema` reply, state root, shutdown, connections | transport, dispatch, `server.*`, every service's config checks |
 //! | [`Agents`] | agent registry, supervised processes, messages, chat routes, supervisors, hosts | `agents.*`, `agent_supervisor.*`, `agent_messages.*`, `supervision.*`, `host.*`, chat |
-//! | [`Access`] | secrets and their grants, consumer grants, approvals, agent permissions, the regex budget | `secret.*`, `permission.*`, `agent_permissions.*`, the proposal gate, `policy.*` |
+//! | [`Access`] | secrets and their grants, consumer grants, approvals, agent permissions, the regex budget | `secret.*`, `permission.*`, `agent_permissions.*`, `policy.*`, `session.*` (consumer grants), the proposal gate |
 //! | [`Data`] | event store and run records, memory, workflow checkpoints, the tools' workspace | `events.*`, `memory.*`, `skills.*`, `workflow.*`, built-in tools |
 //! | [`Runs`] | running runs, the run-event fan-out, scheduling | `runs.*`, `tasks.*`, `scheduler.*` |
 //!
