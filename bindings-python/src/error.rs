@@ -17,6 +17,7 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
+pub(crate) use car_daemon_client::panic_text;
 use car_daemon_client::{Error, HandlerError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -87,8 +88,6 @@ pub(crate) fn guard_panics<T>(f: impl FnOnce() -> PyResult<T>) -> PyResult<T> {
         }
     }
 }
-
-pub(crate) use car_daemon_client::panic_text;
 
 /// The wire error for an exception raised by a Python callback.
 pub(crate) fn handler_error(py: Python<'_>, err: &PyErr) -> HandlerError {

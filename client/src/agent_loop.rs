@@ -28,6 +28,7 @@
 //! Tool functions run on the blocking pool through the client's reverse-call handling,
 //! never under a lock; a `tools.cancel` for a call reaches the client's cancel handler.
 
+use car_proto::methods::runs::AGENT_STATUSES;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
@@ -123,9 +124,6 @@ fn timeout_of(schemas: &[Value], name: &Value) -> Option<u64> {
         .as_u64()
         .or_else(|| schema["timeout_ms"].as_u64())
 }
-
-// CAR's `AgentOutcome` statuses; a `finish` naming another ends the run with `success`.
-use car_proto::methods::runs::AGENT_STATUSES as STATUSES;
 
 /// A `ToolSchema` without `parameters` takes no arguments: `{"type": "object"}` is sent
 /// for it, since a model's tool list needs a JSON Schema object per tool.
@@ -328,7 +326,9 @@ impl Client {
                 );
                 let status = args["status"]
                     .as_str()
-                    .filter(|s| STATUSES.contains(s))
+                    // A `finish` naming a status CAR's `AgentOutcome` lacks ends the run with
+                    // `success`.
+                    .filter(|s| AGENT_STATUSES.contains(s))
                     .unwrap_or("success")
                     .to_string();
                 ending = Some((status, summary));

@@ -43,8 +43,8 @@ use crate::state::session::Identity;
 use crate::state::store::db_error;
 use crate::state::RunEvent;
 use car_proto::clock::now_ms;
+use car_proto::methods::runs::OUTCOME_STATUSES;
 
-use car_proto::methods::runs::OUTCOME_STATUSES as OUTCOMES;
 const MAX_TEXT: usize = 16 * 1024;
 
 /// Who may complete a run: the identity that started it, or a host session.
@@ -223,10 +223,10 @@ async fn complete(call: Call, p: CompleteParams) -> Result<CompleteReply, RpcErr
                 (o.status.clone(), summary, serde_json::to_value(&o).ok())
             }
         };
-        if !OUTCOMES.contains(&outcome.as_str()) {
+        if !OUTCOME_STATUSES.contains(&outcome.as_str()) {
             return Err(RpcError::invalid_params(format!(
                 "outcome: must be one of {}, got {outcome:?}",
-                OUTCOMES.join(", ")
+                OUTCOME_STATUSES.join(", ")
             )));
         }
         // CAR's loop sends an empty summary when the model gave none: that is no summary.
