@@ -90,7 +90,7 @@ export interface GeneratedMethods {
   policyCheck(paramsJson: string): Promise<string>
   /** `policy.list` (operator role): the policies in force, in registration order. */
   listPolicies(): Promise<string>
-  /** `policy.register` (operator role): add a deny_tool, deny_tool_param or require_state policy. */
+  /** `policy.register` (operator role): add a deny_tool, deny_tool_param, require_state or deny_connector policy. */
   registerPolicy(name: string, rule: string, target?: string | null, key?: string | null, pattern?: string | null, valueJson?: string | null, sessionId?: string | null): Promise<void>
   /** `policy.unregister` (operator role): remove every policy registered under a name. */
   unregisterPolicy(name: string): Promise<number>
@@ -198,6 +198,22 @@ export interface GeneratedMethods {
   agentsWait(paramsJson?: string): Promise<string>
   /** `capabilities.list` (operator role): list the methods this session's role can see, with their roles. */
   capabilitiesList(paramsJson?: string): Promise<string>
+  /** `connectors.add` (operator role): add a remote MCP server over Streamable HTTP and discover its tools. */
+  connectorsAdd(paramsJson?: string): Promise<string>
+  /** `connectors.add_stdio` (operator role): add a local MCP server run as a child process over stdio. */
+  connectorsAddStdio(paramsJson?: string): Promise<string>
+  /** `connectors.disable_tools` (operator role): disable tools of a connector in every session. */
+  connectorsDisableTools(paramsJson?: string): Promise<string>
+  /** `connectors.enable_tools` (operator role): enable tools of a connector in every session. */
+  connectorsEnableTools(paramsJson?: string): Promise<string>
+  /** `connectors.list` (operator role): the connectors and their health. */
+  connectorsList(paramsJson?: string): Promise<string>
+  /** `connectors.refresh` (operator role): reconnect if needed and re-run tools/list. */
+  connectorsRefresh(paramsJson?: string): Promise<string>
+  /** `connectors.remove` (operator role): disconnect a connector and delete it and its secrets. */
+  connectorsRemove(paramsJson?: string): Promise<string>
+  /** `connectors.tools` (operator role): a connector's tools and whether each is enabled. */
+  connectorsTools(paramsJson?: string): Promise<string>
   /** `events.cost_by_agent` (operator role): tokens and cost per agent, folded from the inference.metered events. */
   eventsCostByAgent(paramsJson?: string): Promise<string>
   /** `events.count` (operator role): the number of events in the durable event log. */
@@ -212,6 +228,14 @@ export interface GeneratedMethods {
   inferCancel(paramsJson?: string): Promise<string>
   /** `infer.deadline` (operator role): stop a running infer call once a deadline passes. */
   inferDeadline(paramsJson?: string): Promise<string>
+  /** `inference.register_runner` (operator role): make this session the runner of delegated models. */
+  inferenceRegisterRunner(paramsJson?: string): Promise<string>
+  /** `inference.runner.complete` (operator role): finish a delegated call this runner serves. */
+  inferenceRunnerComplete(paramsJson?: string): Promise<string>
+  /** `inference.runner.event` (operator role): stream one event of a delegated call this runner serves. */
+  inferenceRunnerEvent(paramsJson?: string): Promise<string>
+  /** `inference.runner.fail` (operator role): fail a delegated call this runner serves. */
+  inferenceRunnerFail(paramsJson?: string): Promise<string>
   /** `memory.add_fact` (agent role): add a fact to this connection's memory graph; returns the new count. */
   memoryAddFact(paramsJson?: string): Promise<string>
   /** `memory.build_context` (operator role): a layered context block (constraints, relevant facts, unknowns) within a token budget. */
@@ -256,7 +280,7 @@ export interface GeneratedMethods {
   permissionPending(paramsJson?: string): Promise<string>
   /** `policy.list` (operator role): the policies in force, in registration order. */
   policyList(paramsJson?: string): Promise<string>
-  /** `policy.register` (operator role): add a deny_tool, deny_tool_param or require_state policy. */
+  /** `policy.register` (operator role): add a deny_tool, deny_tool_param, require_state or deny_connector policy. */
   policyRegister(paramsJson?: string): Promise<string>
   /** `policy.unregister` (operator role): remove every policy registered under a name. */
   policyUnregister(paramsJson?: string): Promise<string>

@@ -24,6 +24,14 @@ const GENERATED_METHODS = {
   agentsTailLog: 'agents.tail_log',
   agentsWait: 'agents.wait',
   capabilitiesList: 'capabilities.list',
+  connectorsAdd: 'connectors.add',
+  connectorsAddStdio: 'connectors.add_stdio',
+  connectorsDisableTools: 'connectors.disable_tools',
+  connectorsEnableTools: 'connectors.enable_tools',
+  connectorsList: 'connectors.list',
+  connectorsRefresh: 'connectors.refresh',
+  connectorsRemove: 'connectors.remove',
+  connectorsTools: 'connectors.tools',
   eventsCostByAgent: 'events.cost_by_agent',
   eventsCount: 'events.count',
   eventsQuery: 'events.query',
@@ -31,6 +39,10 @@ const GENERATED_METHODS = {
   hostSubscribe: 'host.subscribe',
   inferCancel: 'infer.cancel',
   inferDeadline: 'infer.deadline',
+  inferenceRegisterRunner: 'inference.register_runner',
+  inferenceRunnerComplete: 'inference.runner.complete',
+  inferenceRunnerEvent: 'inference.runner.event',
+  inferenceRunnerFail: 'inference.runner.fail',
   memoryAddFact: 'memory.add_fact',
   memoryBuildContext: 'memory.build_context',
   memoryConsolidate: 'memory.consolidate',
@@ -360,7 +372,7 @@ const MEMBERS = {
   async listPolicies() {
     return this[CALL_MEMBER]('policy.list', 'list_policies', [])
   },
-  /** `policy.register` (operator role): add a deny_tool, deny_tool_param or require_state policy. */
+  /** `policy.register` (operator role): add a deny_tool, deny_tool_param, require_state or deny_connector policy. */
   async registerPolicy(name, rule, target, key, pattern, valueJson, sessionId) {
     return this[CALL_MEMBER]('policy.register', 'register_policy', [name, rule, target, key, pattern, valueJson, sessionId])
   },
@@ -576,6 +588,38 @@ const MEMBERS = {
   async capabilitiesList(paramsJson = '{}') {
     return this.daemonCall('capabilities.list', paramsJson)
   },
+  /** `connectors.add` (operator role): add a remote MCP server over Streamable HTTP and discover its tools. */
+  async connectorsAdd(paramsJson = '{}') {
+    return this.daemonCall('connectors.add', paramsJson)
+  },
+  /** `connectors.add_stdio` (operator role): add a local MCP server run as a child process over stdio. */
+  async connectorsAddStdio(paramsJson = '{}') {
+    return this.daemonCall('connectors.add_stdio', paramsJson)
+  },
+  /** `connectors.disable_tools` (operator role): disable tools of a connector in every session. */
+  async connectorsDisableTools(paramsJson = '{}') {
+    return this.daemonCall('connectors.disable_tools', paramsJson)
+  },
+  /** `connectors.enable_tools` (operator role): enable tools of a connector in every session. */
+  async connectorsEnableTools(paramsJson = '{}') {
+    return this.daemonCall('connectors.enable_tools', paramsJson)
+  },
+  /** `connectors.list` (operator role): the connectors and their health. */
+  async connectorsList(paramsJson = '{}') {
+    return this.daemonCall('connectors.list', paramsJson)
+  },
+  /** `connectors.refresh` (operator role): reconnect if needed and re-run tools/list. */
+  async connectorsRefresh(paramsJson = '{}') {
+    return this.daemonCall('connectors.refresh', paramsJson)
+  },
+  /** `connectors.remove` (operator role): disconnect a connector and delete it and its secrets. */
+  async connectorsRemove(paramsJson = '{}') {
+    return this.daemonCall('connectors.remove', paramsJson)
+  },
+  /** `connectors.tools` (operator role): a connector's tools and whether each is enabled. */
+  async connectorsTools(paramsJson = '{}') {
+    return this.daemonCall('connectors.tools', paramsJson)
+  },
   /** `events.cost_by_agent` (operator role): tokens and cost per agent, folded from the inference.metered events. */
   async eventsCostByAgent(paramsJson = '{}') {
     return this.daemonCall('events.cost_by_agent', paramsJson)
@@ -603,6 +647,22 @@ const MEMBERS = {
   /** `infer.deadline` (operator role): stop a running infer call once a deadline passes. */
   async inferDeadline(paramsJson = '{}') {
     return this.daemonCall('infer.deadline', paramsJson)
+  },
+  /** `inference.register_runner` (operator role): make this session the runner of delegated models. */
+  async inferenceRegisterRunner(paramsJson = '{}') {
+    return this.daemonCall('inference.register_runner', paramsJson)
+  },
+  /** `inference.runner.complete` (operator role): finish a delegated call this runner serves. */
+  async inferenceRunnerComplete(paramsJson = '{}') {
+    return this.daemonCall('inference.runner.complete', paramsJson)
+  },
+  /** `inference.runner.event` (operator role): stream one event of a delegated call this runner serves. */
+  async inferenceRunnerEvent(paramsJson = '{}') {
+    return this.daemonCall('inference.runner.event', paramsJson)
+  },
+  /** `inference.runner.fail` (operator role): fail a delegated call this runner serves. */
+  async inferenceRunnerFail(paramsJson = '{}') {
+    return this.daemonCall('inference.runner.fail', paramsJson)
   },
   /** `memory.add_fact` (agent role): add a fact to this connection's memory graph; returns the new count. */
   async memoryAddFact(paramsJson = '{}') {
@@ -692,7 +752,7 @@ const MEMBERS = {
   async policyList(paramsJson = '{}') {
     return this.daemonCall('policy.list', paramsJson)
   },
-  /** `policy.register` (operator role): add a deny_tool, deny_tool_param or require_state policy. */
+  /** `policy.register` (operator role): add a deny_tool, deny_tool_param, require_state or deny_connector policy. */
   async policyRegister(paramsJson = '{}') {
     return this.daemonCall('policy.register', paramsJson)
   },

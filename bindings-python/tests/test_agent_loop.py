@@ -5,6 +5,7 @@ tool's output observed by the model, CAR's `AgentOutcome` returned."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any, Dict, Iterator, List
@@ -147,3 +148,58 @@ def test_a_chat_turn_answers_from_the_conversation(rt: car_runtime.CarRuntime, s
         agent_loop.run_chat_turn(rt, cfg, schemas, {"add": add}, {}, "chat-1", [{"role": "assistant", "content": "x"}])
     with pytest.raises(TypeError):
         agent_loop.run_chat_turn(rt, cfg, schemas, {"add": add}, {}, 7, history)  # type: ignore[arg-type]
+
+
+def test_main_runs_a_task_and_prints_the_answer_or_the_outcome(
+    rt: car_runtime.CarRuntime, scripted: ScriptedModel, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def add(params: Dict[str, Any]) -> Dict[str, Any]:
+        return {"sum": params["a"] + params["b"]}
+
+    assert agent_loop.main(config(rt, add), ["--task", "add 2 and 3"]) == 0
+    assert capsys.readouterr().out == "the sum is 5\n"
+    assert agent_loop.main(config(rt, add), ["--task", "add 2 and 3", "--json", "--max-turns", "3"]) == 0
+    outcome = json.loads(capsys.readouterr().out)
+    assert outcome["status"] == "success" and outcome["tools_called"] == ["add", "finish"]
+    # One turn is not enough to finish: give_up, exit 1.
+    assert agent_loop.main(config(rt, add), ["--task", "add 2 and 3", "--max-turns", "1"]) == 1
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_info:
+        agent_loop.main(config(rt, add), [])
+    assert exit_info.value.code == 2
+
+
+def test_serve_chat_answers_each_session_with_its_own_history(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from test_chat import Chat
+
+    home = tmp_path / "car-home"
+    home.mkdir()
+    d = Daemon(home, extra_env={"CAR_NO_APPROVALS": "1"}).start()
+    for k in list(os.environ):
+        if k.startswith("CAR_"):
+            monkeypatch.delenv(k)
+    monkeypatch.setenv("CAR_HOME", str(home))
+    model = ScriptedModel(answer_as_text=True)
+    chat = Chat(monkeypatch)
+    stop = None
+    try:
+        d.host_call("models.register", {"id": "scripted", "base_url": model.url, "model": "m"})
+        cfg = config(chat.agent, lambda p: {"sum": p["a"] + p["b"]})
+        cfg["agent_id"] = "py-chat-agent"
+        stop = agent_loop.serve_chat(cfg)
+        chat.attach()
+        for session, prompt in [("s1", "add 2 and 3"), ("s2", "add them"), ("s1", "again")]:
+            assert chat.chat(session, prompt)["accepted"] is True
+            events = chat.turn(session)
+            assert [(e["kind"], e.get("delta")) for e in events] == [("token", "the sum is 5"), ("done", None)], events
+        # Each session kept its own conversation: s1's second turn carried its first.
+        last = [m for m in model.requests[-2]["messages"] if m["role"] in ("user", "assistant")]
+        assert [m["content"] for m in last] == ["add 2 and 3", "the sum is 5", "again"], last
+        with pytest.raises(ValueError):
+            agent_loop.serve_chat(config(chat.agent, lambda p: p), history_turns=0)
+    finally:
+        if stop is not None:
+            stop()
+        chat.close()
+        model.close()
+        d.stop()

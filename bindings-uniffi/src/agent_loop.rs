@@ -88,6 +88,7 @@ impl AgentLoopConfig {
             tool_choice: self.tool_choice.clone(),
             temperature: self.temperature,
             parallel_tool_calls: self.parallel_tool_calls,
+            seed: None,
         })
     }
 }

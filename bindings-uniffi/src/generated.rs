@@ -242,7 +242,7 @@ impl CarDaemonClient {
         self.member_string("policy.list", "list_policies", vec![])
     }
 
-    /// `policy.register` (operator role): add a deny_tool, deny_tool_param or require_state policy.
+    /// `policy.register` (operator role): add a deny_tool, deny_tool_param, require_state or deny_connector policy.
     #[uniffi::method(default(target = None, key = None, pattern = None, value_json = None, session_id = None))]
     pub fn register_policy(&self, name: String, rule: String, target: Option<String>, key: Option<String>, pattern: Option<String>, value_json: Option<String>, session_id: Option<String>) -> Result<(), CarError> {
         self.member_unit("policy.register", "register_policy", vec![Some(name.into()), Some(rule.into()), Some(target.into()), Some(key.into()), Some(pattern.into()), Some(value_json.into()), Some(session_id.into())])
@@ -525,6 +525,46 @@ impl CarDaemonClient {
         self.daemon_call("capabilities.list".to_string(), params_json)
     }
 
+    /// `connectors.add` (operator role): add a remote MCP server over Streamable HTTP and discover its tools.
+    pub fn connectors_add(&self, params_json: String) -> Result<String, CarError> {
+        self.daemon_call("connectors.add".to_string(), params_json)
+    }
+
+    /// `connectors.add_stdio` (operator role): add a local MCP server run as a child process over stdio.
+    pub fn connectors_add_stdio(&self, params_json: String) -> Result<String, CarError> {
+        self.daemon_call("connectors.add_stdio".to_string(), params_json)
+    }
+
+    /// `connectors.disable_tools` (operator role): disable tools of a connector in every session.
+    pub fn connectors_disable_tools(&self, params_json: String) -> Result<String, CarError> {
+        self.daemon_call("connectors.disable_tools".to_string(), params_json)
+    }
+
+    /// `connectors.enable_tools` (operator role): enable tools of a connector in every session.
+    pub fn connectors_enable_tools(&self, params_json: String) -> Result<String, CarError> {
+        self.daemon_call("connectors.enable_tools".to_string(), params_json)
+    }
+
+    /// `connectors.list` (operator role): the connectors and their health.
+    pub fn connectors_list(&self, params_json: String) -> Result<String, CarError> {
+        self.daemon_call("connectors.list".to_string(), params_json)
+    }
+
+    /// `connectors.refresh` (operator role): reconnect if needed and re-run tools/list.
+    pub fn connectors_refresh(&self, params_json: String) -> Result<String, CarError> {
+        self.daemon_call("connectors.refresh".to_string(), params_json)
+    }
+
+    /// `connectors.remove` (operator role): disconnect a connector and delete it and its secrets.
+    pub fn connectors_remove(&self, params_json: String) -> Result<String, CarError> {
+        self.daemon_call("connectors.remove".to_string(), params_json)
+    }
+
+    /// `connectors.tools` (operator role): a connector's tools and whether each is enabled.
+    pub fn connectors_tools(&self, params_json: String) -> Result<String, CarError> {
+        self.daemon_call("connectors.tools".to_string(), params_json)
+    }
+
     /// `events.cost_by_agent` (operator role): tokens and cost per agent, folded from the inference.metered events.
     pub fn events_cost_by_agent(&self, params_json: String) -> Result<String, CarError> {
         self.daemon_call("events.cost_by_agent".to_string(), params_json)
@@ -563,6 +603,26 @@ impl CarDaemonClient {
     /// `infer_stream` (agent role): generate text with inference.stream.event notifications.
     pub fn infer_stream(&self, params_json: String) -> Result<String, CarError> {
         self.daemon_call("infer_stream".to_string(), params_json)
+    }
+
+    /// `inference.register_runner` (operator role): make this session the runner of delegated models.
+    pub fn inference_register_runner(&self, params_json: String) -> Result<String, CarError> {
+        self.daemon_call("inference.register_runner".to_string(), params_json)
+    }
+
+    /// `inference.runner.complete` (operator role): finish a delegated call this runner serves.
+    pub fn inference_runner_complete(&self, params_json: String) -> Result<String, CarError> {
+        self.daemon_call("inference.runner.complete".to_string(), params_json)
+    }
+
+    /// `inference.runner.event` (operator role): stream one event of a delegated call this runner serves.
+    pub fn inference_runner_event(&self, params_json: String) -> Result<String, CarError> {
+        self.daemon_call("inference.runner.event".to_string(), params_json)
+    }
+
+    /// `inference.runner.fail` (operator role): fail a delegated call this runner serves.
+    pub fn inference_runner_fail(&self, params_json: String) -> Result<String, CarError> {
+        self.daemon_call("inference.runner.fail".to_string(), params_json)
     }
 
     /// `memory.add_fact` (agent role): add a fact to this connection's memory graph; returns the new count.
@@ -675,7 +735,7 @@ impl CarDaemonClient {
         self.daemon_call("policy.list".to_string(), params_json)
     }
 
-    /// `policy.register` (operator role): add a deny_tool, deny_tool_param or require_state policy.
+    /// `policy.register` (operator role): add a deny_tool, deny_tool_param, require_state or deny_connector policy.
     pub fn policy_register(&self, params_json: String) -> Result<String, CarError> {
         self.daemon_call("policy.register".to_string(), params_json)
     }

@@ -38,6 +38,7 @@ pub mod methods;
 pub mod namespace;
 pub mod paths;
 pub mod policy_rules;
+pub mod pricing;
 pub mod redact;
 pub mod safe_file;
 pub mod schema;

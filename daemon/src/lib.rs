@@ -17,7 +17,8 @@
 //! 3. [`dispatch`]: declarations → gates (the access rule) → handler, under deadlines; it also runs
 //!    one service's call of another's method ([`handler::Invoke`]);
 //! 4. [`services`]: one module per contract namespace, same name; no service imports another;
-//! 5. [`handler`]: the typed routes services register (`Call`, `Routes`);
+//! 5. [`handler`]: the typed routes services register (`Call`, `Routes`), and the daemon's agent
+//!    runner ([`handler::agent_runner`]: the one agent loop over in-process calls);
 //! 6. [`state`]: what all connections share, owned by small typed stores (sessions and their
 //!    identity, auth files, the event and run store, run records, memory, models, agents and their
 //!    processes, approvals and the permission gate, supervision, schedules, secrets' grants, the

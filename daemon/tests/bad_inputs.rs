@@ -88,7 +88,7 @@ async fn wrong_param_types_on_every_method() {
         (
             "policy.register",
             json!({"name": "p", "rule": "allow_all"}),
-            "invalid params: rule: must be deny_tool, deny_tool_param or require_state, got \"allow_all\"",
+            "invalid params: rule: must be deny_tool, deny_tool_param, require_state or deny_connector, got \"allow_all\"",
         ),
         (
             "policy.register",
@@ -118,7 +118,7 @@ async fn wrong_param_types_on_every_method() {
         (
             "session.init",
             json!({"tools": [{"name": "ok"}], "policies": [{"name": "p", "rule": "nope"}]}),
-            "invalid params: policies[0].rule: must be deny_tool, deny_tool_param or require_state, got \"nope\"",
+            "invalid params: policies[0].rule: must be deny_tool, deny_tool_param, require_state or deny_connector, got \"nope\"",
         ),
         (
             "verify",

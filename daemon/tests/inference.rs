@@ -528,7 +528,7 @@ async fn bad_models_and_requests_get_precise_errors() {
         ),
         (
             json!({"schema": {"id": "x", "source": {"type": "weird"}}}),
-            "invalid params: schema.source.type: \"weird\" is not served by this daemon (local or remote_api)".to_string(),
+            "invalid params: schema.source.type: \"weird\" is not served by this daemon (local, remote_api or delegated)".to_string(),
         ),
         (
             json!({"id": "x"}),

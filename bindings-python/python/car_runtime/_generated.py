@@ -245,7 +245,7 @@ class GeneratedMethods:
         value_json: Optional[str] = None,
         session_id: Optional[str] = None,
     ) -> None:
-        """`policy.register` (operator role): add a deny_tool, deny_tool_param or require_state policy."""
+        """`policy.register` (operator role): add a deny_tool, deny_tool_param, require_state or deny_connector policy."""
         self._call_member("policy.register", "register_policy", [name, rule, target, key, pattern, value_json, session_id])
 
     def unregister_policy(self, name: str) -> int:
@@ -476,6 +476,38 @@ class GeneratedMethods:
         """`capabilities.list` (operator role): list the methods this session's role can see, with their roles."""
         return self.daemon_call("capabilities.list", params_json)
 
+    def connectors_add(self, params_json: str = "{}") -> str:
+        """`connectors.add` (operator role): add a remote MCP server over Streamable HTTP and discover its tools."""
+        return self.daemon_call("connectors.add", params_json)
+
+    def connectors_add_stdio(self, params_json: str = "{}") -> str:
+        """`connectors.add_stdio` (operator role): add a local MCP server run as a child process over stdio."""
+        return self.daemon_call("connectors.add_stdio", params_json)
+
+    def connectors_disable_tools(self, params_json: str = "{}") -> str:
+        """`connectors.disable_tools` (operator role): disable tools of a connector in every session."""
+        return self.daemon_call("connectors.disable_tools", params_json)
+
+    def connectors_enable_tools(self, params_json: str = "{}") -> str:
+        """`connectors.enable_tools` (operator role): enable tools of a connector in every session."""
+        return self.daemon_call("connectors.enable_tools", params_json)
+
+    def connectors_list(self, params_json: str = "{}") -> str:
+        """`connectors.list` (operator role): the connectors and their health."""
+        return self.daemon_call("connectors.list", params_json)
+
+    def connectors_refresh(self, params_json: str = "{}") -> str:
+        """`connectors.refresh` (operator role): reconnect if needed and re-run tools/list."""
+        return self.daemon_call("connectors.refresh", params_json)
+
+    def connectors_remove(self, params_json: str = "{}") -> str:
+        """`connectors.remove` (operator role): disconnect a connector and delete it and its secrets."""
+        return self.daemon_call("connectors.remove", params_json)
+
+    def connectors_tools(self, params_json: str = "{}") -> str:
+        """`connectors.tools` (operator role): a connector's tools and whether each is enabled."""
+        return self.daemon_call("connectors.tools", params_json)
+
     def events_cost_by_agent(self, params_json: str = "{}") -> str:
         """`events.cost_by_agent` (operator role): tokens and cost per agent, folded from the inference.metered events."""
         return self.daemon_call("events.cost_by_agent", params_json)
@@ -503,6 +535,22 @@ class GeneratedMethods:
     def infer_deadline(self, params_json: str = "{}") -> str:
         """`infer.deadline` (operator role): stop a running infer call once a deadline passes."""
         return self.daemon_call("infer.deadline", params_json)
+
+    def inference_register_runner(self, params_json: str = "{}") -> str:
+        """`inference.register_runner` (operator role): make this session the runner of delegated models."""
+        return self.daemon_call("inference.register_runner", params_json)
+
+    def inference_runner_complete(self, params_json: str = "{}") -> str:
+        """`inference.runner.complete` (operator role): finish a delegated call this runner serves."""
+        return self.daemon_call("inference.runner.complete", params_json)
+
+    def inference_runner_event(self, params_json: str = "{}") -> str:
+        """`inference.runner.event` (operator role): stream one event of a delegated call this runner serves."""
+        return self.daemon_call("inference.runner.event", params_json)
+
+    def inference_runner_fail(self, params_json: str = "{}") -> str:
+        """`inference.runner.fail` (operator role): fail a delegated call this runner serves."""
+        return self.daemon_call("inference.runner.fail", params_json)
 
     def memory_add_fact(self, params_json: str = "{}") -> str:
         """`memory.add_fact` (agent role): add a fact to this connection's memory graph; returns the new count."""
@@ -593,7 +641,7 @@ class GeneratedMethods:
         return self.daemon_call("policy.list", params_json)
 
     def policy_register(self, params_json: str = "{}") -> str:
-        """`policy.register` (operator role): add a deny_tool, deny_tool_param or require_state policy."""
+        """`policy.register` (operator role): add a deny_tool, deny_tool_param, require_state or deny_connector policy."""
         return self.daemon_call("policy.register", params_json)
 
     def policy_unregister(self, params_json: str = "{}") -> str:
@@ -902,6 +950,14 @@ GENERATED_METHODS: Dict[str, str] = {
     "agents_tail_log": "agents.tail_log",
     "agents_wait": "agents.wait",
     "capabilities_list": "capabilities.list",
+    "connectors_add": "connectors.add",
+    "connectors_add_stdio": "connectors.add_stdio",
+    "connectors_disable_tools": "connectors.disable_tools",
+    "connectors_enable_tools": "connectors.enable_tools",
+    "connectors_list": "connectors.list",
+    "connectors_refresh": "connectors.refresh",
+    "connectors_remove": "connectors.remove",
+    "connectors_tools": "connectors.tools",
     "events_cost_by_agent": "events.cost_by_agent",
     "events_count": "events.count",
     "events_query": "events.query",
@@ -909,6 +965,10 @@ GENERATED_METHODS: Dict[str, str] = {
     "host_subscribe": "host.subscribe",
     "infer_cancel": "infer.cancel",
     "infer_deadline": "infer.deadline",
+    "inference_register_runner": "inference.register_runner",
+    "inference_runner_complete": "inference.runner.complete",
+    "inference_runner_event": "inference.runner.event",
+    "inference_runner_fail": "inference.runner.fail",
     "memory_add_fact": "memory.add_fact",
     "memory_build_context": "memory.build_context",
     "memory_consolidate": "memory.consolidate",

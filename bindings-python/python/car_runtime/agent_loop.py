@@ -13,13 +13,28 @@ error and may try again. As in CAR's loop, a callable that declares an `abort` k
 (`tools.cancel`, e.g. when the call's budget runs out), and one that declares `timeout_ms`
 gets that budget in milliseconds (`None`: the daemon's default); a tool's budget is the
 `timeoutMs` its schema declares. `runtime` (a `CarRuntime`) is used when given, else one is
-created and closed around the run."""
+created and closed around the run.
+
+`serve_chat(config)` serves `agents.chat` turns with the loop (CAR's `--serve` harness): a
+process-wide chat handler keeps each `session_id`'s conversation in memory (the newest
+`history_turns` messages), runs `run_chat_turn` per turn with the config's tools, and streams
+the reply as the turn's text; it returns a function that stops serving. Its runs are recorded
+under the config's `agent_id`, else `CAR_AGENT_ID` (an attached agent's runs are its own).
+`main(config)` is
+the command line of an agent program: `--task TEXT` runs `run_agent` and prints the summary
+(`--json`: the whole `AgentOutcome`), exiting 0 for `success` / `partial_success` / `done`
+and 1 otherwise; `--serve` serves chat until SIGINT or SIGTERM."""
 
 from __future__ import annotations
 
+import argparse
 import inspect
 import json
-from typing import Any, Callable, Dict, List, Literal, Mapping, Optional, TypedDict, Union, overload
+import os
+import signal
+import sys
+import threading
+from typing import Any, Callable, Dict, List, Literal, Mapping, Optional, Sequence, TypedDict, Union, overload
 
 from . import _callbacks, _runtime
 from ._runtime import CarRuntime
@@ -202,3 +217,76 @@ def run_chat_turn(
         rt._native.run_chat_turn(json.dumps(wire), json.dumps(messages), _dispatcher(tools), requested_model)
     )
     return turn if include_run_id else turn["text"]
+
+
+def serve_chat(config: AgentLoopConfig, history_turns: int = 50) -> Callable[[], None]:
+    """Serves `agents.chat` with this loop (see the module docs); returns `stop()`. The
+    runtime is `config["runtime"]` or a new one (bound to `CAR_AGENT_ID` /
+    `CAR_AGENT_TOKEN` when they are set), closed by `stop()` when this function made it."""
+    if history_turns < 1:
+        raise ValueError(f"history_turns must be at least 1, got {history_turns}")
+    tools: Mapping[str, Callable[..., Any]] = config.get("tools", {})
+    for name, fn in tools.items():
+        if not callable(fn):
+            raise TypeError(f"tools[{name!r}] must be callable, got {type(fn).__name__}")
+    runtime = config.get("runtime")
+    owned = runtime is None
+    rt = runtime if runtime is not None else CarRuntime()
+    schemas = list(config.get("tool_schemas", []))
+    # An attached agent records its runs as itself: the daemon refuses another agent id.
+    agent_id = config.get("agent_id") or os.environ.get("CAR_AGENT_ID")
+    if agent_id:
+        config = dict(config, agent_id=agent_id)  # type: ignore[assignment]
+    threads: Dict[str, List[Dict[str, Any]]] = {}
+    guard = threading.Lock()
+
+    def handler(params_json: str) -> None:
+        params = json.loads(params_json)
+        session_id = str(params["session_id"])
+        with guard:
+            history = threads.setdefault(session_id, [])
+            history.append({"role": "user", "content": str(params.get("prompt", ""))})
+            conversation = list(history[-history_turns:])
+        text = run_chat_turn(rt, config, schemas, tools, {}, session_id, conversation, params.get("model"))
+        with guard:
+            history.append({"role": "assistant", "content": text})
+            del history[:-history_turns]
+        if text:
+            rt.chat_event(session_id, "token", text)
+
+    _runtime.register_chat_handler(handler)
+    # Connecting binds an agent runtime to its agent, so the daemon routes chats to it.
+    rt.connection_epoch()
+
+    def stop() -> None:
+        _runtime.unregister_chat_handler()
+        if owned:
+            rt.close()
+
+    return stop
+
+
+def main(config: AgentLoopConfig, argv: Optional[Sequence[str]] = None) -> int:
+    """The command line of an agent program (see the module docs); returns the exit code."""
+    parser = argparse.ArgumentParser(prog=str(config.get("agent_name", "agent")))
+    mode = parser.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--task", help="run the agent on this task and print its answer")
+    mode.add_argument("--serve", action="store_true", help="serve agents.chat turns until interrupted")
+    parser.add_argument("--json", action="store_true", help="print the whole AgentOutcome as JSON")
+    parser.add_argument("--max-turns", type=int, default=None, help="override the config's max_turns")
+    args = parser.parse_args(argv)
+    if args.serve:
+        stop = serve_chat(config)
+        done = threading.Event()
+        previous = {sig: signal.signal(sig, lambda *_: done.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            done.wait()
+        finally:
+            for sig, handler in previous.items():
+                if handler is not None:
+                    signal.signal(sig, handler)
+            stop()
+        return 0
+    outcome = run_agent(config, args.task, args.max_turns)
+    sys.stdout.write((json.dumps(outcome) if args.json else outcome["summary"]) + "\n")
+    return 0 if outcome["status"] in ("success", "partial_success", "done") else 1

@@ -32,6 +32,7 @@ pub mod agent_messages;
 pub mod agent_permissions;
 pub mod agent_supervisor;
 pub mod agents;
+pub mod connectors;
 pub mod debug;
 pub mod events;
 pub mod fields;
@@ -165,6 +166,7 @@ pub const NAMESPACES: &[&[Declaration]] = &[
     events::DECLARATIONS,
     runs::DECLARATIONS,
     inference::DECLARATIONS,
+    inference::runner::DECLARATIONS,
     models::DECLARATIONS,
     host::DECLARATIONS,
     agents::DECLARATIONS,
@@ -177,6 +179,7 @@ pub const NAMESPACES: &[&[Declaration]] = &[
     workflow::DECLARATIONS,
     scheduler::DECLARATIONS,
     secret::DECLARATIONS,
+    connectors::DECLARATIONS,
     debug::DECLARATIONS,
 ];
 

@@ -13,6 +13,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::inference::ModelIdentity;
+use crate::pricing::CostModel;
 
 use super::fields::{Json, Name, NoParams};
 use super::member::{json, member, req_at, ArgKind::*};
@@ -52,6 +53,9 @@ pub struct ModelSchema {
     /// Beyond CAR: a secret-store entry (`service/key` or `key`) holding the API key.
     #[serde(default)]
     pub api_key_secret: Option<String>,
+    /// CAR's `CostModel`: the model's prices (USD per 1M tokens; `null` = unpriced).
+    #[serde(default)]
+    pub cost: Option<CostModel>,
 }
 
 /// `models.register` params: `{schema}` or the bare schema (its fields at top level; they
@@ -84,6 +88,8 @@ pub struct RegisterParams {
     pub api_key_env: Option<String>,
     #[serde(default)]
     pub api_key_secret: Option<String>,
+    #[serde(default)]
+    pub cost: Option<CostModel>,
 }
 
 impl RegisterParams {
@@ -102,6 +108,7 @@ impl RegisterParams {
             model: self.model,
             api_key_env: self.api_key_env,
             api_key_secret: self.api_key_secret,
+            cost: self.cost,
         })
     }
 }
@@ -140,10 +147,43 @@ pub enum ModelSource {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         api_key_secret: Option<String>,
     },
+    /// Served by the session registered with `inference.register_runner`
+    /// (`source: {type: "delegated"}`).
+    Delegated {},
+}
+
+/// The `ModelSchema` fields a registry entry keeps as declared, beside what the registry
+/// resolves (CAR's catalog fields: routing and pricing read them).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ModelMeta {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub family: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capabilities: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_length: Option<u64>,
+    /// The declared prices; absent = unpriced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<CostModel>,
+}
+
+impl ModelMeta {
+    /// The fields of `schema` an entry keeps.
+    pub fn of(schema: &ModelSchema) -> Self {
+        ModelMeta {
+            provider: schema.provider.clone(),
+            family: schema.family.clone(),
+            capabilities: schema.capabilities.clone(),
+            context_length: schema.context_length,
+            cost: schema.cost.clone(),
+        }
+    }
 }
 
 /// One registry entry, as persisted in `registry.json`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ModelEntry {
     /// The registry id.
     pub id: String,
@@ -153,6 +193,9 @@ pub struct ModelEntry {
     /// The agent that registered it; `None` for the host's and operators' entries.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner: Option<String>,
+    /// What the registration declared about the model.
+    #[serde(flatten)]
+    pub meta: ModelMeta,
 }
 
 impl ModelEntry {
@@ -161,7 +204,7 @@ impl ModelEntry {
         let (sha256, size) = match &self.source {
             ModelSource::Gguf { sha256, size, .. }
             | ModelSource::Embedding { sha256, size, .. } => (Some(sha256.clone()), Some(*size)),
-            ModelSource::Remote { .. } => (None, None),
+            ModelSource::Remote { .. } | ModelSource::Delegated {} => (None, None),
         };
         ModelIdentity {
             id: self.id.clone(),
@@ -170,12 +213,13 @@ impl ModelEntry {
         }
     }
 
-    /// `gguf`, `embedding` or `remote`.
+    /// `gguf`, `embedding`, `remote` or `delegated`.
     pub fn kind_name(&self) -> &'static str {
         match self.source {
             ModelSource::Gguf { .. } => "gguf",
             ModelSource::Embedding { .. } => "embedding",
             ModelSource::Remote { .. } => "remote",
+            ModelSource::Delegated {} => "delegated",
         }
     }
 
@@ -184,7 +228,7 @@ impl ModelEntry {
         match &self.source {
             ModelSource::Gguf { path, .. } => Some(path.clone()),
             ModelSource::Embedding { path, .. } => Some(path.join("model.safetensors")),
-            ModelSource::Remote { .. } => None,
+            ModelSource::Remote { .. } | ModelSource::Delegated {} => None,
         }
     }
 }

@@ -92,7 +92,7 @@ pub struct ListReply {
 
 crate::method!(
     /// `policy.register` → `{registered, scope}`.
-    Register = op("policy.register", "add a deny_tool, deny_tool_param or require_state policy");
+    Register = op("policy.register", "add a deny_tool, deny_tool_param, require_state or deny_connector policy");
     access: Access::daemon();
     PolicyDefinition => RegisterReply;
     member("register_policy", &[req("name", Str), req("rule", Str), opt("target", Str), opt("key", Str), opt("pattern", Str), opt_at("value_json", "value", Json), opt("session_id", Str)], unit())

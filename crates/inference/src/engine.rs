@@ -305,6 +305,12 @@ impl InferenceEngine {
                     .chat(&endpoint, request, max_tokens, cancel, started, on_event)?
             }
             ModelSource::Embedding { .. } => return Err(wrong_kind(&entry, Use::Generate)),
+            ModelSource::Delegated {} => {
+                return Err(InferenceError::Engine(format!(
+                    "{} is a delegated model: its runner serves it, not this engine",
+                    entry.id
+                )))
+            }
         };
         Ok(GenerateResult {
             text: generated.text,
@@ -407,7 +413,9 @@ impl InferenceEngine {
                 m.embed(texts)
             }
             ModelSource::Remote { .. } => self.remote.embed(&self.endpoint(entry)?, texts),
-            ModelSource::Gguf { .. } => Err(wrong_kind(entry, Use::Embed)),
+            ModelSource::Gguf { .. } | ModelSource::Delegated {} => {
+                Err(wrong_kind(entry, Use::Embed))
+            }
         }
     }
 
@@ -459,9 +467,9 @@ impl InferenceEngine {
                 ModelSource::Embedding { path, .. } => {
                     BertEmbedder::load(path).map(|m| Loaded::Bert(Box::new(m)))
                 }
-                ModelSource::Remote { .. } => Err(InferenceError::Engine(
-                    "remote models are not loaded".into(),
-                )),
+                ModelSource::Remote { .. } | ModelSource::Delegated {} => Err(
+                    InferenceError::Engine("remote and delegated models are not loaded".into()),
+                ),
             })
     }
 

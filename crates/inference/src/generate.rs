@@ -122,6 +122,11 @@ pub struct GenerateRequest {
     /// with tools.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parallel_tool_calls: Option<bool>,
+    /// Constrains a text answer to one JSON value (`response_format`): a local model
+    /// decodes under the format's grammar (the tools' grammar wins when the request uses
+    /// tools), a remote provider receives it in its own shape.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_format: Option<car_proto::methods::inference::ResponseFormat>,
     /// How the local prefix cache is used (`cache_control` / `cache_ttl`).
     #[serde(skip)]
     pub cache: crate::prefix_cache::CacheHint,

@@ -50,6 +50,12 @@ pub fn schema_to_gbnf(schema: &Value) -> String {
     b.finish()
 }
 
+/// The grammar of a `response_format` answer: any JSON object for `json_object`, else a
+/// value valid against the format's schema (a generic JSON value when it has none).
+pub fn response_format_gbnf(format: &car_proto::methods::inference::ResponseFormat) -> String {
+    schema_to_gbnf(&format.schema().unwrap_or(Value::Bool(true)))
+}
+
 /// The grammar of a tool-call answer: `{"tool_calls": [call, …]}` where each call is
 /// `{"name": N, "arguments": A}`, `N` one of `tools` and `A` valid against that tool's
 /// `parameters`. `parallel` allows one or more calls; otherwise exactly one.

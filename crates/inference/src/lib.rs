@@ -55,7 +55,7 @@ pub use keys::KeySource;
 pub use llama::LlamaConfig;
 pub use prefix_cache::CacheHint;
 #[cfg(feature = "engines")]
-pub use registry::{ModelEntry, ModelRegistry, ModelSource, RegisterRequest};
+pub use registry::{ModelEntry, ModelMeta, ModelRegistry, ModelSource, RegisterRequest};
 #[cfg(feature = "engines")]
 pub use remote::RemoteConfig;
 pub use tools::{ToolCall, ToolChoice, ToolSpec};

@@ -44,10 +44,10 @@ const MAX_ID_LEN: usize = 128;
 /// Files an embedding model directory must contain.
 pub const EMBEDDING_FILES: [&str; 3] = ["model.safetensors", "tokenizer.json", "config.json"];
 
-pub use car_proto::methods::models::{ModelEntry, ModelSource};
+pub use car_proto::methods::models::{ModelEntry, ModelMeta, ModelSource};
 
 /// What `models.register` asks for: a local `path`, or a remote `base_url` + `model`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct RegisterRequest {
     /// Caller-chosen id; derived from the file, directory or remote model name when absent.
     #[serde(default)]
@@ -69,6 +69,14 @@ pub struct RegisterRequest {
     /// of `api_key_env`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_key_secret: Option<String>,
+    /// What the registration declares about the model (provider, family, capabilities,
+    /// context length, prices), kept on the entry as given.
+    #[serde(default)]
+    pub meta: ModelMeta,
+    /// Served by the inference runner (`source: {type: "delegated"}`): needs `id`, takes
+    /// neither `path` nor `base_url`.
+    #[serde(default)]
+    pub delegated: bool,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -137,6 +145,12 @@ impl ModelRegistry {
             self.check_owner(self.lock().get(id), owner)?;
         }
         let mut entry = match (&request.path, &request.base_url) {
+            (None, None) if request.delegated => ModelEntry {
+                id: pick_id(request.id.as_deref(), "")?,
+                source: ModelSource::Delegated {},
+                owner: None,
+                meta: request.meta.clone(),
+            },
             (Some(_), Some(_)) => {
                 return Err(InferenceError::invalid(
                     "path",
@@ -149,7 +163,7 @@ impl ModelRegistry {
                     "one of path or base_url is required",
                 ))
             }
-            (Some(path), None) => local_entry(request.id.as_deref(), path)?,
+            (Some(path), None) => local_entry(request.id.as_deref(), path, &request.meta)?,
             (None, Some(base_url)) => remote_entry(request, base_url)?,
         };
         entry.owner = owner.map(str::to_owned);
@@ -277,7 +291,7 @@ fn derive_id(name: &str) -> String {
     id.chars().take(MAX_ID_LEN).collect()
 }
 
-fn local_entry(id: Option<&str>, path: &Path) -> Result<ModelEntry> {
+fn local_entry(id: Option<&str>, path: &Path, meta: &ModelMeta) -> Result<ModelEntry> {
     let path = fs::canonicalize(path).map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound => InferenceError::WeightsMissing {
             path: path.to_path_buf(),
@@ -300,6 +314,7 @@ fn local_entry(id: Option<&str>, path: &Path) -> Result<ModelEntry> {
             id,
             source: ModelSource::Embedding { path, sha256, size },
             owner: None,
+            meta: meta.clone(),
         })
     } else {
         gguf::validate_file(&path).map_err(|source| InferenceError::InvalidGguf {
@@ -313,6 +328,7 @@ fn local_entry(id: Option<&str>, path: &Path) -> Result<ModelEntry> {
             id,
             source: ModelSource::Gguf { path, sha256, size },
             owner: None,
+            meta: meta.clone(),
         })
     }
 }
@@ -380,6 +396,7 @@ fn remote_entry(request: &RegisterRequest, base_url: &str) -> Result<ModelEntry>
             api_key_secret: request.api_key_secret.clone(),
         },
         owner: None,
+        meta: request.meta.clone(),
     })
 }
 

@@ -349,6 +349,7 @@ pub(crate) fn chat_body(
         body["stop"] = json!(stops);
     }
     openai::add_tools(&mut body, request);
+    openai::add_response_format(&mut body, request);
     if stream {
         body["stream_options"] = json!({"include_usage": true});
     }

@@ -9,7 +9,13 @@
 //! A unit file we did not write (no `# managed-by: car-runtime` first line) is never
 //! replaced, removed or listed: an install over one is refused.
 //!
-//! With `activate`, install then runs `systemctl --user daemon-reload` and
+//! With `activate`, install first checks that a systemd user manager answers
+//! (`systemctl --user show-environment`, bounded by 10 s): on a machine without one (no user
+//! bus: a container, a system service without lingering) a durable schedule would be written
+//! and never fire, so the install is refused with `invalid durable` saying what is missing
+//! and that `durable: false` runs the task on the daemon's own timer. Nothing is written
+//! then. (CAR uses cron on Linux; a cron backend is not implemented here.) Install then runs
+//! `systemctl --user daemon-reload` and
 //! `systemctl --user enable --now car-task-<id>.timer`, and uninstall runs
 //! `systemctl --user disable --now …timer` before deleting and `daemon-reload` after.
 //! systemctl's failures (including its absence) are reported in `detail`/logs, never as
@@ -40,6 +46,8 @@ pub struct OsScheduler {
     car_home: PathBuf,
     activate: bool,
     store: TaskStore,
+    /// The `systemctl` run (tests name a stand-in).
+    systemctl: PathBuf,
 }
 
 impl OsScheduler {
@@ -56,7 +64,48 @@ impl OsScheduler {
             car_home: car_home.into(),
             activate,
             store,
+            systemctl: PathBuf::from("systemctl"),
         }
+    }
+
+    /// Runs `program` instead of `systemctl` (a test's stand-in).
+    pub fn with_systemctl(mut self, program: impl Into<PathBuf>) -> Self {
+        self.systemctl = program.into();
+        self
+    }
+
+    /// With `activate`, that a systemd user manager answers (see the module docs).
+    async fn check_user_manager(&self) -> Result<(), SchedulerError> {
+        if !self.activate {
+            return Ok(());
+        }
+        let probe = tokio::time::timeout(
+            std::time::Duration::from_secs(10),
+            tokio::process::Command::new(&self.systemctl)
+                .args(["--user", "show-environment"])
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped())
+                .kill_on_drop(true)
+                .output(),
+        )
+        .await;
+        let why = match probe {
+            Ok(Ok(out)) if out.status.success() => return Ok(()),
+            Ok(Ok(out)) => format!(
+                "`systemctl --user show-environment` failed ({}): {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            ),
+            Ok(Err(e)) => format!("`systemctl` could not run: {e}"),
+            Err(_) => "`systemctl --user` did not answer within 10 s".into(),
+        };
+        Err(SchedulerError::invalid(
+            "durable",
+            format!(
+                "no systemd user manager answers on this machine ({why}), so a durable schedule would never fire; pass durable: false to run it on the daemon's own timer, or run the daemon in a user session with a systemd user manager (loginctl enable-linger)"
+            ),
+        ))
     }
 
     /// The unit directory.
@@ -73,6 +122,7 @@ impl OsScheduler {
         args: &[String],
     ) -> Result<InstallResult, SchedulerError> {
         task.validate()?;
+        self.check_user_manager().await?;
         let spec = RenderSpec {
             task_id: &task.id,
             trigger: task.trigger,
@@ -115,6 +165,7 @@ impl OsScheduler {
             env: task.env.as_ref(),
         };
         let units = self.prepare(&spec)?;
+        self.check_user_manager().await?;
         {
             let _guard = self.store.lock(&task.id).await;
             self.store.save_command(task)?;
@@ -182,7 +233,7 @@ impl OsScheduler {
             let unit = format!("{}.timer", systemd::unit_name(id));
             for args in [&["daemon-reload"][..], &["enable", "--now", &unit]] {
                 detail.push_str("; ");
-                detail.push_str(&systemctl(args).await);
+                detail.push_str(&systemctl(&self.systemctl, args).await);
             }
         } else {
             detail.push_str("; not activated");
@@ -214,7 +265,7 @@ impl OsScheduler {
         }
         if self.activate {
             let unit = format!("{}.timer", systemd::unit_name(id));
-            let result = systemctl(&["disable", "--now", &unit]).await;
+            let result = systemctl(&self.systemctl, &["disable", "--now", &unit]).await;
             tracing::info!(%result, "systemctl");
         }
         let mut removed = false;
@@ -226,7 +277,7 @@ impl OsScheduler {
             }
         }
         if self.activate {
-            let result = systemctl(&["daemon-reload"]).await;
+            let result = systemctl(&self.systemctl, &["daemon-reload"]).await;
             tracing::info!(%result, "systemctl");
         }
         tracing::info!(label, "uninstalled systemd units");
@@ -338,9 +389,9 @@ fn managed_label(path: &Path) -> Option<String> {
 }
 
 /// Runs `systemctl --user args…` and says how it went (never fails).
-async fn systemctl(args: &[&str]) -> String {
+async fn systemctl(program: &Path, args: &[&str]) -> String {
     let shown = format!("systemctl --user {}", args.join(" "));
-    match tokio::process::Command::new("systemctl")
+    match tokio::process::Command::new(program)
         .arg("--user")
         .args(args)
         .stdin(std::process::Stdio::null())

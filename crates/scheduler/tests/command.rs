@@ -336,3 +336,76 @@ async fn a_vanished_program_is_recorded() {
     assert!(stored.last_error.unwrap().starts_with("spawning"));
     f.timers.shutdown().await;
 }
+
+/// A durable task needs a systemd user manager that answers: without one (no user bus) the
+/// schedule is refused before anything is written, saying what is missing and how to run it
+/// on the daemon's timer instead; with one, the units are written and enabled through it.
+#[tokio::test]
+async fn a_durable_task_needs_an_answering_user_manager() {
+    let dir = tempfile::tempdir().unwrap();
+    let prog = script(dir.path(), "job", "true");
+    let calls = dir.path().join("systemctl-calls");
+    let no_bus = script(
+        dir.path(),
+        "systemctl-no-bus",
+        "echo 'Failed to connect to bus: No medium found' >&2; exit 1",
+    );
+    let working = script(
+        dir.path(),
+        "systemctl-ok",
+        &format!("echo \"$@\" >> {}", calls.display()),
+    );
+    let store = TaskStore::new(dir.path().join("tasks"));
+    let timers = DaemonTimers::start(
+        store.clone(),
+        dir.path().join("logs"),
+        Duration::from_secs(1),
+    )
+    .unwrap();
+    let units = dir.path().join("units");
+    let spec = json!({"name": "nightly", "program": prog, "cadence": {"interval_secs": 3600}});
+    let req = || decode::<ScheduleRequest>(spec.clone()).unwrap();
+
+    let os = OsScheduler::new(store.clone(), &units, "/car/home", true).with_systemctl(&no_bus);
+    let refused = CommandTasks::new(store.clone(), timers.clone(), os)
+        .schedule(req())
+        .await
+        .unwrap_err();
+    let message = refused.to_string();
+    assert!(
+        message.starts_with("invalid `durable`: no systemd user manager answers"),
+        "{message}"
+    );
+    assert!(
+        message.contains("No medium found") && message.contains("durable: false"),
+        "{message}"
+    );
+    assert!(!units.exists(), "nothing was written");
+    assert!(CommandTasks::new(
+        store.clone(),
+        timers.clone(),
+        OsScheduler::new(store.clone(), &units, "/h", false)
+    )
+    .list()
+    .unwrap()
+    .is_empty());
+
+    let os = OsScheduler::new(store.clone(), &units, "/car/home", true).with_systemctl(&working);
+    let done = CommandTasks::new(store.clone(), timers, os)
+        .schedule(req())
+        .await
+        .unwrap();
+    assert!(done.durable);
+    let ran = std::fs::read_to_string(&calls).unwrap();
+    assert!(
+        ran.starts_with(
+            "--user show-environment\n--user daemon-reload\n--user enable --now car-task-"
+        ),
+        "{ran}"
+    );
+    assert_eq!(
+        std::fs::read_dir(&units).unwrap().count(),
+        2,
+        "a service and a timer"
+    );
+}

@@ -103,6 +103,7 @@ async fn register_basics(call: Call, _: NoParams) -> Result<(), RpcError> {
             cache_ttl_secs: None,
             rate_limit: None,
             builtin: true,
+            connector: None,
         })
         .collect();
     crate::state::registration::install_tools(&call.session, tools)?;

@@ -17,6 +17,7 @@ mod agent_messages;
 mod agent_permissions;
 mod agent_supervisor;
 mod agents;
+mod connectors;
 mod debug;
 mod events;
 mod host;
@@ -71,6 +72,7 @@ pub fn routes() -> Routes {
         agent_permissions::register,
         supervision::register,
         secret::register,
+        connectors::register,
         debug::register,
     ] {
         register(&mut routes);

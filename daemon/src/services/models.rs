@@ -101,7 +101,13 @@ fn text_at(source: &Map<String, Value>, keys: &[&str]) -> Result<Option<String>,
 
 /// The registry request for a `ModelSchema`.
 fn request_of(schema: ModelSchema) -> Result<RegisterRequest, RpcError> {
+    if let Some(cost) = &schema.cost {
+        cost.check()
+            .map_err(|e| RpcError::invalid_params(format!("cost.{e}")))?;
+    }
     let mut request = RegisterRequest {
+        meta: car_inference::ModelMeta::of(&schema),
+        delegated: false,
         id: schema.id.map(|n| n.into_string()),
         path: schema.path.map(Into::into),
         base_url: schema.base_url,
@@ -128,14 +134,26 @@ fn request_of(schema: ModelSchema) -> Result<RegisterRequest, RpcError> {
                     .or(schema.name.clone());
             }
             "local" => {}
+            "delegated" => request.delegated = true,
             other => {
                 return Err(RpcError::invalid_params(format!(
-                "schema.source.type: {other:?} is not served by this daemon (local or remote_api)"
+                "schema.source.type: {other:?} is not served by this daemon (local, remote_api or delegated)"
             )))
             }
         }
     }
-    if request.path.is_none() && request.base_url.is_none() {
+    if request.delegated {
+        if request.path.is_some() || request.base_url.is_some() {
+            return Err(RpcError::invalid_params(
+                "schema.source: a delegated model takes neither a path nor an endpoint",
+            ));
+        }
+        if request.id.is_none() {
+            return Err(RpcError::invalid_params(
+                "schema.id: a delegated model needs an id",
+            ));
+        }
+    } else if request.path.is_none() && request.base_url.is_none() {
         return Err(RpcError::invalid_params(
             "schema.source: needs a local path or a remote_api endpoint",
         ));

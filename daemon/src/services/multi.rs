@@ -1,14 +1,14 @@
 //! `multi.*`: the coordination patterns of `car-multi`, each agent run by the caller's
-//! agent runner or the daemon's own ([`crate::state::agent_runner`]).
+//! agent runner or the daemon's own ([`crate::handler::agent_runner`]).
 
 use car_proto::errors::RpcError;
 use car_proto::methods::multi as m;
 
+use crate::handler::agent_runner::SessionRunner;
 use crate::handler::{Call, Routes};
-use crate::state::agent_runner::SessionRunner;
 
 fn runner(call: &Call, choice: Option<m::RunnerChoice>) -> SessionRunner {
-    SessionRunner::new(call.session.clone(), call.state.clone(), choice)
+    SessionRunner::new(call, choice)
 }
 
 fn nonempty<T>(field: &str, list: &[T]) -> Result<(), RpcError> {

@@ -3,9 +3,10 @@
 //!
 //! Rules: `deny_tool {target}`, `deny_tool_param {target, key, pattern}` (a regular
 //! expression, at most 4 KiB, compiled within the per-pattern program and DFA-cache limits
-//! of `crate::state::pattern_budget`, which also bounds the total per daemon) and `require_state
-//! {key, value}`. A field that does not apply to the rule is refused, naming it. Policies are
-//! kept in registration order and a name registered again appends another policy under
+//! of `crate::state::pattern_budget`, which also bounds the total per daemon), `require_state
+//! {key, value}` and `deny_connector {target}` (every `mcp_{target}_*` tool of MCP connector
+//! `target`, CAR's rule). A field that does not apply to the rule is refused, naming it. Policies
+//! are kept in registration order and a name registered again appends another policy under
 //! it (CAR's rule), so `policy.unregister` removes every policy of that name and says how
 //! many. `session_id` scopes a policy to proposals run under that execution session.
 

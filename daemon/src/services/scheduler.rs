@@ -3,7 +3,7 @@
 //! A prompt task's run (`scheduler.run` / `run_loop`) is one agent — the task's name,
 //! `system_prompt`, `max_turns` and `agent_metadata` — run by the caller's agent runner
 //! through `multi.run_agent`, or by the daemon when the caller has none
-//! ([`crate::state::agent_runner`]). OS schedules are systemd user units under
+//! ([`crate::handler::agent_runner`]). OS schedules are systemd user units under
 //! `--systemd-user-dir`; `--no-systemctl` writes them without enabling them.
 
 use std::time::Duration;
@@ -16,8 +16,8 @@ use car_proto::methods::scheduler::{self as m};
 use car_scheduler::{PromptRunner, Task, TaskExt};
 use serde_json::{Map, Value};
 
+use crate::handler::agent_runner::SessionRunner;
 use crate::handler::{Call, Routes};
-use crate::state::agent_runner::SessionRunner;
 
 fn strip_nulls(v: &mut Value) {
     if let Value::Object(map) = v {
@@ -55,11 +55,7 @@ impl PromptRunner for Runner {
 }
 
 fn runner(call: &Call) -> Runner {
-    Runner(SessionRunner::new(
-        call.session.clone(),
-        call.state.clone(),
-        None,
-    ))
+    Runner(SessionRunner::new(call, None))
 }
 
 /// The principal a prompt task run is on behalf of: the bound agent, or none (the user).

@@ -3,7 +3,8 @@
 //! `tools.register` takes one `ToolDefinition` or an array, all or nothing; a name may not
 //! contain white space; `parameters`, when given, is the tool's JSON Schema object.
 //! Registering a name again replaces it. `tools.list` answers CAR's
-//! `{tools: [ToolSchema], count}`, sorted by name, each with `source: "user_defined"`.
+//! `{tools: [ToolSchema], count}`, sorted by name, each with its `source`: `user_defined`,
+//! `builtin` (`agents.register_basics`) or `mcp` (an enabled connector tool).
 
 use car_proto::errors::RpcError;
 use car_proto::methods::fields::{NoParams, OneOrMany};
@@ -40,7 +41,14 @@ fn schema_of(t: &ToolDescriptor) -> ToolSchema {
         idempotent: t.idempotent,
         cache_ttl_secs: t.cache_ttl_secs,
         rate_limit: t.rate_limit.clone(),
-        source: if t.builtin { "builtin" } else { "user_defined" }.into(),
+        source: if t.builtin {
+            "builtin"
+        } else if t.connector.is_some() {
+            "mcp"
+        } else {
+            "user_defined"
+        }
+        .into(),
     }
 }
 

@@ -1,7 +1,7 @@
 //! `workflow.*` on `car-workflow`: the daemon's [`StepExecutor`] runs pattern stages with
 //! `car-multi` (agents through the caller's runner or the daemon's, see
-//! [`crate::state::agent_runner`]) and proposal stages with the proposal engine (tools called back
-//! on the calling connection). Checkpoints: `CAR_HOME/workflow-runs/`; dedup seen-sets:
+//! [`crate::handler::agent_runner`]) and proposal stages with the proposal engine (tools called
+//! back on the calling connection). Checkpoints: `CAR_HOME/workflow-runs/`; dedup seen-sets:
 //! `CAR_HOME/workflow-dedup/`.
 //!
 //! Pattern kinds map onto the multi patterns: `swarm_*` → `multi.swarm` (parallel,
@@ -22,8 +22,8 @@ use car_proto::methods::workflow::{self as m, PausedRow, VerifyReply};
 use car_workflow::{BoxFuture, Object, PatternKind, PatternOutcome, ProposalOutcome, StepExecutor};
 use serde_json::{json, Value};
 
+use crate::handler::agent_runner::SessionRunner;
 use crate::handler::{Call, Routes};
-use crate::state::agent_runner::SessionRunner;
 
 pub fn register(routes: &mut Routes) {
     routes
@@ -278,7 +278,7 @@ impl StepExecutor for Executor {
 fn executor(call: &Call, runner: Option<mm::RunnerChoice>) -> Executor {
     Executor {
         call: call.clone(),
-        runner: SessionRunner::new(call.session.clone(), call.state.clone(), runner),
+        runner: SessionRunner::new(call, runner),
     }
 }
 

@@ -50,6 +50,8 @@ pub struct InferenceService {
     pub admission: Arc<Semaphore>,
     pub progress_every: Duration,
     inflight: Mutex<HashMap<Key, Arc<InFlight>>>,
+    /// The delegated-inference runner and its open calls.
+    pub runners: Arc<crate::state::inference_runner::Runners>,
 }
 
 /// The table key of a request id (its compact JSON, so `7` and `"7"` differ).
@@ -64,6 +66,7 @@ impl InferenceService {
             admission: Arc::new(Semaphore::new(max_generations)),
             progress_every,
             inflight: Mutex::new(HashMap::new()),
+            runners: Default::default(),
         }
     }
 

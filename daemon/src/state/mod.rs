@@ -10,18 +10,20 @@
 pub mod agent_lifecycle;
 pub mod agent_messages;
 pub mod agent_registry;
-pub mod agent_runner;
 pub mod approval_gate;
 pub mod auth;
 pub mod chat_routes;
+pub mod connectors;
 pub mod consumer_grants;
 pub mod host_state;
 pub mod inference;
+pub mod inference_runner;
 pub mod outbound;
 pub mod parts;
 pub mod pattern_budget;
 pub mod per_connection;
 pub mod permission;
+pub mod policy_files;
 pub mod pre_auth;
 pub mod proposal;
 pub mod registration;
@@ -77,6 +79,12 @@ impl ServerState {
     /// Once the listeners are bound: start the agents that should run and the daemon's
     /// task timers.
     pub async fn boot(&self, daemon_url: String) {
+        // Connectors connect in the background: a slow or dead server delays nothing.
+        let (connectors, secrets) = (self.data.connectors.clone(), self.access.secrets.clone());
+        let sessions = self.daemon.sessions.clone();
+        tokio::spawn(async move {
+            connectors.connect_all(secrets.as_deref(), &sessions).await;
+        });
         if !self.daemon.config.primary {
             self.agents
                 .lifecycle

@@ -55,7 +55,7 @@ pub struct Daemon {
     /// Cancelled on SIGINT/SIGTERM: listeners stop, sessions close.
     pub shutdown: CancellationToken,
     /// The open connections (`server.status`).
-    pub sessions: Sessions,
+    pub sessions: Arc<Sessions>,
     /// Slots for connections that have not authenticated yet.
     pub pre_auth: PreAuth,
     /// The dashboard's port once it is bound: browser pages from it may open the WebSocket.
@@ -212,6 +212,8 @@ pub struct Data {
     pub workflows: car_workflow::CheckpointStore,
     /// The built-in agent tools' root.
     pub workspace: Arc<car_builtin_tools::Workspace>,
+    /// The MCP connectors (`$CAR_HOME/connectors.json`) and their tools.
+    pub connectors: Arc<crate::state::connectors::ConnectorHub>,
 }
 
 impl Data {
@@ -227,6 +229,10 @@ impl Data {
             workflows: car_workflow::CheckpointStore::new(state_root.join("workflow-runs"))
                 .with_dedup_dir(state_root.join("workflow-dedup")),
             workspace: Arc::new(workspace),
+            connectors: Arc::new(crate::state::connectors::ConnectorHub::open(
+                state_root,
+                std::env::current_dir().ok().as_deref(),
+            )),
         }
     }
 }

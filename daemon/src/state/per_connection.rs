@@ -29,6 +29,9 @@ pub struct ToolDescriptor {
     /// A built-in agent tool the daemon runs itself (`agents.register_basics`).
     #[serde(skip)]
     pub builtin: bool,
+    /// An enabled MCP connector tool (the connector's slug): the daemon calls the server.
+    #[serde(skip)]
+    pub connector: Option<String>,
 }
 
 /// A policy rule, checked before every tool call of a proposal.
@@ -47,6 +50,8 @@ pub enum Rule {
     },
     /// No tool may be called unless state `key` equals `value`.
     RequireState { key: String, value: Value },
+    /// No tool of MCP connector `target` (a slug) may be called: every `mcp_{target}_*`.
+    DenyConnector { target: String },
 }
 
 /// A named policy.
@@ -82,6 +87,7 @@ impl Policy {
                 pattern.as_str()
             ),
             Rule::RequireState { key, value } => format!("require state {key} = {value}"),
+            Rule::DenyConnector { target } => format!("deny every tool of connector {target}"),
         };
         match &self.session_id {
             Some(s) => format!("{rule} (session {s})"),
@@ -104,6 +110,9 @@ impl Policy {
             }),
             Rule::RequireState { key, value } => {
                 json!({"name": self.name, "rule": "require_state", "key": key, "value": value})
+            }
+            Rule::DenyConnector { target } => {
+                json!({"name": self.name, "rule": "deny_connector", "target": target})
             }
         }
     }
@@ -149,6 +158,17 @@ impl Policy {
                     self.name
                 )),
             },
+            Rule::DenyConnector { target }
+                if tool
+                    .strip_prefix("mcp_")
+                    .and_then(|rest| rest.strip_prefix(target.as_str()))
+                    .is_some_and(|rest| rest.starts_with('_')) =>
+            {
+                Some(format!(
+                    "policy {} denies every tool of connector {target}",
+                    self.name
+                ))
+            }
             _ => None,
         }
     }
@@ -164,6 +184,8 @@ pub struct Runtime {
     pub policies: Vec<Policy>,
     /// Set by a terminal tool error; `proposal.submit` then runs nothing.
     pub halted: Option<String>,
+    /// The windows of the policy files' `rate_limit_tool` rules (per connection, as CAR's).
+    pub rate_windows: crate::state::policy_files::RateWindows,
 }
 
 impl Runtime {

@@ -50,6 +50,7 @@ pub fn tool_descriptors(
                 cache_ttl_secs: d.cache_ttl_secs,
                 rate_limit: d.rate_limit,
                 builtin: false,
+                connector: None,
             })
         })
         .collect()
@@ -143,9 +144,19 @@ pub fn policy(
                     .ok_or_else(|| bad("value: is required for rule require_state".into()))?,
             }
         }
+        "deny_connector" => {
+            forbid(&[
+                ("key", def.key.is_some()),
+                ("pattern", def.pattern.is_some()),
+                ("value", def.value.is_some()),
+            ])?;
+            Rule::DenyConnector {
+                target: need("target", def.target)?,
+            }
+        }
         other => {
             return Err(bad(format!(
-                "rule: must be deny_tool, deny_tool_param or require_state, got {other:?}"
+                "rule: must be deny_tool, deny_tool_param, require_state or deny_connector, got {other:?}"
             )))
         }
     };

@@ -38,6 +38,16 @@ impl Sessions {
         self.open.lock().expect("sessions lock").remove(&id);
     }
 
+    /// Every open connection, by id.
+    pub fn live(&self) -> Vec<Arc<Session>> {
+        self.open
+            .lock()
+            .expect("sessions lock")
+            .values()
+            .filter_map(|e| e.session.upgrade())
+            .collect()
+    }
+
     /// One row per open connection, sorted by id.
     pub fn rows(&self) -> Vec<SessionRow> {
         let live: Vec<(Arc<Session>, u64)> = self

@@ -103,6 +103,7 @@ pub async fn serve<S>(
         Some(slot),
     ));
     state.daemon.sessions.add(&session);
+    state.data.connectors.install_into(&session);
     // The pre-auth slot is held until the session authenticates; one still
     // unauthenticated at the deadline is closed (`crate::state::pre_auth`).
     let deadline_session = Arc::downgrade(&session);

@@ -51,6 +51,36 @@ impl Reply {
             streamed: true,
         }
     }
+
+    /// One streamed OpenAI chat turn: `text` (when not empty), then one tool call per
+    /// `(id, name, arguments)`, the finish reason (`tool_calls` or `stop`), and a usage chunk
+    /// of `(prompt_tokens, completion_tokens)` when given.
+    pub fn openai_turn(
+        text: &str,
+        calls: &[(&str, &str, Value)],
+        usage: Option<(u64, u64)>,
+    ) -> Self {
+        let mut events = Vec::new();
+        if !text.is_empty() {
+            events.push(serde_json::json!({"choices": [{"index": 0, "delta": {"content": text}, "finish_reason": null}]}));
+        }
+        for (i, (id, name, args)) in calls.iter().enumerate() {
+            events.push(serde_json::json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": i, "id": id,
+                "type": "function", "function": {"name": name, "arguments": args.to_string()}}]}, "finish_reason": null}]}));
+        }
+        let reason = if calls.is_empty() {
+            "stop"
+        } else {
+            "tool_calls"
+        };
+        events.push(
+            serde_json::json!({"choices": [{"index": 0, "delta": {}, "finish_reason": reason}]}),
+        );
+        if let Some((prompt, completion)) = usage {
+            events.push(serde_json::json!({"choices": [], "usage": {"prompt_tokens": prompt, "completion_tokens": completion}}));
+        }
+        Self::sse(&events, Duration::ZERO)
+    }
 }
 
 /// What the server received.

@@ -72,6 +72,7 @@ pub struct DaemonBuilder {
     args: Vec<String>,
     env: Vec<(String, String)>,
     home: Option<PathBuf>,
+    cwd: Option<PathBuf>,
 }
 
 impl DaemonBuilder {
@@ -84,6 +85,13 @@ impl DaemonBuilder {
     /// Sets one environment variable for the child.
     pub fn env(mut self, key: &str, value: impl Into<String>) -> Self {
         self.env.push((key.to_string(), value.into()));
+        self
+    }
+
+    /// Starts the daemon in `dir` (its working directory: where it looks for
+    /// `.car/policies/` and `.car/connectors.toml`).
+    pub fn cwd(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.cwd = Some(dir.into());
         self
     }
 
@@ -129,6 +137,9 @@ impl DaemonBuilder {
             .stderr(stderr);
         for (k, v) in &self.env {
             cmd.env(k, v);
+        }
+        if let Some(dir) = &self.cwd {
+            cmd.current_dir(dir);
         }
         let mut child = cmd.spawn().expect("spawn car-server");
         let deadline = Instant::now() + Duration::from_secs(60);
@@ -182,6 +193,7 @@ impl Daemon {
             args: Vec::new(),
             env: Vec::new(),
             home: None,
+            cwd: None,
         }
     }
 

@@ -189,11 +189,16 @@ impl Sequence {
     }
 
     fn sampler_for(core: &Core, job: &Job, constrained: bool) -> Result<LlamaSampler> {
+        let format = match (&job.plan, &job.request.response_format) {
+            (None, Some(format)) => Some(crate::grammar::response_format_gbnf(format)),
+            _ => None,
+        };
         let grammar = job
             .plan
             .as_ref()
             .filter(|_| constrained)
-            .map(|p| &p.grammar[..]);
+            .map(|p| &p.grammar[..])
+            .or(format.as_deref());
         core.sampler(&job.request, grammar)
     }
 

@@ -88,6 +88,22 @@ pub(crate) fn tool_choice_json(choice: &ToolChoice) -> Value {
     }
 }
 
+/// Adds `response_format` in OpenAI's shape: `{type: "json_object"}`, or `{type:
+/// "json_schema", json_schema: {name, schema, strict}}`.
+pub(crate) fn add_response_format(body: &mut Value, request: &GenerateRequest) {
+    use car_proto::methods::inference::ResponseFormat;
+    match &request.response_format {
+        None => {}
+        Some(ResponseFormat::JsonObject) => {
+            body["response_format"] = serde_json::json!({"type": "json_object"});
+        }
+        Some(format) => {
+            body["response_format"] = serde_json::json!({"type": "json_schema", "json_schema": {
+                "name": format.name(), "schema": format.schema(), "strict": format.strict()}});
+        }
+    }
+}
+
 /// Adds `tools`, `tool_choice` and `parallel_tool_calls` to a request body when tools are
 /// given.
 pub(crate) fn add_tools(body: &mut Value, request: &GenerateRequest) {

@@ -76,6 +76,9 @@ pub struct Execution<'a> {
     /// The run the proposal is recorded under (its callbacks are withdrawn when it is
     /// cancelled).
     pub run_id: Option<String>,
+    /// The policy files' rules, read when the proposal was submitted; the error of the
+    /// first file that could not be read or parsed (then every tool call is refused).
+    pub file_rules: std::sync::Arc<Result<car_proto::policy_rules::PolicyRules, String>>,
 }
 
 /// Undo journal entry: (action index, key, previous value).
@@ -387,6 +390,9 @@ impl Execution<'_> {
         tool: &str,
         parameters: &Map<String, Value>,
     ) -> Option<String> {
+        if let Some(why) = self.file_refusal(action, tool, parameters) {
+            return Some(why);
+        }
         let (policy, why) = self
             .call
             .session
@@ -396,6 +402,42 @@ impl Execution<'_> {
             Some(&action.id),
             None,
             json!({"policy": policy, "tool": tool, "reason": why}),
+        );
+        Some(why)
+    }
+
+    /// The policy files' verdict on one attempt (rate windows first: a call takes its slot
+    /// when admitted, even if another rule then refuses it, as CAR's engine does).
+    fn file_refusal(
+        &self,
+        action: &Action,
+        tool: &str,
+        parameters: &Map<String, Value>,
+    ) -> Option<String> {
+        let why = match &*self.file_rules {
+            Err(e) => {
+                format!("the policy files could not be loaded, so every tool call is refused: {e}")
+            }
+            Ok(rules) if rules.is_empty() => return None,
+            Ok(rules) => {
+                let mut findings = self.call.session.runtime(|rt| {
+                    crate::state::policy_files::admit_rates(
+                        &mut rt.rate_windows,
+                        &rules.rate_limit_tool,
+                        tool,
+                        std::time::Instant::now(),
+                    )
+                });
+                findings.extend(rules.findings(tool, parameters));
+                let first = findings.first()?;
+                format!("policy file rule {}: {}", first.rule, first.reason)
+            }
+        };
+        self.event(
+            "policy.denied",
+            Some(&action.id),
+            None,
+            json!({"policy": "policy_files", "tool": tool, "reason": why}),
         );
         Some(why)
     }
@@ -432,6 +474,9 @@ impl Execution<'_> {
         }
         if registered.as_ref().is_some_and(|t| t.builtin) {
             return self.call_builtin(action, tool, parameters, result).await;
+        }
+        if registered.as_ref().is_some_and(|t| t.connector.is_some()) {
+            return self.call_connector(action, tool, parameters, result).await;
         }
         for attempt in 1..=action.max_attempts() {
             if let Some(why) = self.policy_refusal(action, tool, parameters) {

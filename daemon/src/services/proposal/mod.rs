@@ -12,6 +12,7 @@ pub mod admission;
 mod builtin;
 mod callback;
 pub mod checks;
+mod connector;
 pub mod exec;
 pub mod plan;
 
@@ -209,12 +210,21 @@ pub(crate) async fn submit(call: Call, p: SubmitParams) -> Result<ProposalResult
                 NEXT_PROPOSAL.fetch_add(1, Ordering::Relaxed)
             )
         });
+        let dirs = crate::state::policy_files::dirs(
+            &call.state.daemon.state_root,
+            std::env::current_dir().ok().as_deref(),
+        );
+        let file_rules =
+            tokio::task::spawn_blocking(move || crate::state::policy_files::load_all(&dirs))
+                .await
+                .map_err(|e| RpcError::internal(format!("reading policy files: {e}")))?;
         let execution = Execution {
             call: &call,
             proposal_id,
             session_id,
             tool_timeout: call.state.daemon.config.tool_timeout,
             run_id: run_id.clone(),
+            file_rules: std::sync::Arc::new(file_rules),
         };
         // The admission gates (supervision, then permission) decide before anything runs.
         let scope = p.scope;

@@ -339,6 +339,7 @@ mod tests {
                         cache_ttl_secs: None,
                         rate_limit: None,
                         builtin: false,
+                        connector: None,
                     },
                 )
             })

@@ -9,6 +9,8 @@
 //! wrong type is `-32602` naming the field path) and encodes the typed result, so a
 //! handler never sees raw JSON.
 
+pub mod agent_runner;
+
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;

@@ -23,7 +23,7 @@ use serde_json::{json, Value};
 use car_proto::methods::fields::Name;
 use car_proto::methods::inference::{
     self as m, CancelParams, ClassifyParams, DeadlineParams, DetokenizeParams, EmbedParams,
-    GenerateParams, InferReply, InferUsage, Stop, TokenizeParams,
+    GenerateParams, InferReply, InferUsage, ResponseFormat, Stop, TokenizeParams,
 };
 
 use crate::handler::{Call, Routes};
@@ -33,7 +33,10 @@ fn service(call: &Call) -> Arc<InferenceService> {
     call.state.inference.clone()
 }
 
+mod delegated;
+
 pub fn register(routes: &mut Routes) {
+    delegated::register(routes);
     routes
         .add::<m::Infer, _, _>(|call, p| generate(call, p, false))
         .add::<m::InferStream, _, _>(|call, p| generate(call, p, true))
@@ -202,6 +205,7 @@ fn generate_request(p: GenerateParams) -> Result<(Option<String>, GenerateReques
         tools,
         tool_choice,
         parallel_tool_calls: knobs.parallel_tool_calls,
+        response_format: checked_format(p.response_format)?,
         cache,
     };
     Ok((p.model.map(Name::into_string), request))
@@ -231,7 +235,13 @@ async fn generate(
             });
         }
     }
+    let delegated_params = params
+        .model
+        .as_deref()
+        .filter(|m| is_delegated(&call, m))
+        .map(|_| params.clone());
     let (model, request) = generate_request(params)?;
+    let format = request.response_format.clone();
     let svc = service(&call);
     let id = call.id.clone().unwrap_or(Value::Null);
     let trace_id = format!(
@@ -243,6 +253,14 @@ async fn generate(
         .track(call.session.id, &id)
         .map_err(RpcError::invalid_params)?;
     let _heartbeat = Heartbeat::start(call.session.clone(), id.clone(), svc.progress_every);
+    if let (Some(params), Some(name)) = (&delegated_params, model.as_deref()) {
+        let reply = delegated::generate(&call, name, params, stream, trace_id).await?;
+        drop(guard);
+        if let (Some(format), true) = (&format, reply.tool_calls.is_empty()) {
+            check_answer(format, &reply.text)?;
+        }
+        return Ok(reply);
+    }
     let queued = Instant::now();
     let slot = svc
         .admission
@@ -300,9 +318,16 @@ async fn generate(
     })
     .await?;
     drop(guard);
+    if let Some(format) = &format {
+        if result.tool_calls.is_empty() {
+            check_answer(format, &result.text)?;
+        }
+    }
     let model_used = result.model_identity.id.clone();
-    meter(&call, &model_used, &result.usage);
+    let cost_usd = cost_of(&call, &model_used, &result.usage);
+    meter(&call, &model_used, &result.usage, cost_usd);
     Ok(InferReply {
+        cost_usd,
         usage: infer_usage(&result.usage),
         text: result.text,
         tool_calls: result.tool_calls,
@@ -315,10 +340,85 @@ async fn generate(
     })
 }
 
+/// Checks a `response_format` before anything runs: a `json_schema` needs a schema that is a
+/// valid JSON Schema (`-32602` naming `response_format.schema`).
+fn checked_format(format: Option<ResponseFormat>) -> Result<Option<ResponseFormat>, RpcError> {
+    let Some(format) = format else {
+        return Ok(None);
+    };
+    let schema = format.schema().ok_or_else(|| {
+        RpcError::invalid_params(
+            "response_format.schema: a JSON Schema object is required for type json_schema",
+        )
+    })?;
+    jsonschema::validator_for(&schema).map_err(|e| {
+        RpcError::invalid_params(format!(
+            "response_format.schema: not a valid JSON Schema: {e}"
+        ))
+    })?;
+    Ok(Some(format))
+}
+
+/// Checks that `text` is one JSON value valid against `format` (the grammar makes a local
+/// model's answer so unless generation was cut short; a remote provider may not enforce
+/// it): else `-32603` with `data.reason: "response_format_mismatch"` and the answer.
+fn check_answer(format: &ResponseFormat, text: &str) -> Result<(), RpcError> {
+    let mismatch = |why: String| {
+        RpcError::internal(format!("the answer does not match response_format: {why}"))
+            .with_data(json!({"reason": "response_format_mismatch", "text": text}))
+    };
+    let value: Value =
+        serde_json::from_str(text.trim()).map_err(|e| mismatch(format!("it is not JSON ({e})")))?;
+    let schema = format.schema().unwrap_or(Value::Bool(true));
+    jsonschema::validate(&schema, &value).map_err(|e| {
+        let at = e.instance_path().to_string();
+        mismatch(if at.is_empty() {
+            e.to_string()
+        } else {
+            format!("at {at}: {e}")
+        })
+    })
+}
+
+/// Whether `model` is registered as delegated (served by the inference runner).
+fn is_delegated(call: &Call, model: &str) -> bool {
+    call.state
+        .inference
+        .engine
+        .registry()
+        .get(model)
+        .is_ok_and(|e| {
+            matches!(
+                e.source,
+                car_proto::methods::models::ModelSource::Delegated {}
+            )
+        })
+}
+
+/// What one generation cost at `model`'s registered prices; `None` when it is unpriced.
+fn cost_of(call: &Call, model: &str, usage: &car_inference::Usage) -> Option<f64> {
+    let cost = call
+        .state
+        .inference
+        .engine
+        .registry()
+        .get(model)
+        .ok()?
+        .meta
+        .cost?;
+    cost.price(car_proto::pricing::Priced {
+        prompt_tokens: u64::from(usage.prompt_tokens),
+        cache_read_input_tokens: u64::from(usage.cache_read_tokens),
+        cache_creation_input_tokens: 0,
+        completion_tokens: u64::from(usage.completion_tokens),
+    })
+}
+
 /// Journals one generation's usage as CAR's `InferenceMetered` (`inference.metered`), which
-/// `events.cost_by_agent` folds by `agent`: the session's agent, else `user`. Local models
-/// cost nothing; no remote price list is known, so `cost_usd` is 0 for every call.
-fn meter(call: &Call, model: &str, usage: &car_inference::Usage) {
+/// `events.cost_by_agent` folds by `agent`: the session's agent, else `user`. `cost_usd` is
+/// the call's priced cost; an unpriced model's calls add 0 there (the fold is a sum) and are
+/// marked `priced: false`.
+fn meter(call: &Call, model: &str, usage: &car_inference::Usage, cost_usd: Option<f64>) {
     let agent = call
         .session
         .identity()
@@ -333,7 +433,8 @@ fn meter(call: &Call, model: &str, usage: &car_inference::Usage) {
             "model": model,
             "tokens_in": usage.prompt_tokens + usage.cache_read_tokens,
             "tokens_out": usage.completion_tokens,
-            "cost_usd": 0.0,
+            "cost_usd": cost_usd.unwrap_or(0.0),
+            "priced": cost_usd.is_some(),
         }),
         ..Default::default()
     });

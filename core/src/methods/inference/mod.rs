@@ -7,6 +7,8 @@
 //! `tools`, `tool_choice`, `intent`, `images`, `cache_control`, which are accepted and, where
 //! an engine cannot honour them, refused with `-32602` naming the field.
 
+pub mod runner;
+
 use crate::methods::Access;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -117,11 +119,93 @@ pub struct GenerateParams {
     /// Routing hints; accepted, not used by a daemon whose caller names the model.
     #[serde(default)]
     pub intent: Option<Json>,
+    /// Constrains the answer to JSON ([`ResponseFormat`]).
+    #[serde(default)]
+    pub response_format: Option<ResponseFormat>,
+    /// Opaque to the daemon: echoed to a delegated model's runner inside
+    /// `inference.runner.invoke`'s `request`, so it can find its own request state.
+    #[serde(default)]
+    pub client_ref: Option<String>,
     #[serde(default)]
     pub images: Option<Vec<Json>>,
     /// Prompt-cache hint; accepted.
     #[serde(default)]
     pub cache_control: Option<Json>,
+}
+
+/// CAR's `ResponseFormat`: the answer is one JSON value. `json_object` asks for any JSON
+/// object; `json_schema` for a value valid against `schema` (CAR's flat form; OpenAI's
+/// nested `json_schema: {name, schema, strict}` is accepted too). A local model is
+/// grammar-constrained to it, a remote provider receives it in its own format, and the
+/// daemon validates the answer before returning it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ResponseFormat {
+    JsonObject,
+    JsonSchema {
+        #[serde(default)]
+        schema: Option<Json>,
+        #[serde(default)]
+        name: Option<String>,
+        #[serde(default)]
+        strict: Option<bool>,
+        /// OpenAI's nesting of the three fields above.
+        #[serde(default)]
+        json_schema: Option<Json>,
+    },
+}
+
+impl ResponseFormat {
+    /// The schema an answer must match: `{"type": "object"}` for `json_object`; `None` when
+    /// a `json_schema` format names none.
+    pub fn schema(&self) -> Option<Json> {
+        match self {
+            ResponseFormat::JsonObject => Some(serde_json::json!({"type": "object"})),
+            ResponseFormat::JsonSchema {
+                schema,
+                json_schema,
+                ..
+            } => schema
+                .clone()
+                .or_else(|| json_schema.as_ref().and_then(|j| j.get("schema").cloned()))
+                .filter(Json::is_object),
+        }
+    }
+
+    /// The format's name (`response` when it names none).
+    pub fn name(&self) -> String {
+        match self {
+            ResponseFormat::JsonObject => "response".into(),
+            ResponseFormat::JsonSchema {
+                name, json_schema, ..
+            } => name
+                .clone()
+                .or_else(|| {
+                    json_schema
+                        .as_ref()
+                        .and_then(|j| j.get("name")?.as_str().map(str::to_string))
+                })
+                .unwrap_or_else(|| "response".into()),
+        }
+    }
+
+    /// Whether the provider should enforce the schema strictly (default true).
+    pub fn strict(&self) -> bool {
+        match self {
+            ResponseFormat::JsonObject => false,
+            ResponseFormat::JsonSchema {
+                strict,
+                json_schema,
+                ..
+            } => strict
+                .or_else(|| {
+                    json_schema
+                        .as_ref()
+                        .and_then(|j| j.get("strict")?.as_bool())
+                })
+                .unwrap_or(true),
+        }
+    }
 }
 
 impl GenerateParams {
@@ -332,6 +416,11 @@ pub struct InferReply {
     /// `null` when nothing was generated.
     pub time_to_first_token_ms: Option<u64>,
     pub stop_reason: StopReason,
+    /// What this call cost in USD at the model's registered prices (`models.register`'s
+    /// `cost`, see `crate::pricing`); `null` when the model is unpriced (a local model
+    /// registered without prices), never a fabricated 0.
+    #[serde(default)]
+    pub cost_usd: Option<f64>,
 }
 
 /// `infer.cancel` result.

@@ -1,0 +1,19 @@
+//! MCP connectors: the daemon as an MCP **client** of remote servers (Streamable HTTP) and
+//! local ones (stdio child processes), on the official Rust SDK (`rmcp`), whose client
+//! implements both transports, the protocol-version negotiation and pagination.
+//!
+//! - [`manifest`]: what a connector is (`connectors.json`, `.car/connectors.toml`), slugs and
+//!   canonical tool names `mcp_{slug}_{tool}`;
+//! - [`live`]: one connection: handshake, `tools/list`, `tools/call`, each bounded in time;
+//! - [`registry`]: the daemon's set, which tools are enabled, calls by canonical name.
+//!
+//! The engine holds no secrets of its own and spawns nothing by itself: the daemon hands it
+//! a [`Launch`] with the headers filled in, or a command whose environment it has set.
+
+pub mod live;
+pub mod manifest;
+pub mod registry;
+
+pub use live::{Launch, Live, ToolInfo};
+pub use manifest::{canonical, slug_of, Definition, Manifest, Transport};
+pub use registry::{Connectors, EnabledTool};

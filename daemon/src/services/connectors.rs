@@ -1,0 +1,239 @@
+//! `connectors.*`: MCP servers as tool sources shared by every session (see
+//! `crate::state::connectors` for where they are kept and how their tools reach sessions,
+//! and `car_connectors` for the client).
+//!
+//! `add` / `add_stdio` store the header or environment values as secrets, save the
+//! definition, connect and list the server's tools, and answer the `ConnectorStatus` (a
+//! server that cannot be reached is added anyway, `connected: false` with its
+//! `last_error`, and `connectors.refresh` retries). Adding a name again replaces the
+//! connector, keeping its enabled tools. Every change is saved before it is answered and
+//! re-registers the enabled tools in every open session.
+//!
+//! Stricter than CAR: an agent session may read connectors but not add, change or remove
+//! them (`add_stdio` runs a command outside the agent's confinement; an agent could
+//! otherwise enable tools its user never chose).
+
+use car_connectors::{slug_of, Definition, Transport};
+use car_proto::errors::RpcError;
+use car_proto::methods::connectors as m;
+use car_proto::methods::fields::NoParams;
+use serde_json::json;
+
+use crate::handler::{Call, Routes};
+use crate::state::connectors::ConnectorHub;
+
+pub fn register(routes: &mut Routes) {
+    routes
+        .add::<m::Add, _, _>(add)
+        .add::<m::AddStdio, _, _>(add_stdio)
+        .add::<m::List, _, _>(|call, _: NoParams| async move {
+            Ok(m::ListReply {
+                connectors: call.state.data.connectors.set.statuses(),
+            })
+        })
+        .add::<m::Tools, _, _>(|call, p: m::SlugParams| async move { views(&call, &p.slug) })
+        .add::<m::EnableTools, _, _>(|call, p: m::ToolsParams| async move {
+            let enabled = set_enabled(&call, p, true).await?;
+            Ok(m::EnabledReply { enabled })
+        })
+        .add::<m::DisableTools, _, _>(|call, p: m::ToolsParams| async move {
+            let disabled = set_enabled(&call, p, false).await?;
+            Ok(m::DisabledReply { disabled })
+        })
+        .add::<m::Refresh, _, _>(refresh)
+        .add::<m::Remove, _, _>(remove);
+}
+
+/// Refuses agent sessions every change (see the module docs).
+fn refuse_agents(call: &Call) -> Result<(), RpcError> {
+    match call.session.agent_id() {
+        Some(agent) => Err(RpcError::internal(format!(
+            "permission denied: agent {agent} may not add, change or remove connectors"
+        ))
+        .with_data(json!({"reason": "agent_not_allowed"}))),
+        None => Ok(()),
+    }
+}
+
+fn invalid(message: String) -> RpcError {
+    // The engine names the field first (`slug: …`, `tools[2]: …`).
+    RpcError::invalid_params(message)
+}
+
+/// Runs blocking store work (secrets, the manifest) off the async workers.
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, String> + Send + 'static,
+) -> Result<T, RpcError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| RpcError::internal(format!("connector store task failed: {e}")))?
+        .map_err(RpcError::internal)
+}
+
+/// Stores `def`'s secrets, saves it, connects it and answers its status.
+async fn install(
+    call: &Call,
+    def: Definition,
+    kind: &'static str,
+    values: std::collections::BTreeMap<String, String>,
+) -> Result<m::ConnectorStatus, RpcError> {
+    let hub = call.state.data.connectors.clone();
+    let secrets = call.state.access.secrets.clone();
+    let slug = def.slug.clone();
+    {
+        let (hub, def) = (hub.clone(), def.clone());
+        blocking(move || {
+            if let Some(old) = hub.set.definition(&def.slug) {
+                ConnectorHub::delete_secrets(secrets.as_deref(), &old);
+            }
+            ConnectorHub::put_secrets(secrets.as_deref(), &def.slug, kind, &values)?;
+            hub.set.upsert(def);
+            hub.save()
+        })
+        .await?;
+    }
+    if let Err(e) = hub
+        .connect(
+            call.state.access.secrets.as_deref(),
+            &call.state.daemon.sessions,
+            &slug,
+        )
+        .await
+    {
+        tracing::warn!(connector = %slug, error = %e, "connector added but not connected");
+    }
+    hub.set.status(&slug).ok_or_else(|| {
+        RpcError::internal(format!("connector {slug:?} was removed while it connected"))
+    })
+}
+
+fn slug(name: &str) -> Result<String, RpcError> {
+    slug_of(name).ok_or_else(|| invalid("name: needs a letter or digit".into()))
+}
+
+async fn add(call: Call, p: m::AddParams) -> Result<m::ConnectorStatus, RpcError> {
+    refuse_agents(&call)?;
+    if !(p.url.starts_with("http://") || p.url.starts_with("https://")) {
+        return Err(invalid(format!(
+            "url: must be an http(s) URL, got {:?}",
+            p.url
+        )));
+    }
+    for name in p.headers.keys() {
+        if http_header_name_invalid(name) {
+            return Err(invalid(format!("headers: {name:?} is not a header name")));
+        }
+    }
+    let def = Definition {
+        slug: slug(&p.name)?,
+        name: p.name.into_string(),
+        transport: Transport::Http {
+            url: p.url,
+            header_names: p.headers.keys().cloned().collect(),
+        },
+        enabled: Default::default(),
+        seeded: false,
+    };
+    install(&call, def, "header", p.headers).await
+}
+
+fn http_header_name_invalid(name: &str) -> bool {
+    name.is_empty()
+        || !name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+}
+
+async fn add_stdio(call: Call, p: m::AddStdioParams) -> Result<m::ConnectorStatus, RpcError> {
+    refuse_agents(&call)?;
+    if p.command.trim().is_empty() {
+        return Err(invalid("command: must not be empty".into()));
+    }
+    for name in p.env.keys() {
+        if name.is_empty() || name.contains('=') || name.contains('\0') {
+            return Err(invalid(format!("env: {name:?} is not a variable name")));
+        }
+    }
+    let def = Definition {
+        slug: slug(&p.name)?,
+        name: p.name.into_string(),
+        transport: Transport::Stdio {
+            command: p.command,
+            args: p.args,
+            env_names: p.env.keys().cloned().collect(),
+        },
+        enabled: Default::default(),
+        seeded: false,
+    };
+    install(&call, def, "env", p.env).await
+}
+
+fn views(call: &Call, slug: &str) -> Result<Vec<m::ToolView>, RpcError> {
+    call.state
+        .data
+        .connectors
+        .set
+        .tool_views(slug)
+        .ok_or_else(|| invalid(format!("slug: no connector {slug:?}")))
+}
+
+async fn set_enabled(call: &Call, p: m::ToolsParams, on: bool) -> Result<u64, RpcError> {
+    refuse_agents(call)?;
+    let hub = call.state.data.connectors.clone();
+    let changed = hub
+        .set
+        .set_enabled(&p.slug, &p.tools, on)
+        .map_err(invalid)?;
+    let saving = hub.clone();
+    blocking(move || saving.save()).await?;
+    hub.sync(&call.state.daemon.sessions);
+    Ok(changed)
+}
+
+async fn refresh(call: Call, p: m::SlugParams) -> Result<Vec<m::ToolView>, RpcError> {
+    refuse_agents(&call)?;
+    let hub = &call.state.data.connectors;
+    if hub.set.definition(&p.slug).is_none() {
+        return Err(invalid(format!("slug: no connector {:?}", p.slug.as_str())));
+    }
+    let outcome = if hub.set.is_connected(&p.slug) {
+        let relisted = hub
+            .set
+            .relist(&p.slug, crate::state::connectors::CONNECT_TIMEOUT)
+            .await;
+        hub.sync(&call.state.daemon.sessions);
+        relisted
+    } else {
+        hub.connect(
+            call.state.access.secrets.as_deref(),
+            &call.state.daemon.sessions,
+            &p.slug,
+        )
+        .await
+    };
+    outcome.map_err(|e| {
+        RpcError::internal(format!("connector {:?}: {e}", p.slug.as_str()))
+            .with_data(json!({"reason": "connector_unavailable"}))
+    })?;
+    views(&call, &p.slug)
+}
+
+async fn remove(call: Call, p: m::SlugParams) -> Result<m::RemovedReply, RpcError> {
+    refuse_agents(&call)?;
+    let hub = call.state.data.connectors.clone();
+    let removed = hub
+        .set
+        .remove(&p.slug)
+        .ok_or_else(|| invalid(format!("slug: no connector {:?}", p.slug.as_str())))?;
+    hub.sync(&call.state.daemon.sessions);
+    let secrets = call.state.access.secrets.clone();
+    let saving = hub.clone();
+    blocking(move || {
+        ConnectorHub::delete_secrets(secrets.as_deref(), &removed);
+        saving.save()
+    })
+    .await?;
+    Ok(m::RemovedReply {
+        removed: p.slug.into_string(),
+    })
+}
