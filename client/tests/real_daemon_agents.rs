@@ -308,3 +308,45 @@ async fn a_swarm_of_local_agents_makes_grammar_constrained_tool_calls() {
         assert_eq!(model_turns as u64, turns, "{trace}");
     }
 }
+
+#[tokio::test]
+async fn a_streamed_tool_call_is_also_sent_as_cars_tool_start_and_tool_delta() {
+    let server = Server::start(vec![turn(
+        &[("c1", "calculate", json!({"expression": "1+1"}))],
+        "",
+    )]);
+    let d = Daemon::builder().start();
+    let c = client_with(&d, &server, None).await;
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    c.register_notification_handler("inference.stream.event", move |p| {
+        let _ = tx.send(p["event"].clone());
+    });
+    let tools = json!([{"name": "calculate", "parameters": {"type": "object", "properties": {"expression": {"type": "string"}}}}]);
+    let r = c
+        .call(
+            "infer_stream",
+            json!({"prompt": "x", "model": "scripted", "tools": tools}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r["tool_calls"][0]["name"], "calculate");
+    // Handlers may run after the reply resolves: wait (bounded) for the last event.
+    let mut events = Vec::new();
+    while !events.iter().any(|e: &Value| e["type"] == "tool_delta") {
+        let next = tokio::time::timeout(Duration::from_secs(60), rx.recv()).await;
+        events.push(
+            next.expect("the stream events arrived (hang guard)")
+                .unwrap(),
+        );
+    }
+    let of = |kind: &str| events.iter().find(|e| e["type"] == kind).cloned();
+    assert_eq!(of("tool_call").unwrap()["data"]["id"], "c1", "{events:?}");
+    assert_eq!(
+        of("tool_start").unwrap(),
+        json!({"type": "tool_start", "name": "calculate", "index": 0, "id": "c1"})
+    );
+    let delta = of("tool_delta").unwrap();
+    assert_eq!(delta["index"], 0);
+    let args: Value = serde_json::from_str(delta["data"].as_str().unwrap()).unwrap();
+    assert_eq!(args, json!({"expression": "1+1"}));
+}

@@ -101,8 +101,10 @@ async fn a_runner_serves_a_delegated_stream_with_text_tool_deltas_and_usage() {
     );
     assert_eq!(reply["model_used"], "dlg");
     assert_eq!(reply["stop_reason"], "tool_use");
-    let mut kinds = Vec::new();
-    while let Ok(e) = events.try_recv() {
+    // Handlers may run after the reply resolves: wait (bounded) for the last event.
+    let mut kinds: Vec<String> = Vec::new();
+    while !kinds.iter().any(|k| k == "usage") {
+        let e = within("the stream events", events.recv()).await.unwrap();
         kinds.push(e["type"].as_str().unwrap().to_string());
     }
     for kind in ["text", "tool_start", "tool_delta", "usage"] {

@@ -277,20 +277,33 @@ async fn generate(
         // dropped meanwhile and the cancel token is still being noticed.
         let _slot = slot;
         let cancel = entry.cancel.clone();
+        let mut calls_seen = 0u32;
         let mut on_event = |event: StreamEvent<'_>| {
             if entry.past_deadline() {
                 return StreamControl::Stop;
             }
             if stream {
-                let event = match event {
-                    StreamEvent::Text(piece) => json!({"type": "text", "data": piece}),
-                    StreamEvent::ToolCall(call) => json!({"type": "tool_call", "data": call}),
+                // A whole call is also sent as CAR's `tool_start` + one `tool_delta` (the
+                // arguments' JSON text), so a client folding CAR's events sees every call.
+                let events = match event {
+                    StreamEvent::Text(piece) => vec![json!({"type": "text", "data": piece})],
+                    StreamEvent::ToolCall(call) => {
+                        let index = calls_seen;
+                        calls_seen += 1;
+                        vec![
+                            json!({"type": "tool_call", "data": call}),
+                            json!({"type": "tool_start", "name": call.name, "index": index, "id": call.id}),
+                            json!({"type": "tool_delta", "index": index, "data": call.arguments.to_string()}),
+                        ]
+                    }
                     _ => return StreamControl::Continue,
                 };
-                session.notify(
-                    "inference.stream.event",
-                    &json!({"id": id, "request_id": id, "event": event}),
-                );
+                for event in events {
+                    session.notify(
+                        "inference.stream.event",
+                        &json!({"id": id, "request_id": id, "event": event}),
+                    );
+                }
             }
             StreamControl::Continue
         };
