@@ -564,3 +564,52 @@ async fn bad_connector_input_is_refused_by_field_and_agents_may_not_add() {
         other => panic!("expected a refusal, got {other:?}"),
     }
 }
+
+#[tokio::test]
+async fn a_daemon_holds_a_bounded_number_of_connectors() {
+    let d = Daemon::builder().start();
+    let c = client(&d);
+    // Unreachable servers are added (not connected) without spawning anything.
+    for i in 0..32 {
+        let s = within(
+            "add",
+            c.call(
+                "connectors.add",
+                json!({"name": format!("c{i}"), "url": "http://127.0.0.1:1/mcp"}),
+            ),
+        )
+        .await
+        .unwrap();
+        assert_eq!(s["connected"], false);
+    }
+    match c
+        .call(
+            "connectors.add",
+            json!({"name": "one-more", "url": "http://127.0.0.1:1/mcp"}),
+        )
+        .await
+    {
+        Err(Error::Rpc { code, message, .. }) => {
+            assert_eq!(code, -32602);
+            assert!(message.contains("at most 32 connectors"), "{message}");
+        }
+        other => panic!("expected -32602, got {other:?}"),
+    }
+    // Replacing an existing one is not a new one.
+    within(
+        "replace",
+        c.call(
+            "connectors.add",
+            json!({"name": "c0", "url": "http://127.0.0.1:2/mcp"}),
+        ),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        c.call("connectors.list", json!({})).await.unwrap()["connectors"]
+            .as_array()
+            .unwrap()
+            .len(),
+        32
+    );
+}

@@ -17,6 +17,11 @@ use serde_json::{Map, Value};
 use crate::live::{Launch, Live, ToolInfo};
 use crate::manifest::{canonical, Definition, Manifest};
 
+/// The most connectors a daemon holds (each may be a child process).
+pub const MAX_CONNECTORS: usize = 32;
+/// The most tools one connector may list; a server listing more is not connected.
+pub const MAX_TOOLS_PER_CONNECTOR: usize = 1024;
+
 #[derive(Debug)]
 struct Entry {
     def: Definition,
@@ -90,8 +95,13 @@ impl Connectors {
 
     /// Adds `def`, replacing (and disconnecting) a connector of the same slug; the tools
     /// it had enabled stay enabled when the new server lists them.
-    pub fn upsert(&self, mut def: Definition) {
+    pub fn upsert(&self, mut def: Definition) -> Result<(), String> {
         let mut entries = self.lock();
+        if !entries.contains_key(&def.slug) && entries.len() >= MAX_CONNECTORS {
+            return Err(format!(
+                "name: a daemon holds at most {MAX_CONNECTORS} connectors; remove one first"
+            ));
+        }
         if let Some(old) = entries.remove(&def.slug) {
             def.enabled.extend(old.def.enabled);
         }
@@ -102,6 +112,7 @@ impl Connectors {
             last_error: None,
         };
         entries.insert(entry.def.slug.clone(), entry);
+        Ok(())
     }
 
     /// Connects `slug` with `launch` and lists its tools; the outcome (or its error) is
@@ -118,6 +129,12 @@ impl Connectors {
         let outcome = async {
             let live = Live::connect(launch, timeout).await?;
             let tools = live.tools(timeout).await?;
+            if tools.len() > MAX_TOOLS_PER_CONNECTOR {
+                return Err(format!(
+                    "the server lists {} tools, more than the {MAX_TOOLS_PER_CONNECTOR} a connector may have",
+                    tools.len()
+                ));
+            }
             Ok::<_, String>((live, tools))
         }
         .await;
@@ -148,6 +165,16 @@ impl Connectors {
         let entry = entries
             .get_mut(slug)
             .ok_or_else(|| format!("slug: no connector {slug:?}"))?;
+        let listed = listed.and_then(|tools| {
+            if tools.len() > MAX_TOOLS_PER_CONNECTOR {
+                Err(format!(
+                    "the server lists {} tools, more than the {MAX_TOOLS_PER_CONNECTOR} a connector may have",
+                    tools.len()
+                ))
+            } else {
+                Ok(tools)
+            }
+        });
         match listed {
             Ok(tools) => {
                 entry.tools = tools;

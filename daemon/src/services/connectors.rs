@@ -80,14 +80,24 @@ async fn install(
     let hub = call.state.data.connectors.clone();
     let secrets = call.state.access.secrets.clone();
     let slug = def.slug.clone();
+    let limit = car_connectors::registry::MAX_CONNECTORS;
+    if hub.set.definition(&slug).is_none() && hub.set.definitions().len() >= limit {
+        return Err(invalid(format!(
+            "name: a daemon holds at most {limit} connectors; remove one first"
+        )));
+    }
     {
         let (hub, def) = (hub.clone(), def.clone());
         blocking(move || {
             if let Some(old) = hub.set.definition(&def.slug) {
                 ConnectorHub::delete_secrets(secrets.as_deref(), &old);
             }
-            ConnectorHub::put_secrets(secrets.as_deref(), &def.slug, kind, &values)?;
-            hub.set.upsert(def);
+            hub.set.upsert(def.clone())?;
+            if let Err(e) = ConnectorHub::put_secrets(secrets.as_deref(), &def.slug, kind, &values)
+            {
+                hub.set.remove(&def.slug);
+                return Err(e);
+            }
             hub.save()
         })
         .await?;

@@ -9,9 +9,10 @@
 //! (with events, the stream is authoritative and `result` fills only what it lacks; without,
 //! `result` is the answer), `error` / `fail` fail it. An `infer_stream` caller receives every
 //! event as it arrives (`text`, `tool_start`, `tool_delta`, `usage`). The call fails at once
-//! when the runner disconnects, when no runner is registered, and when the caller's deadline
-//! passes. Stricter than CAR: an agent session may not register as the runner (it would read
-//! every delegated prompt of every principal).
+//! when the runner disconnects, when no runner is registered, when the caller's deadline
+//! passes, and when the runner streams more than [`MAX_STREAM_BYTES`]. Stricter than CAR: an
+//! agent session may not register as the runner (it would read every delegated prompt of
+//! every principal).
 
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -26,6 +27,10 @@ use serde_json::{json, Value};
 
 use crate::handler::{Call, Routes};
 use crate::state::inference_runner::RunnerMessage;
+
+/// The most text and tool-argument bytes one delegated call may stream; a runner that
+/// sends more fails the call (the daemon holds the whole answer).
+pub const MAX_STREAM_BYTES: usize = 16 << 20;
 
 pub fn register(routes: &mut Routes) {
     routes
@@ -134,6 +139,13 @@ pub async fn generate(
         match message {
             RunnerMessage::Event(event) => {
                 folded.events += 1;
+                let held =
+                    folded.text.len() + folded.calls.values().map(|c| c.2.len()).sum::<usize>();
+                if held > MAX_STREAM_BYTES {
+                    return Err(failed(format!(
+                        "the runner streamed more than {MAX_STREAM_BYTES} bytes for one call"
+                    )));
+                }
                 if stream {
                     if let Some(out) = stream_event(&event) {
                         call.session.notify(
