@@ -10,8 +10,24 @@ export interface GeneratedMethods {
   capabilities(): Promise<string>
   /** `classify` (operator role): zero-shot classification of text against labels by embedding similarity. */
   classify(text: string, labels: string[], model?: string | null): Promise<string>
+  /** `declagents.get` (operator role): one declarative agent's spec. */
+  declagentGet(id: string): Promise<string>
+  /** `declagents.invoke` (operator role): run a declarative agent on an input inside the daemon. */
+  declagentInvoke(id: string, input: string): Promise<string>
+  /** `declagents.list` (operator role): the registered declarative agents. */
+  declagentList(): Promise<string>
+  /** `declagents.route` (operator role): rank declarative agents for a need by capability and learned success. */
+  declagentRoute(need: string, invoke: boolean): Promise<string>
+  /** `declagents.routing_stats` (operator role): the learned routing priors and delegation edges. */
+  declagentRoutingStats(): Promise<string>
+  /** `declagents.run_scenarios` (operator role): run a declarative agent's stored scenarios. */
+  declagentRunScenarios(id: string): Promise<string>
   /** `detokenize` (operator role): text of token ids under a local model's vocabulary. */
   detokenize(model: string, tokens: number[]): Promise<string>
+  /** `discovery.report` (operator role): record a discovered service's outcome for future ranking. */
+  discoveryReport(identifier: string, outcome: string): Promise<string>
+  /** `discovery.resolve` (operator role): rank the daemon's services (declarative agents, connector tools) for a need. */
+  discoveryResolve(need: string, limit?: number | null): Promise<string>
   /** `embed` (operator role): embedding vectors for texts from a local or remote embedding model. */
   embed(texts: string[], model?: string | null): Promise<string>
   /** `events.cost_by_agent` (operator role): tokens and cost per agent, folded from the inference.metered events. */
@@ -84,6 +100,12 @@ export interface GeneratedMethods {
   registerModel(schemaJson: string): Promise<string>
   /** `models.remove` (host role, over the host-management connection): unregister a model (host session). */
   removeModel(modelId: string): Promise<string>
+  /** `models.route` (operator role): which model the router picks for a prompt, with its fallbacks and the ranking. */
+  routeModel(prompt: string, intentJson?: string | null): Promise<string>
+  /** `models.stats` (operator role): each model's calls, outcomes and latency since the daemon started. */
+  modelStats(): Promise<string>
+  /** `outcomes.scoreboard` (operator role): every model's outcomes, tokens and dollars per success from the durable ledger. */
+  outcomeScoreboard(): Promise<string>
   /** `permission.get_tier` (operator role): this connection's standing permission tier. */
   permissionGetTier(): Promise<string>
   /** `policy.check` (operator role): judge a tool call against the policy files and this connection's policies before it runs. */
@@ -214,6 +236,18 @@ export interface GeneratedMethods {
   connectorsRemove(paramsJson?: string): Promise<string>
   /** `connectors.tools` (operator role): a connector's tools and whether each is enabled. */
   connectorsTools(paramsJson?: string): Promise<string>
+  /** `declagents.get` (operator role): one declarative agent's spec. */
+  declagentsGet(paramsJson?: string): Promise<string>
+  /** `declagents.invoke` (operator role): run a declarative agent on an input inside the daemon. */
+  declagentsInvoke(paramsJson?: string): Promise<string>
+  /** `declagents.list` (operator role): the registered declarative agents. */
+  declagentsList(paramsJson?: string): Promise<string>
+  /** `declagents.route` (operator role): rank declarative agents for a need by capability and learned success. */
+  declagentsRoute(paramsJson?: string): Promise<string>
+  /** `declagents.routing_stats` (operator role): the learned routing priors and delegation edges. */
+  declagentsRoutingStats(paramsJson?: string): Promise<string>
+  /** `declagents.run_scenarios` (operator role): run a declarative agent's stored scenarios. */
+  declagentsRunScenarios(paramsJson?: string): Promise<string>
   /** `events.cost_by_agent` (operator role): tokens and cost per agent, folded from the inference.metered events. */
   eventsCostByAgent(paramsJson?: string): Promise<string>
   /** `events.count` (operator role): the number of events in the durable event log. */
@@ -222,6 +256,14 @@ export interface GeneratedMethods {
   eventsQuery(paramsJson?: string): Promise<string>
   /** `events.stats` (operator role): event totals by kind and the time span of the log. */
   eventsStats(paramsJson?: string): Promise<string>
+  /** `goal.clear` (operator role): remove one standing goal, or all. */
+  goalClear(paramsJson?: string): Promise<string>
+  /** `goal.set` (operator role): store a standing completion check for a chat session. */
+  goalSet(paramsJson?: string): Promise<string>
+  /** `goal.status` (operator role): a chat session's standing goal and its last verdict, or every goal. */
+  goalStatus(paramsJson?: string): Promise<string>
+  /** `goal.suggest` (operator role): propose a deterministic completion check for an objective. */
+  goalSuggest(paramsJson?: string): Promise<string>
   /** `host.subscribe` (operator role): subscribe to host.event notifications; returns the host snapshot (and replays missed events after a reconnect). */
   hostSubscribe(paramsJson?: string): Promise<string>
   /** `infer.cancel` (operator role): stop a running infer call of this connection. */
@@ -256,6 +298,10 @@ export interface GeneratedMethods {
   modelsList(paramsJson?: string): Promise<string>
   /** `models.register` (operator role): register a local gguf or embedding model, or a remote endpoint. */
   modelsRegister(paramsJson?: string): Promise<string>
+  /** `models.route` (operator role): which model the router picks for a prompt, with its fallbacks and the ranking. */
+  modelsRoute(paramsJson?: string): Promise<string>
+  /** `models.stats` (operator role): each model's calls, outcomes and latency since the daemon started. */
+  modelsStats(paramsJson?: string): Promise<string>
   /** `models.unregister` (operator role): unregister a model. */
   modelsUnregister(paramsJson?: string): Promise<string>
   /** `multi.map_reduce` (operator role): run a mapper agent per item in parallel, then a reducer over their answers. */
@@ -272,6 +318,10 @@ export interface GeneratedMethods {
   multiTournament(paramsJson?: string): Promise<string>
   /** `multi.vote` (operator role): let agents answer independently and take the majority (or a synthesizer's pick). */
   multiVote(paramsJson?: string): Promise<string>
+  /** `outcomes.resolve_pending` (operator role): resolve pending generations' outcomes by trace id. */
+  outcomesResolvePending(paramsJson?: string): Promise<string>
+  /** `outcomes.scoreboard` (operator role): every model's outcomes, tokens and dollars per success from the durable ledger. */
+  outcomesScoreboard(paramsJson?: string): Promise<string>
   /** `permission.classify` (operator role): the tier and reversibility each action of a proposal needs. */
   permissionClassify(paramsJson?: string): Promise<string>
   /** `permission.evaluate` (agent role): judge each action of a proposal against this connection's tier and the approval ledger. */
@@ -406,6 +456,14 @@ export interface GeneratedHostMethods {
   agentsRemove(paramsJson?: string): Promise<string>
   /** `agents.upsert` (host role, over the host-management connection): add or replace an agent in the registry (minting its token when new). */
   agentsUpsert(paramsJson?: string): Promise<string>
+  /** `declagents.register` (host role, over the host-management connection): register (or replace) a declarative agent spec. */
+  declagentsRegister(paramsJson?: string): Promise<string>
+  /** `declagents.remove` (host role, over the host-management connection): unregister a declarative agent. */
+  declagentsRemove(paramsJson?: string): Promise<string>
+  /** `declagents.revert` (host role, over the host-management connection): restore a declarative agent's previous spec. */
+  declagentsRevert(paramsJson?: string): Promise<string>
+  /** `declagents.set_enabled` (host role, over the host-management connection): enable or disable a declarative agent. */
+  declagentsSetEnabled(paramsJson?: string): Promise<string>
   /** `diagnostics.secret_store_activity` (host role, over the host-management connection): how many secret-store operations were attempted since the daemon started. */
   diagnosticsSecretStoreActivity(paramsJson?: string): Promise<string>
   /** `models.remove` (host role, over the host-management connection): unregister a model (host session). */

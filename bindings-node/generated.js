@@ -32,10 +32,20 @@ const GENERATED_METHODS = {
   connectorsRefresh: 'connectors.refresh',
   connectorsRemove: 'connectors.remove',
   connectorsTools: 'connectors.tools',
+  declagentsGet: 'declagents.get',
+  declagentsInvoke: 'declagents.invoke',
+  declagentsList: 'declagents.list',
+  declagentsRoute: 'declagents.route',
+  declagentsRoutingStats: 'declagents.routing_stats',
+  declagentsRunScenarios: 'declagents.run_scenarios',
   eventsCostByAgent: 'events.cost_by_agent',
   eventsCount: 'events.count',
   eventsQuery: 'events.query',
   eventsStats: 'events.stats',
+  goalClear: 'goal.clear',
+  goalSet: 'goal.set',
+  goalStatus: 'goal.status',
+  goalSuggest: 'goal.suggest',
   hostSubscribe: 'host.subscribe',
   inferCancel: 'infer.cancel',
   inferDeadline: 'infer.deadline',
@@ -53,6 +63,8 @@ const GENERATED_METHODS = {
   memoryQuery: 'memory.query',
   modelsList: 'models.list',
   modelsRegister: 'models.register',
+  modelsRoute: 'models.route',
+  modelsStats: 'models.stats',
   modelsUnregister: 'models.unregister',
   multiMapReduce: 'multi.map_reduce',
   multiPipeline: 'multi.pipeline',
@@ -61,6 +73,8 @@ const GENERATED_METHODS = {
   multiSwarm: 'multi.swarm',
   multiTournament: 'multi.tournament',
   multiVote: 'multi.vote',
+  outcomesResolvePending: 'outcomes.resolve_pending',
+  outcomesScoreboard: 'outcomes.scoreboard',
   permissionClassify: 'permission.classify',
   permissionEvaluate: 'permission.evaluate',
   permissionPending: 'permission.pending',
@@ -117,7 +131,15 @@ const TYPED_MEMBERS = {
   registerAgentBasics: {"args":[],"member":"register_agent_basics","method":"agents.register_basics","returns":{"kind":"unit"}},
   capabilities: {"args":[],"member":"capabilities","method":"capabilities.list","returns":{"kind":"json"}},
   classify: {"args":[{"kind":"str","name":"text","optional":false},{"kind":"str_list","name":"labels","optional":false},{"kind":"str","name":"model","optional":true}],"member":"classify","method":"classify","returns":{"kind":"json"}},
+  declagentGet: {"args":[{"kind":"str","name":"id","optional":false}],"member":"declagent_get","method":"declagents.get","returns":{"kind":"json"}},
+  declagentInvoke: {"args":[{"kind":"str","name":"id","optional":false},{"kind":"str","name":"input","optional":false}],"member":"declagent_invoke","method":"declagents.invoke","returns":{"kind":"json"}},
+  declagentList: {"args":[],"member":"declagent_list","method":"declagents.list","returns":{"kind":"json"}},
+  declagentRoute: {"args":[{"kind":"str","name":"need","optional":false},{"kind":"bool","name":"invoke","optional":false}],"member":"declagent_route","method":"declagents.route","returns":{"kind":"json"}},
+  declagentRoutingStats: {"args":[],"member":"declagent_routing_stats","method":"declagents.routing_stats","returns":{"kind":"json"}},
+  declagentRunScenarios: {"args":[{"kind":"str","name":"id","optional":false}],"member":"declagent_run_scenarios","method":"declagents.run_scenarios","returns":{"kind":"json"}},
   detokenize: {"args":[{"kind":"str","name":"model","optional":false},{"kind":"int_list","name":"tokens","optional":false}],"member":"detokenize","method":"detokenize","returns":{"field":"text","kind":"text"}},
+  discoveryReport: {"args":[{"kind":"str","name":"identifier","optional":false},{"kind":"str","name":"outcome","optional":false}],"member":"discovery_report","method":"discovery.report","returns":{"kind":"json"}},
+  discoveryResolve: {"args":[{"kind":"str","name":"need","optional":false},{"kind":"int","name":"limit","optional":true}],"member":"discovery_resolve","method":"discovery.resolve","returns":{"kind":"json"}},
   embed: {"args":[{"kind":"str_list","name":"texts","optional":false},{"kind":"str","name":"model","optional":true}],"member":"embed","method":"embed","returns":{"kind":"json"}},
   eventCostByAgent: {"args":[],"member":"event_cost_by_agent","method":"events.cost_by_agent","returns":{"kind":"json"}},
   eventCount: {"args":[],"member":"event_count","method":"events.count","returns":{"kind":"int"}},
@@ -154,6 +176,9 @@ const TYPED_MEMBERS = {
   listModels: {"args":[],"member":"list_models","method":"models.list","returns":{"kind":"json"}},
   registerModel: {"args":[{"kind":"json","name":"schemaJson","optional":false}],"member":"register_model","method":"models.register","returns":{"kind":"json"}},
   removeModel: {"args":[{"kind":"str","name":"modelId","optional":false}],"member":"remove_model","method":"models.remove","returns":{"kind":"json"}},
+  routeModel: {"args":[{"kind":"str","name":"prompt","optional":false},{"kind":"json","name":"intentJson","optional":true}],"member":"route_model","method":"models.route","returns":{"kind":"json"}},
+  modelStats: {"args":[],"member":"model_stats","method":"models.stats","returns":{"kind":"json"}},
+  outcomeScoreboard: {"args":[],"member":"outcome_scoreboard","method":"outcomes.scoreboard","returns":{"kind":"json"}},
   permissionGetTier: {"args":[],"member":"permission_get_tier","method":"permission.get_tier","returns":{"field":"granted_tier","kind":"text"}},
   policyCheck: {"args":[{"kind":"json","name":"paramsJson","optional":false}],"member":"policy_check","method":"policy.check","returns":{"kind":"json"}},
   listPolicies: {"args":[],"member":"list_policies","method":"policy.list","returns":{"field":"policies","kind":"json"}},
@@ -212,9 +237,41 @@ const MEMBERS = {
   async classify(text, labels, model) {
     return this[CALL_MEMBER]('classify', 'classify', [text, labels, model])
   },
+  /** `declagents.get` (operator role): one declarative agent's spec. */
+  async declagentGet(id) {
+    return this[CALL_MEMBER]('declagents.get', 'declagent_get', [id])
+  },
+  /** `declagents.invoke` (operator role): run a declarative agent on an input inside the daemon. */
+  async declagentInvoke(id, input) {
+    return this[CALL_MEMBER]('declagents.invoke', 'declagent_invoke', [id, input])
+  },
+  /** `declagents.list` (operator role): the registered declarative agents. */
+  async declagentList() {
+    return this[CALL_MEMBER]('declagents.list', 'declagent_list', [])
+  },
+  /** `declagents.route` (operator role): rank declarative agents for a need by capability and learned success. */
+  async declagentRoute(need, invoke) {
+    return this[CALL_MEMBER]('declagents.route', 'declagent_route', [need, invoke])
+  },
+  /** `declagents.routing_stats` (operator role): the learned routing priors and delegation edges. */
+  async declagentRoutingStats() {
+    return this[CALL_MEMBER]('declagents.routing_stats', 'declagent_routing_stats', [])
+  },
+  /** `declagents.run_scenarios` (operator role): run a declarative agent's stored scenarios. */
+  async declagentRunScenarios(id) {
+    return this[CALL_MEMBER]('declagents.run_scenarios', 'declagent_run_scenarios', [id])
+  },
   /** `detokenize` (operator role): text of token ids under a local model's vocabulary. */
   async detokenize(model, tokens) {
     return this[CALL_MEMBER]('detokenize', 'detokenize', [model, tokens])
+  },
+  /** `discovery.report` (operator role): record a discovered service's outcome for future ranking. */
+  async discoveryReport(identifier, outcome) {
+    return this[CALL_MEMBER]('discovery.report', 'discovery_report', [identifier, outcome])
+  },
+  /** `discovery.resolve` (operator role): rank the daemon's services (declarative agents, connector tools) for a need. */
+  async discoveryResolve(need, limit) {
+    return this[CALL_MEMBER]('discovery.resolve', 'discovery_resolve', [need, limit])
   },
   /** `embed` (operator role): embedding vectors for texts from a local or remote embedding model. */
   async embed(texts, model) {
@@ -359,6 +416,18 @@ const MEMBERS = {
   /** `models.remove` (host role, over the host-management connection): unregister a model (host session). */
   async removeModel(modelId) {
     return this[CALL_MEMBER]('models.remove', 'remove_model', [modelId])
+  },
+  /** `models.route` (operator role): which model the router picks for a prompt, with its fallbacks and the ranking. */
+  async routeModel(prompt, intentJson) {
+    return this[CALL_MEMBER]('models.route', 'route_model', [prompt, intentJson])
+  },
+  /** `models.stats` (operator role): each model's calls, outcomes and latency since the daemon started. */
+  async modelStats() {
+    return this[CALL_MEMBER]('models.stats', 'model_stats', [])
+  },
+  /** `outcomes.scoreboard` (operator role): every model's outcomes, tokens and dollars per success from the durable ledger. */
+  async outcomeScoreboard() {
+    return this[CALL_MEMBER]('outcomes.scoreboard', 'outcome_scoreboard', [])
   },
   /** `permission.get_tier` (operator role): this connection's standing permission tier. */
   async permissionGetTier() {
@@ -620,6 +689,30 @@ const MEMBERS = {
   async connectorsTools(paramsJson = '{}') {
     return this.daemonCall('connectors.tools', paramsJson)
   },
+  /** `declagents.get` (operator role): one declarative agent's spec. */
+  async declagentsGet(paramsJson = '{}') {
+    return this.daemonCall('declagents.get', paramsJson)
+  },
+  /** `declagents.invoke` (operator role): run a declarative agent on an input inside the daemon. */
+  async declagentsInvoke(paramsJson = '{}') {
+    return this.daemonCall('declagents.invoke', paramsJson)
+  },
+  /** `declagents.list` (operator role): the registered declarative agents. */
+  async declagentsList(paramsJson = '{}') {
+    return this.daemonCall('declagents.list', paramsJson)
+  },
+  /** `declagents.route` (operator role): rank declarative agents for a need by capability and learned success. */
+  async declagentsRoute(paramsJson = '{}') {
+    return this.daemonCall('declagents.route', paramsJson)
+  },
+  /** `declagents.routing_stats` (operator role): the learned routing priors and delegation edges. */
+  async declagentsRoutingStats(paramsJson = '{}') {
+    return this.daemonCall('declagents.routing_stats', paramsJson)
+  },
+  /** `declagents.run_scenarios` (operator role): run a declarative agent's stored scenarios. */
+  async declagentsRunScenarios(paramsJson = '{}') {
+    return this.daemonCall('declagents.run_scenarios', paramsJson)
+  },
   /** `events.cost_by_agent` (operator role): tokens and cost per agent, folded from the inference.metered events. */
   async eventsCostByAgent(paramsJson = '{}') {
     return this.daemonCall('events.cost_by_agent', paramsJson)
@@ -635,6 +728,22 @@ const MEMBERS = {
   /** `events.stats` (operator role): event totals by kind and the time span of the log. */
   async eventsStats(paramsJson = '{}') {
     return this.daemonCall('events.stats', paramsJson)
+  },
+  /** `goal.clear` (operator role): remove one standing goal, or all. */
+  async goalClear(paramsJson = '{}') {
+    return this.daemonCall('goal.clear', paramsJson)
+  },
+  /** `goal.set` (operator role): store a standing completion check for a chat session. */
+  async goalSet(paramsJson = '{}') {
+    return this.daemonCall('goal.set', paramsJson)
+  },
+  /** `goal.status` (operator role): a chat session's standing goal and its last verdict, or every goal. */
+  async goalStatus(paramsJson = '{}') {
+    return this.daemonCall('goal.status', paramsJson)
+  },
+  /** `goal.suggest` (operator role): propose a deterministic completion check for an objective. */
+  async goalSuggest(paramsJson = '{}') {
+    return this.daemonCall('goal.suggest', paramsJson)
   },
   /** `host.subscribe` (operator role): subscribe to host.event notifications; returns the host snapshot (and replays missed events after a reconnect). */
   async hostSubscribe(paramsJson = '{}') {
@@ -704,6 +813,14 @@ const MEMBERS = {
   async modelsRegister(paramsJson = '{}') {
     return this.daemonCall('models.register', paramsJson)
   },
+  /** `models.route` (operator role): which model the router picks for a prompt, with its fallbacks and the ranking. */
+  async modelsRoute(paramsJson = '{}') {
+    return this.daemonCall('models.route', paramsJson)
+  },
+  /** `models.stats` (operator role): each model's calls, outcomes and latency since the daemon started. */
+  async modelsStats(paramsJson = '{}') {
+    return this.daemonCall('models.stats', paramsJson)
+  },
   /** `models.unregister` (operator role): unregister a model. */
   async modelsUnregister(paramsJson = '{}') {
     return this.daemonCall('models.unregister', paramsJson)
@@ -735,6 +852,14 @@ const MEMBERS = {
   /** `multi.vote` (operator role): let agents answer independently and take the majority (or a synthesizer's pick). */
   async multiVote(paramsJson = '{}') {
     return this.daemonCall('multi.vote', paramsJson)
+  },
+  /** `outcomes.resolve_pending` (operator role): resolve pending generations' outcomes by trace id. */
+  async outcomesResolvePending(paramsJson = '{}') {
+    return this.daemonCall('outcomes.resolve_pending', paramsJson)
+  },
+  /** `outcomes.scoreboard` (operator role): every model's outcomes, tokens and dollars per success from the durable ledger. */
+  async outcomesScoreboard(paramsJson = '{}') {
+    return this.daemonCall('outcomes.scoreboard', paramsJson)
   },
   /** `permission.classify` (operator role): the tier and reversibility each action of a proposal needs. */
   async permissionClassify(paramsJson = '{}') {
@@ -945,6 +1070,10 @@ const HOST_GENERATED_METHODS = {
   agentsMessagePending: 'agents.message.pending',
   agentsRemove: 'agents.remove',
   agentsUpsert: 'agents.upsert',
+  declagentsRegister: 'declagents.register',
+  declagentsRemove: 'declagents.remove',
+  declagentsRevert: 'declagents.revert',
+  declagentsSetEnabled: 'declagents.set_enabled',
   diagnosticsSecretStoreActivity: 'diagnostics.secret_store_activity',
   modelsRemove: 'models.remove',
   permissionApprove: 'permission.approve',
@@ -1032,6 +1161,22 @@ const HOST_MEMBERS = {
   /** `agents.upsert` (host role, over the host-management connection): add or replace an agent in the registry (minting its token when new). */
   async agentsUpsert(paramsJson = '{}') {
     return this.daemonCallHostManagement('agents.upsert', paramsJson)
+  },
+  /** `declagents.register` (host role, over the host-management connection): register (or replace) a declarative agent spec. */
+  async declagentsRegister(paramsJson = '{}') {
+    return this.daemonCallHostManagement('declagents.register', paramsJson)
+  },
+  /** `declagents.remove` (host role, over the host-management connection): unregister a declarative agent. */
+  async declagentsRemove(paramsJson = '{}') {
+    return this.daemonCallHostManagement('declagents.remove', paramsJson)
+  },
+  /** `declagents.revert` (host role, over the host-management connection): restore a declarative agent's previous spec. */
+  async declagentsRevert(paramsJson = '{}') {
+    return this.daemonCallHostManagement('declagents.revert', paramsJson)
+  },
+  /** `declagents.set_enabled` (host role, over the host-management connection): enable or disable a declarative agent. */
+  async declagentsSetEnabled(paramsJson = '{}') {
+    return this.daemonCallHostManagement('declagents.set_enabled', paramsJson)
   },
   /** `diagnostics.secret_store_activity` (host role, over the host-management connection): how many secret-store operations were attempted since the daemon started. */
   async diagnosticsSecretStoreActivity(paramsJson = '{}') {

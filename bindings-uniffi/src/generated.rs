@@ -33,9 +33,50 @@ impl CarDaemonClient {
         self.member_string("classify", "classify", vec![Some(text.into()), Some(labels.into()), Some(model.into())])
     }
 
+    /// `declagents.get` (operator role): one declarative agent's spec.
+    pub fn declagent_get(&self, id: String) -> Result<String, CarError> {
+        self.member_string("declagents.get", "declagent_get", vec![Some(id.into())])
+    }
+
+    /// `declagents.invoke` (operator role): run a declarative agent on an input inside the daemon.
+    pub fn declagent_invoke(&self, id: String, input: String) -> Result<String, CarError> {
+        self.member_string("declagents.invoke", "declagent_invoke", vec![Some(id.into()), Some(input.into())])
+    }
+
+    /// `declagents.list` (operator role): the registered declarative agents.
+    pub fn declagent_list(&self) -> Result<String, CarError> {
+        self.member_string("declagents.list", "declagent_list", vec![])
+    }
+
+    /// `declagents.route` (operator role): rank declarative agents for a need by capability and learned success.
+    pub fn declagent_route(&self, need: String, invoke: bool) -> Result<String, CarError> {
+        self.member_string("declagents.route", "declagent_route", vec![Some(need.into()), Some(invoke.into())])
+    }
+
+    /// `declagents.routing_stats` (operator role): the learned routing priors and delegation edges.
+    pub fn declagent_routing_stats(&self) -> Result<String, CarError> {
+        self.member_string("declagents.routing_stats", "declagent_routing_stats", vec![])
+    }
+
+    /// `declagents.run_scenarios` (operator role): run a declarative agent's stored scenarios.
+    pub fn declagent_run_scenarios(&self, id: String) -> Result<String, CarError> {
+        self.member_string("declagents.run_scenarios", "declagent_run_scenarios", vec![Some(id.into())])
+    }
+
     /// `detokenize` (operator role): text of token ids under a local model's vocabulary.
     pub fn detokenize(&self, model: String, tokens: Vec<i64>) -> Result<String, CarError> {
         self.member_string("detokenize", "detokenize", vec![Some(model.into()), Some(tokens.into())])
+    }
+
+    /// `discovery.report` (operator role): record a discovered service's outcome for future ranking.
+    pub fn discovery_report(&self, identifier: String, outcome: String) -> Result<String, CarError> {
+        self.member_string("discovery.report", "discovery_report", vec![Some(identifier.into()), Some(outcome.into())])
+    }
+
+    /// `discovery.resolve` (operator role): rank the daemon's services (declarative agents, connector tools) for a need.
+    #[uniffi::method(default(limit = None))]
+    pub fn discovery_resolve(&self, need: String, limit: Option<i64>) -> Result<String, CarError> {
+        self.member_string("discovery.resolve", "discovery_resolve", vec![Some(need.into()), Some(limit.into())])
     }
 
     /// `embed` (operator role): embedding vectors for texts from a local or remote embedding model.
@@ -225,6 +266,22 @@ impl CarDaemonClient {
     /// `models.remove` (host role, over the host-management connection): unregister a model (host session).
     pub fn remove_model(&self, model_id: String) -> Result<String, CarError> {
         self.member_string("models.remove", "remove_model", vec![Some(model_id.into())])
+    }
+
+    /// `models.route` (operator role): which model the router picks for a prompt, with its fallbacks and the ranking.
+    #[uniffi::method(default(intent_json = None))]
+    pub fn route_model(&self, prompt: String, intent_json: Option<String>) -> Result<String, CarError> {
+        self.member_string("models.route", "route_model", vec![Some(prompt.into()), Some(intent_json.into())])
+    }
+
+    /// `models.stats` (operator role): each model's calls, outcomes and latency since the daemon started.
+    pub fn model_stats(&self) -> Result<String, CarError> {
+        self.member_string("models.stats", "model_stats", vec![])
+    }
+
+    /// `outcomes.scoreboard` (operator role): every model's outcomes, tokens and dollars per success from the durable ledger.
+    pub fn outcome_scoreboard(&self) -> Result<String, CarError> {
+        self.member_string("outcomes.scoreboard", "outcome_scoreboard", vec![])
     }
 
     /// `permission.get_tier` (operator role): this connection's standing permission tier.
@@ -565,6 +622,36 @@ impl CarDaemonClient {
         self.daemon_call("connectors.tools".to_string(), params_json)
     }
 
+    /// `declagents.get` (operator role): one declarative agent's spec.
+    pub fn declagents_get(&self, params_json: String) -> Result<String, CarError> {
+        self.daemon_call("declagents.get".to_string(), params_json)
+    }
+
+    /// `declagents.invoke` (operator role): run a declarative agent on an input inside the daemon.
+    pub fn declagents_invoke(&self, params_json: String) -> Result<String, CarError> {
+        self.daemon_call("declagents.invoke".to_string(), params_json)
+    }
+
+    /// `declagents.list` (operator role): the registered declarative agents.
+    pub fn declagents_list(&self, params_json: String) -> Result<String, CarError> {
+        self.daemon_call("declagents.list".to_string(), params_json)
+    }
+
+    /// `declagents.route` (operator role): rank declarative agents for a need by capability and learned success.
+    pub fn declagents_route(&self, params_json: String) -> Result<String, CarError> {
+        self.daemon_call("declagents.route".to_string(), params_json)
+    }
+
+    /// `declagents.routing_stats` (operator role): the learned routing priors and delegation edges.
+    pub fn declagents_routing_stats(&self, params_json: String) -> Result<String, CarError> {
+        self.daemon_call("declagents.routing_stats".to_string(), params_json)
+    }
+
+    /// `declagents.run_scenarios` (operator role): run a declarative agent's stored scenarios.
+    pub fn declagents_run_scenarios(&self, params_json: String) -> Result<String, CarError> {
+        self.daemon_call("declagents.run_scenarios".to_string(), params_json)
+    }
+
     /// `events.cost_by_agent` (operator role): tokens and cost per agent, folded from the inference.metered events.
     pub fn events_cost_by_agent(&self, params_json: String) -> Result<String, CarError> {
         self.daemon_call("events.cost_by_agent".to_string(), params_json)
@@ -583,6 +670,26 @@ impl CarDaemonClient {
     /// `events.stats` (operator role): event totals by kind and the time span of the log.
     pub fn events_stats(&self, params_json: String) -> Result<String, CarError> {
         self.daemon_call("events.stats".to_string(), params_json)
+    }
+
+    /// `goal.clear` (operator role): remove one standing goal, or all.
+    pub fn goal_clear(&self, params_json: String) -> Result<String, CarError> {
+        self.daemon_call("goal.clear".to_string(), params_json)
+    }
+
+    /// `goal.set` (operator role): store a standing completion check for a chat session.
+    pub fn goal_set(&self, params_json: String) -> Result<String, CarError> {
+        self.daemon_call("goal.set".to_string(), params_json)
+    }
+
+    /// `goal.status` (operator role): a chat session's standing goal and its last verdict, or every goal.
+    pub fn goal_status(&self, params_json: String) -> Result<String, CarError> {
+        self.daemon_call("goal.status".to_string(), params_json)
+    }
+
+    /// `goal.suggest` (operator role): propose a deterministic completion check for an objective.
+    pub fn goal_suggest(&self, params_json: String) -> Result<String, CarError> {
+        self.daemon_call("goal.suggest".to_string(), params_json)
     }
 
     /// `host.subscribe` (operator role): subscribe to host.event notifications; returns the host snapshot (and replays missed events after a reconnect).
@@ -675,6 +782,16 @@ impl CarDaemonClient {
         self.daemon_call("models.register".to_string(), params_json)
     }
 
+    /// `models.route` (operator role): which model the router picks for a prompt, with its fallbacks and the ranking.
+    pub fn models_route(&self, params_json: String) -> Result<String, CarError> {
+        self.daemon_call("models.route".to_string(), params_json)
+    }
+
+    /// `models.stats` (operator role): each model's calls, outcomes and latency since the daemon started.
+    pub fn models_stats(&self, params_json: String) -> Result<String, CarError> {
+        self.daemon_call("models.stats".to_string(), params_json)
+    }
+
     /// `models.unregister` (operator role): unregister a model.
     pub fn models_unregister(&self, params_json: String) -> Result<String, CarError> {
         self.daemon_call("models.unregister".to_string(), params_json)
@@ -713,6 +830,16 @@ impl CarDaemonClient {
     /// `multi.vote` (operator role): let agents answer independently and take the majority (or a synthesizer's pick).
     pub fn multi_vote(&self, params_json: String) -> Result<String, CarError> {
         self.daemon_call("multi.vote".to_string(), params_json)
+    }
+
+    /// `outcomes.resolve_pending` (operator role): resolve pending generations' outcomes by trace id.
+    pub fn outcomes_resolve_pending(&self, params_json: String) -> Result<String, CarError> {
+        self.daemon_call("outcomes.resolve_pending".to_string(), params_json)
+    }
+
+    /// `outcomes.scoreboard` (operator role): every model's outcomes, tokens and dollars per success from the durable ledger.
+    pub fn outcomes_scoreboard(&self, params_json: String) -> Result<String, CarError> {
+        self.daemon_call("outcomes.scoreboard".to_string(), params_json)
     }
 
     /// `permission.classify` (operator role): the tier and reversibility each action of a proposal needs.
@@ -1044,6 +1171,26 @@ impl HostClient {
     /// `agents.upsert` (host role, over the host-management connection): add or replace an agent in the registry (minting its token when new).
     pub fn agents_upsert(&self, params_json: String) -> Result<String, CarError> {
         self.daemon_call_host_management("agents.upsert".to_string(), params_json)
+    }
+
+    /// `declagents.register` (host role, over the host-management connection): register (or replace) a declarative agent spec.
+    pub fn declagents_register(&self, params_json: String) -> Result<String, CarError> {
+        self.daemon_call_host_management("declagents.register".to_string(), params_json)
+    }
+
+    /// `declagents.remove` (host role, over the host-management connection): unregister a declarative agent.
+    pub fn declagents_remove(&self, params_json: String) -> Result<String, CarError> {
+        self.daemon_call_host_management("declagents.remove".to_string(), params_json)
+    }
+
+    /// `declagents.revert` (host role, over the host-management connection): restore a declarative agent's previous spec.
+    pub fn declagents_revert(&self, params_json: String) -> Result<String, CarError> {
+        self.daemon_call_host_management("declagents.revert".to_string(), params_json)
+    }
+
+    /// `declagents.set_enabled` (host role, over the host-management connection): enable or disable a declarative agent.
+    pub fn declagents_set_enabled(&self, params_json: String) -> Result<String, CarError> {
+        self.daemon_call_host_management("declagents.set_enabled".to_string(), params_json)
     }
 
     /// `diagnostics.secret_store_activity` (host role, over the host-management connection): how many secret-store operations were attempted since the daemon started.

@@ -236,3 +236,44 @@ async fn runner_failures_and_bad_runner_input_are_reported() {
         other => panic!("expected a refusal, got {other:?}"),
     }
 }
+
+#[tokio::test]
+async fn an_abandoned_call_is_announced_to_the_runner_and_its_late_answer_refused() {
+    let d = Daemon::builder().start();
+    let caller = delegated_model(&d).await;
+    let (runner, mut invokes) = runner(&d).await;
+    let (cancel_tx, mut cancels) = mpsc::unbounded_channel();
+    runner.register_notification_handler("inference.runner.cancel", move |p| {
+        let _ = cancel_tx.send(p);
+    });
+    let pending = {
+        let caller = caller.clone();
+        tokio::spawn(async move {
+            caller
+                .call("infer", json!({"prompt": "x", "model": "dlg"}))
+                .await
+        })
+    };
+    let invoke = within("the invoke", invokes.recv()).await.unwrap();
+    // The caller goes away mid-call: the runner hears of it.
+    caller.close();
+    let cancelled = within("inference.runner.cancel", cancels.recv())
+        .await
+        .unwrap();
+    assert_eq!(cancelled["call_id"], invoke["call_id"], "{cancelled}");
+    assert!(within("the abandoned call", pending)
+        .await
+        .unwrap()
+        .is_err());
+    let late = runner
+        .call(
+            "inference.runner.complete",
+            json!({"call_id": invoke["call_id"], "result": {"text": "late", "tool_calls": []}}),
+        )
+        .await
+        .unwrap_err();
+    match late {
+        Error::Rpc { code, .. } => assert_eq!(code, -32602),
+        other => panic!("{other:?}"),
+    }
+}

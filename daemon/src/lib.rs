@@ -98,6 +98,7 @@ pub async fn run(config: Config, paths: Paths) -> Result<(), Fatal> {
         .agents
         .lifecycle
         .hide_credentials(paths.token_dir.clone());
+    state.data.connectors.hide(paths.token_dir.clone());
 
     let tcp_task = tokio::spawn(transport::accept_tcp(tcp, state.clone(), dispatch.clone()));
     let unix_task = tokio::spawn(transport::accept_unix(
@@ -224,6 +225,7 @@ pub async fn open_state(
         engine,
         config.max_generations,
         config.infer_progress,
+        state_root,
     ));
     inference::refresh_memory_embedder(&inference.engine, &memory);
     let dispatch = dispatch::Dispatch::new(services::routes(), config.debug_methods);

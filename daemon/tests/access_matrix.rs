@@ -30,6 +30,7 @@ const GATE_REASONS: &[&str] = &[
     "read_only",
     "host_required",
     "agent_method_not_allowed",
+    "agent_not_allowed",
     "not_grantable",
     "reserved",
 ];
@@ -70,7 +71,8 @@ fn admits(p: Principal, d: &Declaration) -> bool {
         Principal::Stranger => d.name() == "session.auth",
         Principal::Observer => a.observer || implicit,
         Principal::Consumer => a.grantable || implicit,
-        Principal::Agent | Principal::Operator => d.spec.role != Role::Host,
+        Principal::Agent => d.spec.role != Role::Host && a.agents,
+        Principal::Operator => d.spec.role != Role::Host,
         Principal::Host => true,
     }
 }

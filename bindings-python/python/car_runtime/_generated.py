@@ -36,9 +36,41 @@ class GeneratedMethods:
         """`classify` (operator role): zero-shot classification of text against labels by embedding similarity."""
         return cast(str, self._call_member("classify", "classify", [text, labels, model]))
 
+    def declagent_get(self, id: str) -> str:
+        """`declagents.get` (operator role): one declarative agent's spec."""
+        return cast(str, self._call_member("declagents.get", "declagent_get", [id]))
+
+    def declagent_invoke(self, id: str, input: str) -> str:
+        """`declagents.invoke` (operator role): run a declarative agent on an input inside the daemon."""
+        return cast(str, self._call_member("declagents.invoke", "declagent_invoke", [id, input]))
+
+    def declagent_list(self) -> str:
+        """`declagents.list` (operator role): the registered declarative agents."""
+        return cast(str, self._call_member("declagents.list", "declagent_list", []))
+
+    def declagent_route(self, need: str, invoke: bool) -> str:
+        """`declagents.route` (operator role): rank declarative agents for a need by capability and learned success."""
+        return cast(str, self._call_member("declagents.route", "declagent_route", [need, invoke]))
+
+    def declagent_routing_stats(self) -> str:
+        """`declagents.routing_stats` (operator role): the learned routing priors and delegation edges."""
+        return cast(str, self._call_member("declagents.routing_stats", "declagent_routing_stats", []))
+
+    def declagent_run_scenarios(self, id: str) -> str:
+        """`declagents.run_scenarios` (operator role): run a declarative agent's stored scenarios."""
+        return cast(str, self._call_member("declagents.run_scenarios", "declagent_run_scenarios", [id]))
+
     def detokenize(self, model: str, tokens: List[int]) -> str:
         """`detokenize` (operator role): text of token ids under a local model's vocabulary."""
         return cast(str, self._call_member("detokenize", "detokenize", [model, tokens]))
+
+    def discovery_report(self, identifier: str, outcome: str) -> str:
+        """`discovery.report` (operator role): record a discovered service's outcome for future ranking."""
+        return cast(str, self._call_member("discovery.report", "discovery_report", [identifier, outcome]))
+
+    def discovery_resolve(self, need: str, limit: Optional[int] = None) -> str:
+        """`discovery.resolve` (operator role): rank the daemon's services (declarative agents, connector tools) for a need."""
+        return cast(str, self._call_member("discovery.resolve", "discovery_resolve", [need, limit]))
 
     def embed(self, texts: List[str], model: Optional[str] = None) -> str:
         """`embed` (operator role): embedding vectors for texts from a local or remote embedding model."""
@@ -222,6 +254,18 @@ class GeneratedMethods:
     def remove_model(self, model_id: str) -> str:
         """`models.remove` (host role, over the host-management connection): unregister a model (host session)."""
         return cast(str, self._call_member("models.remove", "remove_model", [model_id]))
+
+    def route_model(self, prompt: str, intent_json: Optional[str] = None) -> str:
+        """`models.route` (operator role): which model the router picks for a prompt, with its fallbacks and the ranking."""
+        return cast(str, self._call_member("models.route", "route_model", [prompt, intent_json]))
+
+    def model_stats(self) -> str:
+        """`models.stats` (operator role): each model's calls, outcomes and latency since the daemon started."""
+        return cast(str, self._call_member("models.stats", "model_stats", []))
+
+    def outcome_scoreboard(self) -> str:
+        """`outcomes.scoreboard` (operator role): every model's outcomes, tokens and dollars per success from the durable ledger."""
+        return cast(str, self._call_member("outcomes.scoreboard", "outcome_scoreboard", []))
 
     def permission_get_tier(self) -> str:
         """`permission.get_tier` (operator role): this connection's standing permission tier."""
@@ -508,6 +552,30 @@ class GeneratedMethods:
         """`connectors.tools` (operator role): a connector's tools and whether each is enabled."""
         return self.daemon_call("connectors.tools", params_json)
 
+    def declagents_get(self, params_json: str = "{}") -> str:
+        """`declagents.get` (operator role): one declarative agent's spec."""
+        return self.daemon_call("declagents.get", params_json)
+
+    def declagents_invoke(self, params_json: str = "{}") -> str:
+        """`declagents.invoke` (operator role): run a declarative agent on an input inside the daemon."""
+        return self.daemon_call("declagents.invoke", params_json)
+
+    def declagents_list(self, params_json: str = "{}") -> str:
+        """`declagents.list` (operator role): the registered declarative agents."""
+        return self.daemon_call("declagents.list", params_json)
+
+    def declagents_route(self, params_json: str = "{}") -> str:
+        """`declagents.route` (operator role): rank declarative agents for a need by capability and learned success."""
+        return self.daemon_call("declagents.route", params_json)
+
+    def declagents_routing_stats(self, params_json: str = "{}") -> str:
+        """`declagents.routing_stats` (operator role): the learned routing priors and delegation edges."""
+        return self.daemon_call("declagents.routing_stats", params_json)
+
+    def declagents_run_scenarios(self, params_json: str = "{}") -> str:
+        """`declagents.run_scenarios` (operator role): run a declarative agent's stored scenarios."""
+        return self.daemon_call("declagents.run_scenarios", params_json)
+
     def events_cost_by_agent(self, params_json: str = "{}") -> str:
         """`events.cost_by_agent` (operator role): tokens and cost per agent, folded from the inference.metered events."""
         return self.daemon_call("events.cost_by_agent", params_json)
@@ -523,6 +591,22 @@ class GeneratedMethods:
     def events_stats(self, params_json: str = "{}") -> str:
         """`events.stats` (operator role): event totals by kind and the time span of the log."""
         return self.daemon_call("events.stats", params_json)
+
+    def goal_clear(self, params_json: str = "{}") -> str:
+        """`goal.clear` (operator role): remove one standing goal, or all."""
+        return self.daemon_call("goal.clear", params_json)
+
+    def goal_set(self, params_json: str = "{}") -> str:
+        """`goal.set` (operator role): store a standing completion check for a chat session."""
+        return self.daemon_call("goal.set", params_json)
+
+    def goal_status(self, params_json: str = "{}") -> str:
+        """`goal.status` (operator role): a chat session's standing goal and its last verdict, or every goal."""
+        return self.daemon_call("goal.status", params_json)
+
+    def goal_suggest(self, params_json: str = "{}") -> str:
+        """`goal.suggest` (operator role): propose a deterministic completion check for an objective."""
+        return self.daemon_call("goal.suggest", params_json)
 
     def host_subscribe(self, params_json: str = "{}") -> str:
         """`host.subscribe` (operator role): subscribe to host.event notifications; returns the host snapshot (and replays missed events after a reconnect)."""
@@ -592,6 +676,14 @@ class GeneratedMethods:
         """`models.register` (operator role): register a local gguf or embedding model, or a remote endpoint."""
         return self.daemon_call("models.register", params_json)
 
+    def models_route(self, params_json: str = "{}") -> str:
+        """`models.route` (operator role): which model the router picks for a prompt, with its fallbacks and the ranking."""
+        return self.daemon_call("models.route", params_json)
+
+    def models_stats(self, params_json: str = "{}") -> str:
+        """`models.stats` (operator role): each model's calls, outcomes and latency since the daemon started."""
+        return self.daemon_call("models.stats", params_json)
+
     def models_unregister(self, params_json: str = "{}") -> str:
         """`models.unregister` (operator role): unregister a model."""
         return self.daemon_call("models.unregister", params_json)
@@ -623,6 +715,14 @@ class GeneratedMethods:
     def multi_vote(self, params_json: str = "{}") -> str:
         """`multi.vote` (operator role): let agents answer independently and take the majority (or a synthesizer's pick)."""
         return self.daemon_call("multi.vote", params_json)
+
+    def outcomes_resolve_pending(self, params_json: str = "{}") -> str:
+        """`outcomes.resolve_pending` (operator role): resolve pending generations' outcomes by trace id."""
+        return self.daemon_call("outcomes.resolve_pending", params_json)
+
+    def outcomes_scoreboard(self, params_json: str = "{}") -> str:
+        """`outcomes.scoreboard` (operator role): every model's outcomes, tokens and dollars per success from the durable ledger."""
+        return self.daemon_call("outcomes.scoreboard", params_json)
 
     def permission_classify(self, params_json: str = "{}") -> str:
         """`permission.classify` (operator role): the tier and reversibility each action of a proposal needs."""
@@ -896,6 +996,22 @@ class GeneratedHostMethods:
         """`agents.upsert` (host role, over the host-management connection): add or replace an agent in the registry (minting its token when new)."""
         return self.daemon_call_host_management("agents.upsert", params_json)
 
+    def declagents_register(self, params_json: str = "{}") -> str:
+        """`declagents.register` (host role, over the host-management connection): register (or replace) a declarative agent spec."""
+        return self.daemon_call_host_management("declagents.register", params_json)
+
+    def declagents_remove(self, params_json: str = "{}") -> str:
+        """`declagents.remove` (host role, over the host-management connection): unregister a declarative agent."""
+        return self.daemon_call_host_management("declagents.remove", params_json)
+
+    def declagents_revert(self, params_json: str = "{}") -> str:
+        """`declagents.revert` (host role, over the host-management connection): restore a declarative agent's previous spec."""
+        return self.daemon_call_host_management("declagents.revert", params_json)
+
+    def declagents_set_enabled(self, params_json: str = "{}") -> str:
+        """`declagents.set_enabled` (host role, over the host-management connection): enable or disable a declarative agent."""
+        return self.daemon_call_host_management("declagents.set_enabled", params_json)
+
     def diagnostics_secret_store_activity(self, params_json: str = "{}") -> str:
         """`diagnostics.secret_store_activity` (host role, over the host-management connection): how many secret-store operations were attempted since the daemon started."""
         return self.daemon_call_host_management("diagnostics.secret_store_activity", params_json)
@@ -958,10 +1074,20 @@ GENERATED_METHODS: Dict[str, str] = {
     "connectors_refresh": "connectors.refresh",
     "connectors_remove": "connectors.remove",
     "connectors_tools": "connectors.tools",
+    "declagents_get": "declagents.get",
+    "declagents_invoke": "declagents.invoke",
+    "declagents_list": "declagents.list",
+    "declagents_route": "declagents.route",
+    "declagents_routing_stats": "declagents.routing_stats",
+    "declagents_run_scenarios": "declagents.run_scenarios",
     "events_cost_by_agent": "events.cost_by_agent",
     "events_count": "events.count",
     "events_query": "events.query",
     "events_stats": "events.stats",
+    "goal_clear": "goal.clear",
+    "goal_set": "goal.set",
+    "goal_status": "goal.status",
+    "goal_suggest": "goal.suggest",
     "host_subscribe": "host.subscribe",
     "infer_cancel": "infer.cancel",
     "infer_deadline": "infer.deadline",
@@ -979,6 +1105,8 @@ GENERATED_METHODS: Dict[str, str] = {
     "memory_query": "memory.query",
     "models_list": "models.list",
     "models_register": "models.register",
+    "models_route": "models.route",
+    "models_stats": "models.stats",
     "models_unregister": "models.unregister",
     "multi_map_reduce": "multi.map_reduce",
     "multi_pipeline": "multi.pipeline",
@@ -987,6 +1115,8 @@ GENERATED_METHODS: Dict[str, str] = {
     "multi_swarm": "multi.swarm",
     "multi_tournament": "multi.tournament",
     "multi_vote": "multi.vote",
+    "outcomes_resolve_pending": "outcomes.resolve_pending",
+    "outcomes_scoreboard": "outcomes.scoreboard",
     "permission_classify": "permission.classify",
     "permission_evaluate": "permission.evaluate",
     "permission_pending": "permission.pending",
@@ -1043,7 +1173,15 @@ TYPED_MEMBERS: Dict[str, str] = {
     "register_agent_basics": "agents.register_basics",
     "capabilities": "capabilities.list",
     "classify": "classify",
+    "declagent_get": "declagents.get",
+    "declagent_invoke": "declagents.invoke",
+    "declagent_list": "declagents.list",
+    "declagent_route": "declagents.route",
+    "declagent_routing_stats": "declagents.routing_stats",
+    "declagent_run_scenarios": "declagents.run_scenarios",
     "detokenize": "detokenize",
+    "discovery_report": "discovery.report",
+    "discovery_resolve": "discovery.resolve",
     "embed": "embed",
     "event_cost_by_agent": "events.cost_by_agent",
     "event_count": "events.count",
@@ -1080,6 +1218,9 @@ TYPED_MEMBERS: Dict[str, str] = {
     "list_models": "models.list",
     "register_model": "models.register",
     "remove_model": "models.remove",
+    "route_model": "models.route",
+    "model_stats": "models.stats",
+    "outcome_scoreboard": "outcomes.scoreboard",
     "permission_get_tier": "permission.get_tier",
     "policy_check": "policy.check",
     "list_policies": "policy.list",
@@ -1136,6 +1277,10 @@ HOST_GENERATED_METHODS: Dict[str, str] = {
     "agents_message_pending": "agents.message.pending",
     "agents_remove": "agents.remove",
     "agents_upsert": "agents.upsert",
+    "declagents_register": "declagents.register",
+    "declagents_remove": "declagents.remove",
+    "declagents_revert": "declagents.revert",
+    "declagents_set_enabled": "declagents.set_enabled",
     "diagnostics_secret_store_activity": "diagnostics.secret_store_activity",
     "models_remove": "models.remove",
     "permission_approve": "permission.approve",

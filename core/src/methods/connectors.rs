@@ -103,13 +103,13 @@ pub struct RemovedReply {
 crate::method!(
     /// `connectors.add` → `ConnectorStatus`.
     Add = op("connectors.add", "add a remote MCP server over Streamable HTTP and discover its tools");
-    access: Access::daemon();
+    access: Access::daemon().not_for_agents();
     AddParams => ConnectorStatus
 );
 crate::method!(
     /// `connectors.add_stdio` → `ConnectorStatus`.
     AddStdio = op("connectors.add_stdio", "add a local MCP server run as a child process over stdio");
-    access: Access::daemon();
+    access: Access::daemon().not_for_agents();
     AddStdioParams => ConnectorStatus
 );
 crate::method!(
@@ -127,25 +127,25 @@ crate::method!(
 crate::method!(
     /// `connectors.enable_tools` → `{enabled}`.
     EnableTools = op("connectors.enable_tools", "enable tools of a connector in every session");
-    access: Access::daemon();
+    access: Access::daemon().not_for_agents();
     ToolsParams => EnabledReply
 );
 crate::method!(
     /// `connectors.disable_tools` → `{disabled}`.
     DisableTools = op("connectors.disable_tools", "disable tools of a connector in every session");
-    access: Access::daemon();
+    access: Access::daemon().not_for_agents();
     ToolsParams => DisabledReply
 );
 crate::method!(
     /// `connectors.refresh` → `ToolView[]`.
     Refresh = op("connectors.refresh", "reconnect if needed and re-run tools/list");
-    access: Access::daemon();
+    access: Access::daemon().not_for_agents();
     SlugParams => Vec<ToolView>
 );
 crate::method!(
     /// `connectors.remove` → `{removed}`.
     Remove = op("connectors.remove", "disconnect a connector and delete it and its secrets");
-    access: Access::daemon();
+    access: Access::daemon().not_for_agents();
     SlugParams => RemovedReply
 );
 

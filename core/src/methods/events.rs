@@ -40,6 +40,7 @@ pub const JOURNAL_KINDS: &[&str] = &[
     "state.rolled_back",
     "state.written",
     "tool.answered",
+    "tool.cached",
     "tool.called",
     "tool.cancelled",
     "tool.failed",

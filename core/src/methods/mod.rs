@@ -34,14 +34,17 @@ pub mod agent_supervisor;
 pub mod agents;
 pub mod connectors;
 pub mod debug;
+pub mod declagents;
 pub mod events;
 pub mod fields;
+pub mod goal;
 pub mod host;
 pub mod inference;
 pub mod memory;
 pub mod memory_proactive;
 pub mod models;
 pub mod multi;
+pub mod outcomes;
 pub mod permission;
 pub mod policy;
 pub mod proposal;
@@ -168,6 +171,7 @@ pub const NAMESPACES: &[&[Declaration]] = &[
     inference::DECLARATIONS,
     inference::runner::DECLARATIONS,
     models::DECLARATIONS,
+    outcomes::DECLARATIONS,
     host::DECLARATIONS,
     agents::DECLARATIONS,
     permission::DECLARATIONS,
@@ -180,6 +184,8 @@ pub const NAMESPACES: &[&[Declaration]] = &[
     scheduler::DECLARATIONS,
     secret::DECLARATIONS,
     connectors::DECLARATIONS,
+    declagents::DECLARATIONS,
+    goal::DECLARATIONS,
     debug::DECLARATIONS,
 ];
 

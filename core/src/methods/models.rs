@@ -16,7 +16,7 @@ use super::inference::ModelIdentity;
 use crate::pricing::CostModel;
 
 use super::fields::{Json, Name, NoParams};
-use super::member::{json, member, req_at, ArgKind::*};
+use super::member::{json, member, opt_at, req_at, ArgKind::*};
 use super::{host, op, Declaration};
 
 /// CAR's `ModelSchema` (the fields this daemon reads; the rest is kept as sent).
@@ -316,8 +316,25 @@ crate::method!(
     member("remove_model", &[req_at("model_id", "model_id", Str)], json())
 );
 
+crate::method!(
+    /// `models.route {prompt, intent?}` → the route decision `infer` follows without a model.
+    Route = op("models.route", "which model the router picks for a prompt, with its fallbacks and the ranking");
+    access: Access::owned(Resource::Models);
+    super::inference::routing::RouteParams => super::inference::routing::RouteDecision;
+    member("route_model", &[req_at("prompt", "prompt", Str), opt_at("intent_json", "intent", Json)], json())
+);
+crate::method!(
+    /// `models.stats` → `{profiles}`.
+    Stats = op("models.stats", "each model's calls, outcomes and latency since the daemon started");
+    access: Access::owned(Resource::Models).observer();
+    NoParams => super::inference::routing::StatsReply;
+    member("model_stats", &[], json())
+);
+
 pub const DECLARATIONS: &[Declaration] = &[
     Declaration::of::<List>(),
+    Declaration::of::<Route>(),
+    Declaration::of::<Stats>(),
     Declaration::of::<Register>(),
     Declaration::of::<Unregister>(),
     Declaration::of::<Remove>(),

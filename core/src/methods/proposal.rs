@@ -39,7 +39,9 @@ pub struct SubmitParams {
     pub proposal: Object,
     #[serde(default)]
     pub session_id: Option<String>,
-    /// CAR's `RuntimeScope` (`{callerId?, tenantId?, claims?}`); accepted and recorded.
+    /// CAR's `RuntimeScope` (`{callerId?, tenantId?, claims?}`): recorded with the proposal;
+    /// `tenantId` picks the state partition its actions read and write (`state.*`'s
+    /// `tenant_id`).
     #[serde(default)]
     pub scope: Option<Object>,
 }

@@ -202,6 +202,7 @@ pub enum Resource {
     AgentLogs,
     Approvals,
     Events,
+    Goals,
     Memory,
     Messages,
     Models,
@@ -242,6 +243,8 @@ pub struct Access {
     pub gated: bool,
     /// May be carried by a consumer grant (`session.consumer.issue`).
     pub grantable: bool,
+    /// An agent session may call it (true unless declared [`Access::not_for_agents`]).
+    pub agents: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reserved: Option<Reserved>,
 }
@@ -253,6 +256,7 @@ impl Access {
             observer: false,
             gated: false,
             grantable: false,
+            agents: true,
             reserved: None,
         }
     }
@@ -287,6 +291,13 @@ impl Access {
     /// A consumer grant may carry it.
     pub const fn grantable(mut self) -> Self {
         self.grantable = true;
+        self
+    }
+
+    /// Agent sessions may not call it (stricter than CAR, docs/security.md): dispatch
+    /// refuses them with `agent_not_allowed` before the handler runs.
+    pub const fn not_for_agents(mut self) -> Self {
+        self.agents = false;
         self
     }
 

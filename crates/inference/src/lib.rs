@@ -31,11 +31,13 @@ pub mod identity;
 pub mod keys;
 #[cfg(feature = "engines")]
 pub mod llama;
+pub mod outcomes;
 pub mod prefix_cache;
 #[cfg(feature = "engines")]
 pub mod registry;
 #[cfg(feature = "engines")]
 pub mod remote;
+pub mod route;
 #[cfg(feature = "engines")]
 mod tool_formats;
 pub mod tools;

@@ -116,6 +116,27 @@ pub fn prepare(confinement: &Confinement) -> Result<Option<OwnedFd>, String> {
     Ok(ruleset.into())
 }
 
+/// Makes `cmd`'s child confine itself with `confinement` between `fork` and `exec`; answers
+/// whether it will be confined (false where the kernel has no Landlock).
+pub fn confine_command(
+    cmd: &mut tokio::process::Command,
+    confinement: &Confinement,
+) -> Result<bool, String> {
+    if !available() {
+        return Ok(false);
+    }
+    let Some(ruleset) = prepare(confinement)? else {
+        return Ok(false);
+    };
+    // SAFETY: the hook only makes two system calls (no allocation, no locks), as required
+    // between fork and exec.
+    #[allow(unsafe_code)]
+    unsafe {
+        cmd.pre_exec(move || restrict_self(&ruleset));
+    }
+    Ok(true)
+}
+
 /// In the child between `fork` and `exec`: restricts the process with `ruleset`.
 ///
 /// # Safety

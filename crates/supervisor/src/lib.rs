@@ -92,6 +92,7 @@
 
 pub mod confine;
 mod logs;
+pub mod oneshot;
 mod policy;
 mod procinfo;
 mod record;

@@ -34,7 +34,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use car_proto::errors::RpcError;
-use car_proto::methods::{self, DeadlineClass, Declaration, MethodSpec};
+use car_proto::methods::{self, CallerRole, DeadlineClass, Declaration, MethodSpec};
 use futures_util::FutureExt;
 use serde_json::{json, Value};
 
@@ -127,6 +127,9 @@ impl Dispatch {
             if identity.grant.is_some() && !access.grantable && !implicit(method) {
                 return Err(Verdict::Refuse(not_granted(method)));
             }
+            if !access.agents && identity.role == CallerRole::Agent {
+                return Err(Verdict::Refuse(agents_refused(method)));
+            }
             if access.is_reserved(params) {
                 return Err(Verdict::Refuse(reserved(method, access)));
             }
@@ -176,6 +179,14 @@ fn not_granted(method: &str) -> RpcError {
     .with_data(json!({"reason": "not_grantable", "method": method}))
 }
 
+/// The refusal for an agent session calling a method declared not for agents.
+fn agents_refused(method: &str) -> RpcError {
+    RpcError::internal(format!(
+        "permission denied: agent sessions may not call {method}"
+    ))
+    .with_data(json!({"reason": "agent_not_allowed", "method": method}))
+}
+
 /// The refusal for params that use a value only the daemon may use.
 fn reserved(method: &str, access: &car_proto::methods::Access) -> RpcError {
     let r = access
@@ -219,6 +230,14 @@ pub fn deadline(spec: &MethodSpec, params: &Value, config: &crate::config::Confi
 }
 
 impl crate::handler::Invoke for Dispatch {
+    fn close(
+        &self,
+        session: Arc<Session>,
+        state: Arc<crate::state::ServerState>,
+    ) -> futures_util::future::BoxFuture<'static, ()> {
+        Box::pin(async move { crate::services::on_session_closed(&session, &state).await })
+    }
+
     fn invoke(&self, call: Call, method: &str, params: Value) -> crate::handler::HandlerFuture {
         match self.gate(&call.session, method, &params) {
             Verdict::Run(spec, Handler::Async(handler)) => {

@@ -10,6 +10,7 @@
 //! handler never sees raw JSON.
 
 pub mod agent_runner;
+pub mod declarative;
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -31,6 +32,14 @@ pub type HandlerFuture = Pin<Box<dyn Future<Output = Result<Value, RpcError>> + 
 /// layering rule in the crate docs). Dispatch implements it; [`Call::invoke`] uses it.
 pub trait Invoke: Send + Sync + std::fmt::Debug {
     fn invoke(&self, call: Call, method: &str, params: Value) -> HandlerFuture;
+
+    /// Tears down a connection-less session the daemon made (a declarative agent's) as a
+    /// closed connection is torn down: its open runs marked incomplete, its routes dropped.
+    fn close(
+        &self,
+        session: Arc<Session>,
+        state: Arc<ServerState>,
+    ) -> futures_util::future::BoxFuture<'static, ()>;
 }
 
 /// What a spawned handler gets.

@@ -43,7 +43,6 @@ use serde_json::{json, Value};
 use crate::handler::{Call, Routes};
 use crate::state::agent_registry;
 use crate::state::chat_routes::{ChatRoutes, Route};
-use crate::state::per_connection::ToolDescriptor;
 use crate::state::session::{ReverseCallError, Session};
 use crate::state::ServerState;
 
@@ -92,20 +91,7 @@ async fn remove(call: Call, p: IdParams) -> Result<RemoveReply, RpcError> {
 /// `agents.register_basics`: the built-in tools join this session's registry
 /// (`source: "builtin"`), replacing same-named tools; see `proposal::builtin`.
 async fn register_basics(call: Call, _: NoParams) -> Result<(), RpcError> {
-    let tools = car_builtin_tools::descriptors()
-        .into_iter()
-        .map(|d| ToolDescriptor {
-            name: d.name.to_string(),
-            description: Some(d.description.to_string()),
-            parameters: Some(d.parameters),
-            returns: None,
-            idempotent: !d.mutating,
-            cache_ttl_secs: None,
-            rate_limit: None,
-            builtin: true,
-            connector: None,
-        })
-        .collect();
+    let tools = crate::state::registration::builtin_descriptors();
     crate::state::registration::install_tools(&call.session, tools)?;
     Ok(())
 }
@@ -137,7 +123,7 @@ fn check_attachments(attachments: &[ImageBlock]) -> Result<(), RpcError> {
 }
 
 async fn chat(call: Call, p: ChatParams) -> Result<ChatReply, RpcError> {
-    let attachments = p.attachments.unwrap_or_default();
+    let attachments = p.attachments.clone().unwrap_or_default();
     check_attachments(&attachments)?;
     if p.goal.is_some() && !attachments.is_empty() {
         return Err(RpcError::invalid_params(
@@ -149,6 +135,9 @@ async fn chat(call: Call, p: ChatParams) -> Result<ChatReply, RpcError> {
     }
     let agent_id = p.agent_id.to_string();
     if call.state.agents.registry.spec(&agent_id).is_none() {
+        if let Some(entry) = call.state.data.declagents.registry.get(&agent_id) {
+            return crate::handler::declarative::chat::start(&call, entry, p);
+        }
         return Err(RpcError::invalid_params(format!(
             "agent_id: no registered agent {agent_id:?}"
         ))
@@ -190,8 +179,19 @@ async fn chat(call: Call, p: ChatParams) -> Result<ChatReply, RpcError> {
     if !attachments.is_empty() {
         obj.insert("attachments".into(), json!(attachments));
     }
-    if let Some(goal) = p.goal {
-        obj.insert("goal".into(), json!(goal));
+    // The turn's own goal, else the session's standing one (`goal.set`).
+    match p.goal {
+        Some(goal) => {
+            obj.insert("goal".into(), json!(goal));
+        }
+        None => {
+            if let Some(standing) = call.state.data.declagents.goals.get(&session_id) {
+                obj.insert(
+                    "goal".into(),
+                    json!({"check": standing.check, "max_iterations": standing.max_iterations}),
+                );
+            }
+        }
     }
     let refused = |chats: &ChatRoutes, e: RpcError| {
         chats.remove(&session_id);
@@ -226,6 +226,21 @@ async fn chat(call: Call, p: ChatParams) -> Result<ChatReply, RpcError> {
 }
 
 /// The route of `session_id` when the caller may act on it.
+/// Cancels a declarative agent's turn (same owner rule as a routed turn).
+fn cancel_declarative(call: &Call, session_id: &str) -> Result<bool, RpcError> {
+    let decl = &call.state.data.declagents;
+    let Some(host) = decl.chat_host(session_id) else {
+        return Ok(false);
+    };
+    if host != call.session.id && call.session.identity().role != CallerRole::Host {
+        return Err(RpcError::internal(format!(
+            "permission denied: chat session {session_id:?} was started by another connection"
+        ))
+        .with_data(json!({"reason": "not_owner"})));
+    }
+    Ok(decl.cancel_chat(session_id))
+}
+
 fn authorized_route(call: &Call, session_id: &str) -> Result<Option<Route>, RpcError> {
     let Some(route) = call.state.agents.chats.get(session_id) else {
         return Ok(None);
@@ -243,7 +258,7 @@ fn authorized_route(call: &Call, session_id: &str) -> Result<Option<Route>, RpcE
 async fn chat_cancel(call: Call, p: ChatSessionParams) -> Result<ChatCancelReply, RpcError> {
     let session_id = p.session_id.into_string();
     let cancelled = match authorized_route(&call, &session_id)? {
-        None => false,
+        None => cancel_declarative(&call, &session_id)?,
         Some(route) => {
             call.state.agents.chats.cancel(&session_id);
             if let Some(agent) = ChatRoutes::agent_of(&route) {
@@ -307,6 +322,39 @@ fn chat_event(
     state: &ServerState,
     p: ChatEventParams,
 ) -> Result<(), RpcError> {
+    observe_goal(state, &p);
     state.agents.chats.forward(session, p);
     Ok(())
+}
+
+/// Folds a forwarded chat event into the session's standing goal, if it has one (only
+/// events of a turn in flight: an unrouted one is dropped by the forwarder anyway).
+fn observe_goal(state: &ServerState, p: &ChatEventParams) {
+    use car_declagents::goals::Observed;
+    use car_proto::methods::agents::ChatEventKind;
+    if state.agents.chats.get(&p.session_id).is_none() {
+        return;
+    }
+    let text = |k: &str| p.rest.get(k).and_then(Value::as_str);
+    let event = match p.kind {
+        ChatEventKind::GoalEvaluated => Observed::Evaluated {
+            iteration: p
+                .rest
+                .get("iteration")
+                .and_then(Value::as_u64)
+                .map(|n| n as u32),
+            met: p.rest.get("met").and_then(Value::as_bool),
+            grounded: p.rest.get("grounded").and_then(Value::as_bool),
+            reason: text("reason"),
+        },
+        ChatEventKind::Done => Observed::Done(p.delta.as_deref().or(text("text"))),
+        ChatEventKind::Error => Observed::Error(text("error").or(p.delta.as_deref())),
+        _ => return,
+    };
+    let now = car_proto::clock::rfc3339(&car_proto::clock::now());
+    state
+        .data
+        .declagents
+        .goals
+        .observe(&p.session_id, event, now);
 }

@@ -11,7 +11,8 @@
 //!
 //! Stricter than CAR: an agent session may read connectors but not add, change or remove
 //! them (`add_stdio` runs a command outside the agent's confinement; an agent could
-//! otherwise enable tools its user never chose).
+//! otherwise enable tools its user never chose). The changing methods are declared
+//! `not_for_agents`, so dispatch refuses agents before these handlers run.
 
 use car_connectors::{slug_of, Definition, Transport};
 use car_proto::errors::RpcError;
@@ -42,17 +43,6 @@ pub fn register(routes: &mut Routes) {
         })
         .add::<m::Refresh, _, _>(refresh)
         .add::<m::Remove, _, _>(remove);
-}
-
-/// Refuses agent sessions every change (see the module docs).
-fn refuse_agents(call: &Call) -> Result<(), RpcError> {
-    match call.session.agent_id() {
-        Some(agent) => Err(RpcError::internal(format!(
-            "permission denied: agent {agent} may not add, change or remove connectors"
-        ))
-        .with_data(json!({"reason": "agent_not_allowed"}))),
-        None => Ok(()),
-    }
 }
 
 fn invalid(message: String) -> RpcError {
@@ -122,7 +112,6 @@ fn slug(name: &str) -> Result<String, RpcError> {
 }
 
 async fn add(call: Call, p: m::AddParams) -> Result<m::ConnectorStatus, RpcError> {
-    refuse_agents(&call)?;
     if !(p.url.starts_with("http://") || p.url.starts_with("https://")) {
         return Err(invalid(format!(
             "url: must be an http(s) URL, got {:?}",
@@ -155,7 +144,6 @@ fn http_header_name_invalid(name: &str) -> bool {
 }
 
 async fn add_stdio(call: Call, p: m::AddStdioParams) -> Result<m::ConnectorStatus, RpcError> {
-    refuse_agents(&call)?;
     if p.command.trim().is_empty() {
         return Err(invalid("command: must not be empty".into()));
     }
@@ -188,7 +176,6 @@ fn views(call: &Call, slug: &str) -> Result<Vec<m::ToolView>, RpcError> {
 }
 
 async fn set_enabled(call: &Call, p: m::ToolsParams, on: bool) -> Result<u64, RpcError> {
-    refuse_agents(call)?;
     let hub = call.state.data.connectors.clone();
     let changed = hub
         .set
@@ -201,7 +188,6 @@ async fn set_enabled(call: &Call, p: m::ToolsParams, on: bool) -> Result<u64, Rp
 }
 
 async fn refresh(call: Call, p: m::SlugParams) -> Result<Vec<m::ToolView>, RpcError> {
-    refuse_agents(&call)?;
     let hub = &call.state.data.connectors;
     if hub.set.definition(&p.slug).is_none() {
         return Err(invalid(format!("slug: no connector {:?}", p.slug.as_str())));
@@ -229,7 +215,6 @@ async fn refresh(call: Call, p: m::SlugParams) -> Result<Vec<m::ToolView>, RpcEr
 }
 
 async fn remove(call: Call, p: m::SlugParams) -> Result<m::RemovedReply, RpcError> {
-    refuse_agents(&call)?;
     let hub = call.state.data.connectors.clone();
     let removed = hub
         .set

@@ -19,13 +19,16 @@ mod agent_supervisor;
 mod agents;
 mod connectors;
 mod debug;
+mod declagents;
 mod events;
+mod goal;
 mod host;
 mod inference;
 mod memory;
 pub mod memory_proactive;
 mod models;
 mod multi;
+mod outcomes;
 pub mod permission;
 mod policy;
 pub mod proposal;
@@ -61,6 +64,7 @@ pub fn routes() -> Routes {
         runs::register,
         inference::register,
         models::register,
+        outcomes::register,
         host::register,
         agents::register,
         agent_supervisor::register,
@@ -73,6 +77,8 @@ pub fn routes() -> Routes {
         supervision::register,
         secret::register,
         connectors::register,
+        declagents::register,
+        goal::register,
         debug::register,
     ] {
         register(&mut routes);
@@ -87,6 +93,7 @@ pub async fn on_session_closed(
 ) {
     runs::lifecycle::on_session_closed(session, state).await;
     state.agents.chats.on_session_closed(session);
+    state.data.declagents.on_host_closed(session.id);
     state.access.consumer_grants.on_session_closed(session.id);
     state.agents.host.on_session_closed(&session.label());
     state.agents.supervision.on_session_closed(session.id);

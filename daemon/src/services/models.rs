@@ -33,13 +33,28 @@ use serde_json::{json, Map, Value};
 use crate::handler::{Call, Routes};
 use crate::state::inference::blocking;
 use crate::state::inference::refresh_memory_embedder;
+use car_proto::methods::inference::routing::{RouteParams, StatsReply};
 
 pub fn register(routes: &mut Routes) {
     routes
         .add::<m::List, _, _>(list)
         .add::<m::Register, _, _>(register_model)
         .add::<m::Unregister, _, _>(unregister)
-        .add::<m::Remove, _, _>(unregister);
+        .add::<m::Remove, _, _>(unregister)
+        .add::<m::Route, _, _>(|call: Call, p: RouteParams| async move {
+            if p.prompt.trim().is_empty() {
+                return Err(RpcError::invalid_params("prompt: must not be empty"));
+            }
+            call.state
+                .inference
+                .route(&p.prompt, p.intent.as_ref())
+                .map_err(RpcError::invalid_params)
+        })
+        .add::<m::Stats, _, _>(|call: Call, _: NoParams| async move {
+            Ok(StatsReply {
+                profiles: call.state.inference.ledger.live_stats(),
+            })
+        });
 }
 
 /// A `models.list` row for `entry` (see [`ModelRow`]).

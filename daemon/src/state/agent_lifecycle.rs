@@ -94,6 +94,13 @@ impl AgentLifecycle {
         let _ = self.credential_dir.set(dir);
     }
 
+    /// What a confined child may not touch: the state root and the credential directory.
+    pub fn hidden_paths(&self) -> Vec<PathBuf> {
+        let mut hidden = vec![self.state_root.clone()];
+        hidden.extend(self.credential_dir.get().cloned());
+        hidden
+    }
+
     /// CAR's observe-only mode: another daemon is primary for this state root, so this one
     /// lists agents but starts, stops and restarts none (`manifest` names what the primary
     /// supervises).
@@ -166,10 +173,8 @@ impl AgentLifecycle {
         }
         // The state root (every agent's token, the secrets, the stores) and the credential
         // directory are hidden; the agent's own directory and working directory are not.
-        let mut hidden = vec![self.state_root.clone()];
-        hidden.extend(self.credential_dir.get().cloned());
         let confine = Confinement {
-            hidden,
+            hidden: self.hidden_paths(),
             exposed: vec![self.state_root.join("agents").join(&id), cwd.clone()],
         };
         Ok(LaunchSpec {

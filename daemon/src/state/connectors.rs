@@ -9,7 +9,9 @@
 //!   `car.connector.<slug>` (keys `header:<name>`, `env:<name>`), read when connecting.
 //! - A stdio server starts with a minimal environment: the daemon's `PATH` and `HOME` (a package
 //!   runner such as `npx` needs its cache) and the connector's own `env`; nothing else of the
-//!   daemon's environment (API keys, tokens, `CAR_HOME`). Its stderr is discarded.
+//!   daemon's environment (API keys, tokens, `CAR_HOME`). Its stderr is discarded. Where the kernel
+//!   has Landlock it is confined as a supervised agent is: the state root and the credential
+//!   directory are hidden from it (`car_supervisor::confine`).
 //! - An enabled tool is registered in every session as `mcp_{slug}_{tool}` (its schema the server's
 //!   `inputSchema`, marked as the connector's): when a session opens, and in every open session
 //!   whenever the enabled set changes. A tool a session registered itself under the same name is
@@ -36,6 +38,9 @@ pub struct ConnectorHub {
     pub set: Connectors,
     path: PathBuf,
     saving: Mutex<()>,
+    /// What a stdio server may not touch: the state root, and the credential directory once
+    /// [`ConnectorHub::hide`] names it.
+    hidden: Mutex<Vec<PathBuf>>,
 }
 
 impl ConnectorHub {
@@ -78,7 +83,14 @@ impl ConnectorHub {
             set: Connectors::new(defs),
             path,
             saving: Mutex::new(()),
+            hidden: Mutex::new(vec![state_root.to_path_buf()]),
         }
+    }
+
+    /// Hides `dir` too (the token directory, when it is outside the state root) from every
+    /// stdio server started from now on.
+    pub fn hide(&self, dir: PathBuf) {
+        self.hidden.lock().expect("hidden lock").push(dir);
     }
 
     /// Writes the manifest (owner-only, atomically).
@@ -138,7 +150,11 @@ impl ConnectorHub {
     }
 
     /// How to reach `def`'s server, its secrets read from the store.
-    pub fn launch(secrets: Option<&SecretStore>, def: &Definition) -> Result<Launch, String> {
+    pub fn launch(
+        &self,
+        secrets: Option<&SecretStore>,
+        def: &Definition,
+    ) -> Result<Launch, String> {
         let read = |kind: &str, name: &str| -> Result<String, String> {
             let store = secrets.ok_or("the secret store is unavailable")?;
             let id = Self::secret_id(&def.slug, kind, name)?;
@@ -181,6 +197,11 @@ impl ConnectorHub {
                 for name in env_names {
                     cmd.env(name, read("env", name)?);
                 }
+                let confinement = car_supervisor::Confinement {
+                    hidden: self.hidden.lock().expect("hidden lock").clone(),
+                    exposed: Vec::new(),
+                };
+                car_supervisor::confine::confine_command(&mut cmd, &confinement)?;
                 Ok(Launch::Stdio(cmd))
             }
         }
@@ -197,7 +218,7 @@ impl ConnectorHub {
             .set
             .definition(slug)
             .ok_or_else(|| format!("slug: no connector {slug:?}"))?;
-        let outcome = match Self::launch(secrets, &def) {
+        let outcome = match self.launch(secrets, &def) {
             Ok(launch) => self.set.connect(slug, launch, CONNECT_TIMEOUT).await,
             Err(e) => Err(e),
         };
@@ -214,7 +235,8 @@ impl ConnectorHub {
         }
     }
 
-    fn descriptors(&self) -> Vec<ToolDescriptor> {
+    /// The enabled tools as registry entries.
+    pub fn descriptors(&self) -> Vec<ToolDescriptor> {
         self.set
             .enabled()
             .into_iter()

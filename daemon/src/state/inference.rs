@@ -52,6 +52,10 @@ pub struct InferenceService {
     inflight: Mutex<HashMap<Key, Arc<InFlight>>>,
     /// The delegated-inference runner and its open calls.
     pub runners: Arc<crate::state::inference_runner::Runners>,
+    /// Every generation's receipt (`$CAR_HOME/outcome_ledger.jsonl`) and the live profiles.
+    pub ledger: Arc<car_inference::outcomes::OutcomeLedger>,
+    /// The user's price table (`$CAR_HOME/prices.json`).
+    pub prices: crate::state::prices::PriceTable,
 }
 
 /// The table key of a request id (its compact JSON, so `7` and `"7"` differ).
@@ -60,14 +64,46 @@ pub fn id_key(id: &Value) -> String {
 }
 
 impl InferenceService {
-    pub fn new(engine: InferenceEngine, max_generations: usize, progress_every: Duration) -> Self {
+    pub fn new(
+        engine: InferenceEngine,
+        max_generations: usize,
+        progress_every: Duration,
+        state_root: &std::path::Path,
+    ) -> Self {
         InferenceService {
+            ledger: Arc::new(car_inference::outcomes::OutcomeLedger::open(
+                &state_root.join("outcome_ledger.jsonl"),
+            )),
+            prices: crate::state::prices::PriceTable::open(state_root),
             engine: Arc::new(engine),
             admission: Arc::new(Semaphore::new(max_generations)),
             progress_every,
             inflight: Mutex::new(HashMap::new()),
             runners: Default::default(),
         }
+    }
+
+    /// The route for `prompt` and `intent` over the registered models, the outcome ledger
+    /// and the prices (`car_inference::route`); the error names the field at fault.
+    pub fn route(
+        &self,
+        prompt: &str,
+        intent: Option<&car_proto::methods::inference::routing::IntentHint>,
+    ) -> Result<car_proto::methods::inference::routing::RouteDecision, String> {
+        let entries = self.engine.list();
+        let price = |e: &car_proto::methods::models::ModelEntry| {
+            let cost = self.cost_model(&e.id)?;
+            (cost.input_per_mtok.is_some() || cost.output_per_mtok.is_some())
+                .then(|| cost.input_per_mtok.unwrap_or(0.0) + cost.output_per_mtok.unwrap_or(0.0))
+        };
+        car_inference::route::route(&entries, &self.ledger, prompt, intent, &price)
+    }
+
+    /// What `model` costs: the price table's entry, else its registered `cost`.
+    pub fn cost_model(&self, model: &str) -> Option<car_proto::pricing::CostModel> {
+        self.prices
+            .get(model)
+            .or_else(|| self.engine.registry().get(model).ok()?.meta.cost)
     }
 
     /// Registers an in-flight call; the guard removes it (and cancels it) when dropped.

@@ -50,11 +50,23 @@ pub struct Pending {
     pub call_id: String,
     pub rx: mpsc::UnboundedReceiver<RunnerMessage>,
     runners: Arc<Runners>,
+    runner: Weak<Session>,
+    /// Set once the runner ended the call (complete, fail, done or error).
+    pub finished: bool,
 }
+
+/// The notification a runner gets when a call it serves is abandoned (cancelled, past its
+/// deadline, or its caller gone): `{call_id}`; its later events for the call are refused.
+pub const CANCEL_METHOD: &str = "inference.runner.cancel";
 
 impl Drop for Pending {
     fn drop(&mut self) {
         self.runners.lock().calls.remove(&self.call_id);
+        if !self.finished {
+            if let Some(runner) = self.runner.upgrade() {
+                runner.notify(CANCEL_METHOD, &serde_json::json!({"call_id": self.call_id}));
+            }
+        }
     }
 }
 
@@ -78,6 +90,14 @@ impl Runners {
     }
 
     /// Opens a call served by `runner`.
+    fn runner_weak(&self, runner: &Session) -> Weak<Session> {
+        self.lock()
+            .runner
+            .clone()
+            .filter(|w| w.upgrade().is_some_and(|s| s.id == runner.id))
+            .unwrap_or_default()
+    }
+
     pub fn open(self: &Arc<Self>, runner: &Session) -> Pending {
         let n = self.next.fetch_add(1, Ordering::Relaxed);
         let call_id = format!("dlg-{}-{n}", std::process::id());
@@ -93,6 +113,8 @@ impl Runners {
             call_id,
             rx,
             runners: self.clone(),
+            runner: self.runner_weak(runner),
+            finished: false,
         }
     }
 

@@ -214,6 +214,8 @@ pub struct Data {
     pub workspace: Arc<car_builtin_tools::Workspace>,
     /// The MCP connectors (`$CAR_HOME/connectors.json`) and their tools.
     pub connectors: Arc<crate::state::connectors::ConnectorHub>,
+    /// Declarative agents, their routing store and the standing chat goals.
+    pub declagents: Arc<crate::state::declagents::DeclAgents>,
 }
 
 impl Data {
@@ -233,6 +235,7 @@ impl Data {
                 state_root,
                 std::env::current_dir().ok().as_deref(),
             )),
+            declagents: Arc::new(crate::state::declagents::DeclAgents::open(state_root)),
         }
     }
 }

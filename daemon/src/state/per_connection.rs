@@ -186,6 +186,10 @@ pub struct Runtime {
     pub halted: Option<String>,
     /// The windows of the policy files' `rate_limit_tool` rules (per connection, as CAR's).
     pub rate_windows: crate::state::policy_files::RateWindows,
+    /// The windows of registered tools' `rate_limit` hints.
+    pub tool_rate_windows: crate::state::policy_files::RateWindows,
+    /// Answers of tools registered with `cache_ttl_secs`: key → (good until, output).
+    pub tool_cache: std::collections::HashMap<String, (std::time::Instant, Value)>,
 }
 
 impl Runtime {
@@ -211,15 +215,17 @@ impl Runtime {
     }
 
     /// The first policy violation for a tool call under execution session `session_id`,
-    /// if any (policies in registration order), checked against the default state partition.
+    /// if any (policies in registration order), checked against the state of partition
+    /// `tenant` (`None`: the default one).
     pub fn policy_violation(
         &self,
         session_id: &str,
+        tenant: Option<&str>,
         tool: &str,
         parameters: &Map<String, Value>,
     ) -> Option<(String, String)> {
         let empty = BTreeMap::new();
-        let state = self.partition(None).unwrap_or(&empty);
+        let state = self.partition(tenant).unwrap_or(&empty);
         violation_in(&self.policies, session_id, tool, parameters, state)
     }
 }
@@ -272,22 +278,22 @@ mod tests {
             session_id: None,
         });
         assert_eq!(
-            rt.policy_violation("s1", "rm", &params(json!({})))
+            rt.policy_violation("s1", None, "rm", &params(json!({})))
                 .unwrap()
                 .0,
             "a"
         );
         assert!(rt
-            .policy_violation("s1", "shell", &params(json!({"cmd": "ls"})))
+            .policy_violation("s1", None, "shell", &params(json!({"cmd": "ls"})))
             .is_none());
         assert_eq!(
-            rt.policy_violation("s1", "shell", &params(json!({"cmd": "sudo ls"})))
+            rt.policy_violation("s1", None, "shell", &params(json!({"cmd": "sudo ls"})))
                 .unwrap()
                 .0,
             "b"
         );
         assert!(rt
-            .policy_violation("s1", "shell", &params(json!({})))
+            .policy_violation("s1", None, "shell", &params(json!({})))
             .is_none());
         rt.policies.push(Policy {
             name: "c".into(),
@@ -298,18 +304,18 @@ mod tests {
             session_id: Some("s1".into()),
         });
         assert!(rt
-            .policy_violation("s1", "ls", &params(json!({})))
+            .policy_violation("s1", None, "ls", &params(json!({})))
             .unwrap()
             .1
             .contains("not set"));
         assert!(
-            rt.policy_violation("s2", "ls", &params(json!({})))
+            rt.policy_violation("s2", None, "ls", &params(json!({})))
                 .is_none(),
             "scoped to s1"
         );
         rt.partition_mut(None).insert("mode".into(), json!("live"));
         assert!(rt
-            .policy_violation("s1", "ls", &params(json!({})))
+            .policy_violation("s1", None, "ls", &params(json!({})))
             .is_none());
     }
 }

@@ -41,6 +41,10 @@ pub fn tool_descriptors(
                     "{what}[{i}].name: must not contain white space, got {name:?}"
                 )));
             }
+            if let Some(limit) = &d.rate_limit {
+                tool_rate_limit(&name, limit)
+                    .map_err(|e| RpcError::invalid_params(format!("{what}[{i}].rate_limit{e}")))?;
+            }
             Ok(ToolDescriptor {
                 name,
                 description: d.description,
@@ -52,6 +56,48 @@ pub fn tool_descriptors(
                 builtin: false,
                 connector: None,
             })
+        })
+        .collect()
+}
+
+/// A tool's `rate_limit` hint (`{max_calls, interval_secs}`, CAR's shape) as a rate rule; the
+/// error is the rest of the field path and why (`.interval_secs: …`).
+pub fn tool_rate_limit(
+    tool: &str,
+    limit: &Value,
+) -> Result<car_proto::policy_rules::RateLimit, String> {
+    let field = |k: &str| limit.get(k).filter(|v| !v.is_null());
+    let max_calls = field("max_calls")
+        .ok_or(".max_calls: required")?
+        .as_u64()
+        .and_then(|n| u32::try_from(n).ok())
+        .ok_or(".max_calls: must be a whole number of calls")?;
+    let interval_secs = field("interval_secs")
+        .ok_or(".interval_secs: required")?
+        .as_f64()
+        .filter(|s| s.is_finite() && *s > 0.0 && *s <= 86_400.0 * 366.0)
+        .ok_or(".interval_secs: must be a positive number of seconds (at most a year)")?;
+    Ok(car_proto::policy_rules::RateLimit {
+        tool: tool.to_string(),
+        max_calls,
+        interval_secs,
+    })
+}
+
+/// The built-in agent tools as registry entries (the daemon runs them itself).
+pub fn builtin_descriptors() -> Vec<ToolDescriptor> {
+    car_builtin_tools::descriptors()
+        .into_iter()
+        .map(|d| ToolDescriptor {
+            name: d.name.to_string(),
+            description: Some(d.description.to_string()),
+            parameters: Some(d.parameters),
+            returns: None,
+            idempotent: !d.mutating,
+            cache_ttl_secs: None,
+            rate_limit: None,
+            builtin: true,
+            connector: None,
         })
         .collect()
 }

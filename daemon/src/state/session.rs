@@ -9,7 +9,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use car_proto::errors::RpcError;
@@ -96,6 +96,9 @@ pub struct Session {
     evict_reason: Mutex<(u16, String)>,
     /// What this session's built-in tools have read (their read-before-edit guard).
     read_ledger: car_builtin_tools::ReadLedger,
+    /// The root this session's built-in tools act under, when it is not the daemon's (a
+    /// declarative agent's scratch workspace).
+    workspace: std::sync::OnceLock<Arc<car_builtin_tools::Workspace>>,
     /// Open `session.policy.open` ids.
     policy_scopes: Mutex<std::collections::BTreeSet<String>>,
     /// The standing permission tier proposals on this connection are judged against
@@ -153,6 +156,7 @@ impl Session {
             evicted: CancellationToken::new(),
             evict_reason: Mutex::new((1000, String::new())),
             read_ledger: car_builtin_tools::ReadLedger::new(),
+            workspace: std::sync::OnceLock::new(),
             policy_scopes: Mutex::new(Default::default()),
             permission_tier: Mutex::new(car_proto::methods::permission::Tier::SandboxEdit),
         }
@@ -209,6 +213,16 @@ impl Session {
 
     pub fn read_ledger(&self) -> &car_builtin_tools::ReadLedger {
         &self.read_ledger
+    }
+
+    /// Roots this session's built-in tools at `workspace` instead of the daemon's (once).
+    pub fn set_workspace(&self, workspace: Arc<car_builtin_tools::Workspace>) {
+        let _ = self.workspace.set(workspace);
+    }
+
+    /// The root this session's built-in tools act under, when it has its own.
+    pub fn workspace(&self) -> Option<Arc<car_builtin_tools::Workspace>> {
+        self.workspace.get().cloned()
     }
 
     pub fn identity(&self) -> Identity {

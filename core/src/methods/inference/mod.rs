@@ -7,6 +7,7 @@
 //! `tools`, `tool_choice`, `intent`, `images`, `cache_control`, which are accepted and, where
 //! an engine cannot honour them, refused with `-32602` naming the field.
 
+pub mod routing;
 pub mod runner;
 
 use crate::methods::Access;
@@ -116,9 +117,10 @@ pub struct GenerateParams {
     pub tool_choice: Option<Json>,
     #[serde(default)]
     pub parallel_tool_calls: Option<bool>,
-    /// Routing hints; accepted, not used by a daemon whose caller names the model.
+    /// Routing hints ([`routing::IntentHint`]): without `model`, the router filters and
+    /// ranks by them; beside `model` they are recorded only (the pin wins).
     #[serde(default)]
-    pub intent: Option<Json>,
+    pub intent: Option<routing::IntentHint>,
     /// Constrains the answer to JSON ([`ResponseFormat`]).
     #[serde(default)]
     pub response_format: Option<ResponseFormat>,

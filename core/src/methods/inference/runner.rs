@@ -108,7 +108,7 @@ pub struct FailedReply {
 crate::method!(
     /// `inference.register_runner` → `{registered: true}`.
     RegisterRunner = op("inference.register_runner", "make this session the runner of delegated models");
-    access: Access::daemon();
+    access: Access::daemon().not_for_agents();
     NoParams => RegisteredReply
 );
 crate::method!(

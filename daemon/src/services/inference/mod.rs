@@ -34,12 +34,13 @@ fn service(call: &Call) -> Arc<InferenceService> {
 }
 
 mod delegated;
+mod routed;
 
 pub fn register(routes: &mut Routes) {
     delegated::register(routes);
     routes
-        .add::<m::Infer, _, _>(|call, p| generate(call, p, false))
-        .add::<m::InferStream, _, _>(|call, p| generate(call, p, true))
+        .add::<m::Infer, _, _>(|call, p| routed::generate(call, p, false))
+        .add::<m::InferStream, _, _>(|call, p| routed::generate(call, p, true))
         .add::<m::Cancel, _, _>(cancel)
         .add::<m::Deadline, _, _>(deadline)
         .add::<m::Embed, _, _>(embed)
@@ -211,7 +212,9 @@ fn generate_request(p: GenerateParams) -> Result<(Option<String>, GenerateReques
     Ok((p.model.map(Name::into_string), request))
 }
 
-async fn generate(
+/// One generation on the model `params` names (or the engine's default); routing and
+/// fallback are [`routed`]'s.
+async fn generate_on(
     call: Call,
     mut params: GenerateParams,
     stream: bool,
@@ -254,11 +257,23 @@ async fn generate(
         .map_err(RpcError::invalid_params)?;
     let _heartbeat = Heartbeat::start(call.session.clone(), id.clone(), svc.progress_every);
     if let (Some(params), Some(name)) = (&delegated_params, model.as_deref()) {
-        let reply = delegated::generate(&call, name, params, stream, trace_id).await?;
+        let cancel = guard.entry.cancel.clone();
+        let mut reply = delegated::generate(&call, name, params, stream, trace_id, &cancel).await?;
         drop(guard);
         if let (Some(format), true) = (&format, reply.tool_calls.is_empty()) {
             check_answer(format, &reply.text)?;
         }
+        // A delegated model is priced and metered like any other.
+        let usage = car_inference::Usage {
+            prompt_tokens: u32::try_from(reply.usage.prompt_tokens).unwrap_or(u32::MAX),
+            completion_tokens: u32::try_from(reply.usage.completion_tokens).unwrap_or(u32::MAX),
+            cache_read_tokens: u32::try_from(reply.usage.cache_read_input_tokens)
+                .unwrap_or(u32::MAX),
+        };
+        reply.cost_usd = reply
+            .cost_usd
+            .or_else(|| cost_of(&call, &reply.model_used, &usage));
+        meter(&call, &reply.model_used, &usage, reply.cost_usd);
         return Ok(reply);
     }
     let queued = Instant::now();
@@ -410,15 +425,7 @@ fn is_delegated(call: &Call, model: &str) -> bool {
 
 /// What one generation cost at `model`'s registered prices; `None` when it is unpriced.
 fn cost_of(call: &Call, model: &str, usage: &car_inference::Usage) -> Option<f64> {
-    let cost = call
-        .state
-        .inference
-        .engine
-        .registry()
-        .get(model)
-        .ok()?
-        .meta
-        .cost?;
+    let cost = call.state.inference.cost_model(model)?;
     cost.price(car_proto::pricing::Priced {
         prompt_tokens: u64::from(usage.prompt_tokens),
         cache_read_input_tokens: u64::from(usage.cache_read_tokens),

@@ -1,6 +1,7 @@
 //! A proposal's call of a built-in agent tool (`agents.register_basics`): executed by the
-//! daemon itself in the configured workspace root ([`car_builtin_tools::Workspace`]),
-//! never called back on the client.
+//! daemon itself in the configured workspace root ([`car_builtin_tools::Workspace`]), or in
+//! the session's own root when it has one (a declarative agent's scratch workspace), never
+//! called back on the client.
 //!
 //! The policies are checked first (a violation → `rejected`, as for any tool). A mutating
 //! tool (`write_file`, `edit_file`) then passes the approval gate as `tool:<name>`: a
@@ -58,7 +59,11 @@ impl Execution<'_> {
                 None,
                 json!({"tool": tool, "attempt": attempt, "builtin": true}),
             );
-            let workspace = self.call.state.data.workspace.clone();
+            let workspace = self
+                .call
+                .session
+                .workspace()
+                .unwrap_or_else(|| self.call.state.data.workspace.clone());
             let session = self.call.session.clone();
             let (name, input) = (tool.to_string(), params.clone());
             let outcome = tokio::task::spawn_blocking(move || {

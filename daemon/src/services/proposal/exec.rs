@@ -79,6 +79,9 @@ pub struct Execution<'a> {
     /// The policy files' rules, read when the proposal was submitted; the error of the
     /// first file that could not be read or parsed (then every tool call is refused).
     pub file_rules: std::sync::Arc<Result<car_proto::policy_rules::PolicyRules, String>>,
+    /// The state partition the proposal reads and writes (`scope.tenantId`; `None`: the
+    /// default one).
+    pub tenant: Option<String>,
 }
 
 /// Undo journal entry: (action index, key, previous value).
@@ -236,11 +239,13 @@ impl Execution<'_> {
         }
     }
 
-    /// The connection's (unscoped) state now.
+    /// The state of the proposal's partition now.
     pub(super) fn final_state(&self) -> std::collections::BTreeMap<String, Value> {
-        self.call
-            .session
-            .runtime(|rt| rt.partition(None).cloned().unwrap_or_default())
+        self.call.session.runtime(|rt| {
+            rt.partition(self.tenant.as_deref())
+                .cloned()
+                .unwrap_or_default()
+        })
     }
 
     /// CAR's action event (`action_succeeded`, …): the tool, a digest of the parameters
@@ -272,7 +277,7 @@ impl Execution<'_> {
 
     fn roll_back(&self, undo: Vec<Undo>, results: &mut [ActionResult]) {
         self.call.session.runtime(|rt| {
-            let state = rt.partition_mut(None);
+            let state = rt.partition_mut(self.tenant.as_deref());
             for (_, key, previous) in undo.iter().rev() {
                 match previous {
                     Some(v) => state.insert(key.clone(), v.clone()),
@@ -331,10 +336,10 @@ impl Execution<'_> {
         }
         match &action.kind {
             ActionKind::StateWrite { key, value } => {
-                let previous = self
-                    .call
-                    .session
-                    .runtime(|rt| rt.partition_mut(None).insert(key.clone(), value.clone()));
+                let previous = self.call.session.runtime(|rt| {
+                    rt.partition_mut(self.tenant.as_deref())
+                        .insert(key.clone(), value.clone())
+                });
                 undo.lock()
                     .expect("undo lock")
                     .push((index, key.clone(), previous));
@@ -348,7 +353,7 @@ impl Execution<'_> {
                 let previous = self
                     .call
                     .session
-                    .runtime(|rt| rt.partition_mut(None).remove(key));
+                    .runtime(|rt| rt.partition_mut(self.tenant.as_deref()).remove(key));
                 undo.lock()
                     .expect("undo lock")
                     .push((index, key.clone(), previous));
@@ -365,7 +370,7 @@ impl Execution<'_> {
                     // actions (and rolled back with them).
                     let mut journal = Vec::new();
                     self.call.session.runtime(|rt| {
-                        let state = rt.partition_mut(None);
+                        let state = rt.partition_mut(self.tenant.as_deref());
                         for (key, value) in &action.expected_effects {
                             journal.push((
                                 index,
@@ -393,10 +398,9 @@ impl Execution<'_> {
         if let Some(why) = self.file_refusal(action, tool, parameters) {
             return Some(why);
         }
-        let (policy, why) = self
-            .call
-            .session
-            .runtime(|rt| rt.policy_violation(&self.session_id, tool, parameters))?;
+        let (policy, why) = self.call.session.runtime(|rt| {
+            rt.policy_violation(&self.session_id, self.tenant.as_deref(), tool, parameters)
+        })?;
         self.event(
             "policy.denied",
             Some(&action.id),
@@ -478,8 +482,33 @@ impl Execution<'_> {
         if registered.as_ref().is_some_and(|t| t.connector.is_some()) {
             return self.call_connector(action, tool, parameters, result).await;
         }
+        let descriptor = registered.expect("checked above");
+        let hit = self
+            .call
+            .session
+            .runtime(|rt| super::tool_hints::cached(rt, &descriptor, parameters));
+        if let Some(output) = hit {
+            self.event("tool.cached", Some(&action.id), None, json!({"tool": tool}));
+            result.attempts = 0;
+            return self.answered(action, None, 0, output, result);
+        }
         for attempt in 1..=action.max_attempts() {
             if let Some(why) = self.policy_refusal(action, tool, parameters) {
+                result.status = Status::Rejected;
+                result.error = Some(why);
+                return result;
+            }
+            let limited = self
+                .call
+                .session
+                .runtime(|rt| super::tool_hints::rate_refusal(rt, &descriptor));
+            if let Some(why) = limited {
+                self.event(
+                    "action.rejected",
+                    Some(&action.id),
+                    None,
+                    json!({"tool": tool, "reason": why}),
+                );
                 result.status = Status::Rejected;
                 result.error = Some(why);
                 return result;
@@ -509,7 +538,10 @@ impl Execution<'_> {
             );
             match self.attempt(action, tool, &request_id, &params).await {
                 Attempt::Answered(output) => {
-                    return self.answered(action, Some(&request_id), attempt, output, result)
+                    self.call.session.runtime(|rt| {
+                        super::tool_hints::remember(rt, &descriptor, parameters, &output)
+                    });
+                    return self.answered(action, Some(&request_id), attempt, output, result);
                 }
                 Attempt::Refused(error) => {
                     let terminal = error

@@ -15,6 +15,7 @@ pub mod checks;
 mod connector;
 pub mod exec;
 pub mod plan;
+mod tool_hints;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -45,10 +46,11 @@ fn analyse(
     proposal: &model::Proposal,
     initial_state: Option<BTreeMap<String, Value>>,
     session_id: &str,
+    tenant: Option<&str>,
 ) -> Plan {
     call.session.runtime(|rt| {
         let state =
-            initial_state.unwrap_or_else(|| rt.partition(None).cloned().unwrap_or_default());
+            initial_state.unwrap_or_else(|| rt.partition(tenant).cloned().unwrap_or_default());
         plan::analyze(
             proposal,
             Context {
@@ -150,7 +152,7 @@ async fn verify(call: Call, p: VerifyParams) -> Result<VerifyReport, RpcError> {
         .session_id
         .filter(|s| !s.is_empty())
         .unwrap_or_else(|| call.session.label());
-    let plan = analyse(&call, &proposal, initial, &session_id);
+    let plan = analyse(&call, &proposal, initial, &session_id, None);
     Ok(VerifyReport {
         valid: plan.valid(),
         execution_levels: levels_by_id(&plan, &proposal),
@@ -174,6 +176,22 @@ fn run_cancelled(run_id: &str) -> RpcError {
 /// The proposal is recorded under the connection's current run, and stops when that run is
 /// cancelled. A connection that took its run over with `runs.resume` submits no new
 /// proposal under it (CAR: a resumed run is recovery only).
+/// The state partition `scope.tenantId` names (`None`: the default one; empty is the
+/// default too, as `state.*`'s `tenant_id`).
+fn tenant_of(scope: Option<&serde_json::Map<String, Value>>) -> Result<Option<String>, RpcError> {
+    match scope.and_then(|s| s.get("tenantId")) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(t)) if t.is_empty() => Ok(None),
+        Some(Value::String(t)) if t.len() <= car_proto::methods::fields::MAX_NAME_BYTES => {
+            Ok(Some(t.clone()))
+        }
+        Some(other) => Err(RpcError::invalid_params(format!(
+            "scope.tenantId: must be a string of at most {} bytes, got {other}",
+            car_proto::methods::fields::MAX_NAME_BYTES
+        ))),
+    }
+}
+
 pub(crate) async fn submit(call: Call, p: SubmitParams) -> Result<ProposalResult, RpcError> {
     {
         let run_id = call.session.current_run();
@@ -193,7 +211,8 @@ pub(crate) async fn submit(call: Call, p: SubmitParams) -> Result<ProposalResult
             .session_id
             .filter(|s| !s.is_empty())
             .unwrap_or_else(|| call.session.label());
-        let plan = analyse(&call, &proposal, None, &session_id);
+        let tenant = tenant_of(p.scope.as_ref())?;
+        let plan = analyse(&call, &proposal, None, &session_id, tenant.as_deref());
         let structural = plan.structural_errors();
         if let Some(first) = structural.first() {
             return Err(RpcError::invalid_params(format!(
@@ -225,6 +244,7 @@ pub(crate) async fn submit(call: Call, p: SubmitParams) -> Result<ProposalResult
             tool_timeout: call.state.daemon.config.tool_timeout,
             run_id: run_id.clone(),
             file_rules: std::sync::Arc::new(file_rules),
+            tenant,
         };
         // The admission gates (supervision, then permission) decide before anything runs.
         let scope = p.scope;
