@@ -18,6 +18,8 @@ export interface GeneratedMethods {
   declagentList(): Promise<string>
   /** `declagents.route` (operator role): rank declarative agents for a need by capability and learned success. */
   declagentRoute(need: string, invoke: boolean): Promise<string>
+  /** `declagents.route_split` (operator role): split a need into subtasks with a planner model and route each to its best agent. */
+  declagentRouteSplit(need: string, invoke: boolean, maxSubtasks?: number | null, decompositionMode?: string | null, sadHints?: number | null, sadIterations?: number | null, sadConvergenceJaccard?: number | null): Promise<string>
   /** `declagents.routing_stats` (operator role): the learned routing priors and delegation edges. */
   declagentRoutingStats(): Promise<string>
   /** `declagents.run_scenarios` (operator role): run a declarative agent's stored scenarios. */
@@ -28,6 +30,8 @@ export interface GeneratedMethods {
   discoveryReport(identifier: string, outcome: string): Promise<string>
   /** `discovery.resolve` (operator role): rank the daemon's services (declarative agents, connector tools) for a need. */
   discoveryResolve(need: string, limit?: number | null): Promise<string>
+  /** `discovery.route_compose` (operator role): decompose a need and plan which service does each step (plans only). */
+  discoveryRouteCompose(need: string, maxSubtasks?: number | null, decompositionMode?: string | null, sadHints?: number | null, sadIterations?: number | null, sadConvergenceJaccard?: number | null, candidatesPerStep?: number | null, rerank?: boolean | null): Promise<string>
   /** `embed` (operator role): embedding vectors for texts from a local or remote embedding model. */
   embed(texts: string[], model?: string | null): Promise<string>
   /** `events.cost_by_agent` (operator role): tokens and cost per agent, folded from the inference.metered events. */
@@ -244,6 +248,8 @@ export interface GeneratedMethods {
   declagentsList(paramsJson?: string): Promise<string>
   /** `declagents.route` (operator role): rank declarative agents for a need by capability and learned success. */
   declagentsRoute(paramsJson?: string): Promise<string>
+  /** `declagents.route_split` (operator role): split a need into subtasks with a planner model and route each to its best agent. */
+  declagentsRouteSplit(paramsJson?: string): Promise<string>
   /** `declagents.routing_stats` (operator role): the learned routing priors and delegation edges. */
   declagentsRoutingStats(paramsJson?: string): Promise<string>
   /** `declagents.run_scenarios` (operator role): run a declarative agent's stored scenarios. */

@@ -36,6 +36,7 @@ const GENERATED_METHODS = {
   declagentsInvoke: 'declagents.invoke',
   declagentsList: 'declagents.list',
   declagentsRoute: 'declagents.route',
+  declagentsRouteSplit: 'declagents.route_split',
   declagentsRoutingStats: 'declagents.routing_stats',
   declagentsRunScenarios: 'declagents.run_scenarios',
   eventsCostByAgent: 'events.cost_by_agent',
@@ -135,11 +136,13 @@ const TYPED_MEMBERS = {
   declagentInvoke: {"args":[{"kind":"str","name":"id","optional":false},{"kind":"str","name":"input","optional":false}],"member":"declagent_invoke","method":"declagents.invoke","returns":{"kind":"json"}},
   declagentList: {"args":[],"member":"declagent_list","method":"declagents.list","returns":{"kind":"json"}},
   declagentRoute: {"args":[{"kind":"str","name":"need","optional":false},{"kind":"bool","name":"invoke","optional":false}],"member":"declagent_route","method":"declagents.route","returns":{"kind":"json"}},
+  declagentRouteSplit: {"args":[{"kind":"str","name":"need","optional":false},{"kind":"bool","name":"invoke","optional":false},{"kind":"int","name":"maxSubtasks","optional":true},{"kind":"str","name":"decompositionMode","optional":true},{"kind":"int","name":"sadHints","optional":true},{"kind":"int","name":"sadIterations","optional":true},{"kind":"float","name":"sadConvergenceJaccard","optional":true}],"member":"declagent_route_split","method":"declagents.route_split","returns":{"kind":"json"}},
   declagentRoutingStats: {"args":[],"member":"declagent_routing_stats","method":"declagents.routing_stats","returns":{"kind":"json"}},
   declagentRunScenarios: {"args":[{"kind":"str","name":"id","optional":false}],"member":"declagent_run_scenarios","method":"declagents.run_scenarios","returns":{"kind":"json"}},
   detokenize: {"args":[{"kind":"str","name":"model","optional":false},{"kind":"int_list","name":"tokens","optional":false}],"member":"detokenize","method":"detokenize","returns":{"field":"text","kind":"text"}},
   discoveryReport: {"args":[{"kind":"str","name":"identifier","optional":false},{"kind":"str","name":"outcome","optional":false}],"member":"discovery_report","method":"discovery.report","returns":{"kind":"json"}},
   discoveryResolve: {"args":[{"kind":"str","name":"need","optional":false},{"kind":"int","name":"limit","optional":true}],"member":"discovery_resolve","method":"discovery.resolve","returns":{"kind":"json"}},
+  discoveryRouteCompose: {"args":[{"kind":"str","name":"need","optional":false},{"kind":"int","name":"maxSubtasks","optional":true},{"kind":"str","name":"decompositionMode","optional":true},{"kind":"int","name":"sadHints","optional":true},{"kind":"int","name":"sadIterations","optional":true},{"kind":"float","name":"sadConvergenceJaccard","optional":true},{"kind":"int","name":"candidatesPerStep","optional":true},{"kind":"bool","name":"rerank","optional":true}],"member":"discovery_route_compose","method":"discovery.route_compose","returns":{"kind":"json"}},
   embed: {"args":[{"kind":"str_list","name":"texts","optional":false},{"kind":"str","name":"model","optional":true}],"member":"embed","method":"embed","returns":{"kind":"json"}},
   eventCostByAgent: {"args":[],"member":"event_cost_by_agent","method":"events.cost_by_agent","returns":{"kind":"json"}},
   eventCount: {"args":[],"member":"event_count","method":"events.count","returns":{"kind":"int"}},
@@ -253,6 +256,10 @@ const MEMBERS = {
   async declagentRoute(need, invoke) {
     return this[CALL_MEMBER]('declagents.route', 'declagent_route', [need, invoke])
   },
+  /** `declagents.route_split` (operator role): split a need into subtasks with a planner model and route each to its best agent. */
+  async declagentRouteSplit(need, invoke, maxSubtasks, decompositionMode, sadHints, sadIterations, sadConvergenceJaccard) {
+    return this[CALL_MEMBER]('declagents.route_split', 'declagent_route_split', [need, invoke, maxSubtasks, decompositionMode, sadHints, sadIterations, sadConvergenceJaccard])
+  },
   /** `declagents.routing_stats` (operator role): the learned routing priors and delegation edges. */
   async declagentRoutingStats() {
     return this[CALL_MEMBER]('declagents.routing_stats', 'declagent_routing_stats', [])
@@ -272,6 +279,10 @@ const MEMBERS = {
   /** `discovery.resolve` (operator role): rank the daemon's services (declarative agents, connector tools) for a need. */
   async discoveryResolve(need, limit) {
     return this[CALL_MEMBER]('discovery.resolve', 'discovery_resolve', [need, limit])
+  },
+  /** `discovery.route_compose` (operator role): decompose a need and plan which service does each step (plans only). */
+  async discoveryRouteCompose(need, maxSubtasks, decompositionMode, sadHints, sadIterations, sadConvergenceJaccard, candidatesPerStep, rerank) {
+    return this[CALL_MEMBER]('discovery.route_compose', 'discovery_route_compose', [need, maxSubtasks, decompositionMode, sadHints, sadIterations, sadConvergenceJaccard, candidatesPerStep, rerank])
   },
   /** `embed` (operator role): embedding vectors for texts from a local or remote embedding model. */
   async embed(texts, model) {
@@ -704,6 +715,10 @@ const MEMBERS = {
   /** `declagents.route` (operator role): rank declarative agents for a need by capability and learned success. */
   async declagentsRoute(paramsJson = '{}') {
     return this.daemonCall('declagents.route', paramsJson)
+  },
+  /** `declagents.route_split` (operator role): split a need into subtasks with a planner model and route each to its best agent. */
+  async declagentsRouteSplit(paramsJson = '{}') {
+    return this.daemonCall('declagents.route_split', paramsJson)
   },
   /** `declagents.routing_stats` (operator role): the learned routing priors and delegation edges. */
   async declagentsRoutingStats(paramsJson = '{}') {

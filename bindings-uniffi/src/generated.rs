@@ -53,6 +53,12 @@ impl CarDaemonClient {
         self.member_string("declagents.route", "declagent_route", vec![Some(need.into()), Some(invoke.into())])
     }
 
+    /// `declagents.route_split` (operator role): split a need into subtasks with a planner model and route each to its best agent.
+    #[uniffi::method(default(max_subtasks = None, decomposition_mode = None, sad_hints = None, sad_iterations = None, sad_convergence_jaccard = None))]
+    pub fn declagent_route_split(&self, need: String, invoke: bool, max_subtasks: Option<i64>, decomposition_mode: Option<String>, sad_hints: Option<i64>, sad_iterations: Option<i64>, sad_convergence_jaccard: Option<f64>) -> Result<String, CarError> {
+        self.member_string("declagents.route_split", "declagent_route_split", vec![Some(need.into()), Some(invoke.into()), Some(max_subtasks.into()), Some(decomposition_mode.into()), Some(sad_hints.into()), Some(sad_iterations.into()), Some(sad_convergence_jaccard.into())])
+    }
+
     /// `declagents.routing_stats` (operator role): the learned routing priors and delegation edges.
     pub fn declagent_routing_stats(&self) -> Result<String, CarError> {
         self.member_string("declagents.routing_stats", "declagent_routing_stats", vec![])
@@ -77,6 +83,12 @@ impl CarDaemonClient {
     #[uniffi::method(default(limit = None))]
     pub fn discovery_resolve(&self, need: String, limit: Option<i64>) -> Result<String, CarError> {
         self.member_string("discovery.resolve", "discovery_resolve", vec![Some(need.into()), Some(limit.into())])
+    }
+
+    /// `discovery.route_compose` (operator role): decompose a need and plan which service does each step (plans only).
+    #[uniffi::method(default(max_subtasks = None, decomposition_mode = None, sad_hints = None, sad_iterations = None, sad_convergence_jaccard = None, candidates_per_step = None, rerank = None))]
+    pub fn discovery_route_compose(&self, need: String, max_subtasks: Option<i64>, decomposition_mode: Option<String>, sad_hints: Option<i64>, sad_iterations: Option<i64>, sad_convergence_jaccard: Option<f64>, candidates_per_step: Option<i64>, rerank: Option<bool>) -> Result<String, CarError> {
+        self.member_string("discovery.route_compose", "discovery_route_compose", vec![Some(need.into()), Some(max_subtasks.into()), Some(decomposition_mode.into()), Some(sad_hints.into()), Some(sad_iterations.into()), Some(sad_convergence_jaccard.into()), Some(candidates_per_step.into()), Some(rerank.into())])
     }
 
     /// `embed` (operator role): embedding vectors for texts from a local or remote embedding model.
@@ -640,6 +652,11 @@ impl CarDaemonClient {
     /// `declagents.route` (operator role): rank declarative agents for a need by capability and learned success.
     pub fn declagents_route(&self, params_json: String) -> Result<String, CarError> {
         self.daemon_call("declagents.route".to_string(), params_json)
+    }
+
+    /// `declagents.route_split` (operator role): split a need into subtasks with a planner model and route each to its best agent.
+    pub fn declagents_route_split(&self, params_json: String) -> Result<String, CarError> {
+        self.daemon_call("declagents.route_split".to_string(), params_json)
     }
 
     /// `declagents.routing_stats` (operator role): the learned routing priors and delegation edges.

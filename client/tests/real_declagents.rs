@@ -35,6 +35,11 @@ fn scripted(request: &Value) -> Value {
     let messages = request["messages"].as_array().cloned().unwrap_or_default();
     let last = messages.last().cloned().unwrap_or(Value::Null);
     let said = request.to_string();
+    if said.contains("Split the task") {
+        let split =
+            json!({"subtasks": ["add 2 and 3 with the calculator", "write and save a text file"]});
+        return json!({"text": split.to_string(), "tool_calls": []});
+    }
     if last["role"] == "tool_result" {
         return finish("wrote done.txt");
     }
@@ -740,4 +745,76 @@ async fn an_agent_sees_only_its_own_goals_and_may_not_probe_paths() {
             .unwrap_err(),
     );
     assert_eq!(data["reason"], "agent_not_allowed");
+}
+
+#[tokio::test]
+async fn a_split_need_routes_each_subtask_and_compose_plans_the_services() {
+    let d = Daemon::builder().start();
+    let (_runner, _requests) = scripted_model(&d).await;
+    let _approver = approve_writes(&d).await;
+    let host = client(&d);
+    register(&host, scribe()).await;
+    register(&host, calc()).await;
+    let split = within(
+        "route_split",
+        host.call(
+            "declagents.route_split",
+            json!({"need": "add 2 and 3, then save the result to a file", "invoke": true}),
+        ),
+    )
+    .await
+    .unwrap();
+    assert_eq!(split["count"], 2, "{split}");
+    let chosen: Vec<&str> = split["subtasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["chosen"].as_str().unwrap())
+        .collect();
+    assert_eq!(chosen, ["calc", "scribe"], "{split}");
+    assert_eq!(split["subtasks"][0]["result"]["output"], "5", "{split}");
+    assert_eq!(split["decomposition_mode"], "vanilla");
+
+    let sad = host
+        .call(
+            "declagents.route_split",
+            json!({"need": "add 2 and 3, then save it", "decomposition_mode": "sad", "sad_iterations": 2}),
+        )
+        .await
+        .unwrap();
+    assert!(sad["rounds"].as_u64().unwrap() >= 2, "{sad}");
+    assert!(!sad["hints"].as_array().unwrap().is_empty(), "{sad}");
+    assert!(sad["subtasks"][0].get("result").is_none());
+
+    let plan = host
+        .call(
+            "discovery.route_compose",
+            json!({"need": "add 2 and 3, then save the result", "candidates_per_step": 1}),
+        )
+        .await
+        .unwrap();
+    let steps = plan["plan"]["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), 2, "{plan}");
+    assert_eq!(steps[0]["service"], "agentdns://local/agent/calc", "{plan}");
+    assert_eq!(steps[0]["invoke_kind"], "declagents.invoke");
+    assert_eq!(steps[1]["invoke_target"], "scribe");
+    assert_eq!(plan["candidates"]["step-1"].as_array().unwrap().len(), 1);
+
+    for (method, params, field) in [
+        (
+            "declagents.route_split",
+            json!({"need": "x", "decomposition_mode": "fancy"}),
+            "decomposition_mode",
+        ),
+        (
+            "discovery.route_compose",
+            json!({"need": "x", "rerank": true}),
+            "rerank",
+        ),
+        ("discovery.route_compose", json!({"need": " "}), "need"),
+    ] {
+        let (code, message, _) = rpc_error(host.call(method, params.clone()).await.unwrap_err());
+        assert_eq!(code, -32602, "{params}: {message}");
+        assert!(message.contains(field), "{params}: {message}");
+    }
 }

@@ -1,8 +1,8 @@
 """Declarative agents, routing and standing goals through CAR's generated wrappers
 (`declagents_list`, `declagents_get`, `declagents_invoke`, `declagents_route`,
-`declagents_routing_stats`, `declagents_run_scenarios`, `goal_set`, `goal_status`,
+`declagents_routing_stats`, `declagents_run_scenarios`, `declagents_route_split`, `goal_set`, `goal_status`,
 `goal_suggest`, `goal_clear`, `HostClient.declagents_set_enabled` / `declagents_remove`) and
-CAR's typed members `discovery_resolve` / `discovery_report`
+CAR's typed members `discovery_resolve` / `discovery_report` / `discovery_route_compose`
 against this daemon. The agent is a spec file dropped into `$CAR_HOME/declagents/` (CAR
 registers specs from its coder loop, which its client does not drive); its model is the
 scripted OpenAI-compatible server, which always asks for an `add` tool first: the agent's
@@ -72,6 +72,14 @@ def test_a_dropped_in_agent_is_listed_invoked_routed_and_disabled(
     routed = call(rt.declagents_route, {"need": "answer an arithmetic question"})
     assert routed["chosen"] == "helper" and routed["invoked"] is False, routed
     assert routed["candidates"][0]["success_rate"] > 0.5, routed
+    # The planner (the scripted model) answers with a tool call, not a split: the whole
+    # need is the one subtask, routed like any other.
+    split = call(rt.declagents_route_split, {"need": "answer an arithmetic question"})
+    assert split["final_subtasks"] == ["answer an arithmetic question"], split
+    assert [s["chosen"] for s in split["subtasks"]] == ["helper"], split
+    plan = json.loads(rt.discovery_route_compose("answer an arithmetic question"))
+    (step,) = plan["plan"]["steps"]
+    assert (step["service"], step["invoke_kind"]) == ("agentdns://local/agent/helper", "declagents.invoke"), plan
     scenarios = call(rt.declagents_run_scenarios, {"id": "helper"})
     assert (scenarios["passed"], scenarios["failed"]) == (1, 0), scenarios
 

@@ -52,6 +52,19 @@ class GeneratedMethods:
         """`declagents.route` (operator role): rank declarative agents for a need by capability and learned success."""
         return cast(str, self._call_member("declagents.route", "declagent_route", [need, invoke]))
 
+    def declagent_route_split(
+        self,
+        need: str,
+        invoke: bool,
+        max_subtasks: Optional[int] = None,
+        decomposition_mode: Optional[str] = None,
+        sad_hints: Optional[int] = None,
+        sad_iterations: Optional[int] = None,
+        sad_convergence_jaccard: Optional[float] = None,
+    ) -> str:
+        """`declagents.route_split` (operator role): split a need into subtasks with a planner model and route each to its best agent."""
+        return cast(str, self._call_member("declagents.route_split", "declagent_route_split", [need, invoke, max_subtasks, decomposition_mode, sad_hints, sad_iterations, sad_convergence_jaccard]))
+
     def declagent_routing_stats(self) -> str:
         """`declagents.routing_stats` (operator role): the learned routing priors and delegation edges."""
         return cast(str, self._call_member("declagents.routing_stats", "declagent_routing_stats", []))
@@ -71,6 +84,20 @@ class GeneratedMethods:
     def discovery_resolve(self, need: str, limit: Optional[int] = None) -> str:
         """`discovery.resolve` (operator role): rank the daemon's services (declarative agents, connector tools) for a need."""
         return cast(str, self._call_member("discovery.resolve", "discovery_resolve", [need, limit]))
+
+    def discovery_route_compose(
+        self,
+        need: str,
+        max_subtasks: Optional[int] = None,
+        decomposition_mode: Optional[str] = None,
+        sad_hints: Optional[int] = None,
+        sad_iterations: Optional[int] = None,
+        sad_convergence_jaccard: Optional[float] = None,
+        candidates_per_step: Optional[int] = None,
+        rerank: Optional[bool] = None,
+    ) -> str:
+        """`discovery.route_compose` (operator role): decompose a need and plan which service does each step (plans only)."""
+        return cast(str, self._call_member("discovery.route_compose", "discovery_route_compose", [need, max_subtasks, decomposition_mode, sad_hints, sad_iterations, sad_convergence_jaccard, candidates_per_step, rerank]))
 
     def embed(self, texts: List[str], model: Optional[str] = None) -> str:
         """`embed` (operator role): embedding vectors for texts from a local or remote embedding model."""
@@ -567,6 +594,10 @@ class GeneratedMethods:
     def declagents_route(self, params_json: str = "{}") -> str:
         """`declagents.route` (operator role): rank declarative agents for a need by capability and learned success."""
         return self.daemon_call("declagents.route", params_json)
+
+    def declagents_route_split(self, params_json: str = "{}") -> str:
+        """`declagents.route_split` (operator role): split a need into subtasks with a planner model and route each to its best agent."""
+        return self.daemon_call("declagents.route_split", params_json)
 
     def declagents_routing_stats(self, params_json: str = "{}") -> str:
         """`declagents.routing_stats` (operator role): the learned routing priors and delegation edges."""
@@ -1078,6 +1109,7 @@ GENERATED_METHODS: Dict[str, str] = {
     "declagents_invoke": "declagents.invoke",
     "declagents_list": "declagents.list",
     "declagents_route": "declagents.route",
+    "declagents_route_split": "declagents.route_split",
     "declagents_routing_stats": "declagents.routing_stats",
     "declagents_run_scenarios": "declagents.run_scenarios",
     "events_cost_by_agent": "events.cost_by_agent",
@@ -1177,11 +1209,13 @@ TYPED_MEMBERS: Dict[str, str] = {
     "declagent_invoke": "declagents.invoke",
     "declagent_list": "declagents.list",
     "declagent_route": "declagents.route",
+    "declagent_route_split": "declagents.route_split",
     "declagent_routing_stats": "declagents.routing_stats",
     "declagent_run_scenarios": "declagents.run_scenarios",
     "detokenize": "detokenize",
     "discovery_report": "discovery.report",
     "discovery_resolve": "discovery.resolve",
+    "discovery_route_compose": "discovery.route_compose",
     "embed": "embed",
     "event_cost_by_agent": "events.cost_by_agent",
     "event_count": "events.count",

@@ -20,7 +20,8 @@ use serde::{Deserialize, Serialize};
 
 use super::fields::{null_default, Name, NoParams};
 use super::{
-    host, json, member, op, opt, req, ArgKind::Bool, ArgKind::Int, ArgKind::Str, Declaration,
+    host, json, member, op, opt, req, ArgKind::Bool, ArgKind::Float, ArgKind::Int, ArgKind::Str,
+    Declaration,
 };
 use crate::methods::Access;
 
@@ -237,6 +238,104 @@ pub struct RouteReply {
     pub result: Option<InvokeReply>,
 }
 
+/// The decomposition knobs `route_split` and `route_compose` share.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
+pub struct SplitKnobs {
+    /// Subtasks at most (default 5, clamped to 1–10).
+    #[serde(default)]
+    pub max_subtasks: Option<u32>,
+    /// `vanilla` (default) or `sad` (skill-aware: re-split with service hints).
+    #[serde(default)]
+    pub decomposition_mode: Option<String>,
+    #[serde(default)]
+    pub sad_hints: Option<u32>,
+    #[serde(default)]
+    pub sad_iterations: Option<u32>,
+    #[serde(default)]
+    pub sad_convergence_jaccard: Option<f64>,
+}
+
+/// `declagents.route_split` params.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+pub struct RouteSplitParams {
+    pub need: String,
+    #[serde(default, deserialize_with = "null_default")]
+    pub invoke: bool,
+    #[serde(flatten)]
+    pub knobs: SplitKnobs,
+}
+
+/// One routed subtask.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+pub struct RoutedSubtask {
+    pub subtask: String,
+    pub chosen: String,
+    pub score: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<InvokeReply>,
+}
+
+/// `declagents.route_split` result.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+pub struct RouteSplitReply {
+    pub subtasks: Vec<RoutedSubtask>,
+    pub count: u64,
+    pub invoked: bool,
+    pub decomposition_mode: String,
+    pub rounds: u32,
+    pub initial_subtasks: Vec<String>,
+    pub final_subtasks: Vec<String>,
+    pub hints: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hint_jaccard: Option<f64>,
+}
+
+/// `discovery.route_compose` params.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+pub struct ComposeParams {
+    pub need: String,
+    #[serde(flatten)]
+    pub knobs: SplitKnobs,
+    /// Candidates kept per step (default 3, clamped to 1–10).
+    #[serde(default)]
+    pub candidates_per_step: Option<u32>,
+    /// Listwise reranking by a model: not served (`-32602` when true).
+    #[serde(default, deserialize_with = "null_default")]
+    pub rerank: bool,
+}
+
+/// One planned step.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+pub struct PlanStep {
+    pub id: String,
+    pub subtask: String,
+    /// The chosen service's identifier (`null` when none is available).
+    pub service: Option<String>,
+    /// `declagents.invoke` or `tool_call`.
+    pub invoke_kind: Option<String>,
+    /// The agent id or the canonical tool name.
+    pub invoke_target: Option<String>,
+}
+
+/// The plan: steps in order; `edges` are `[from, to]` step ids (none: the steps are
+/// independent).
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+pub struct Plan {
+    pub steps: Vec<PlanStep>,
+    pub edges: Vec<(String, String)>,
+}
+
+/// `discovery.route_compose` result.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+pub struct ComposeReply {
+    pub plan: Plan,
+    /// `{mode, rounds, initial_subtasks, final_subtasks, hints, hint_jaccard?}`.
+    pub decomposition: serde_json::Value,
+    /// Per step id, its ranked services.
+    pub candidates: BTreeMap<String, Vec<Service>>,
+    pub metadata: serde_json::Value,
+}
+
 /// One agent's learned routing record.
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 pub struct AgentStats {
@@ -378,6 +477,13 @@ crate::method!(
     member("declagent_route", &[req("need", Str), req("invoke", Bool)], json())
 );
 crate::method!(
+    /// `declagents.route_split {need, invoke?, max_subtasks?, decomposition_mode?, …}`.
+    RouteSplit = op("declagents.route_split", "split a need into subtasks with a planner model and route each to its best agent");
+    access: Access::daemon();
+    RouteSplitParams => RouteSplitReply;
+    member("declagent_route_split", &[req("need", Str), req("invoke", Bool), opt("max_subtasks", Int), opt("decomposition_mode", Str), opt("sad_hints", Int), opt("sad_iterations", Int), opt("sad_convergence_jaccard", Float)], json())
+);
+crate::method!(
     /// `declagents.routing_stats` → `{agents, edges}`.
     RoutingStats = op("declagents.routing_stats", "the learned routing priors and delegation edges");
     access: Access::daemon().observer();
@@ -406,6 +512,14 @@ crate::method!(
     member("discovery_report", &[req("identifier", Str), req("outcome", Str)], json())
 );
 
+crate::method!(
+    /// `discovery.route_compose {need, …}` → a plan over the discoverable services.
+    RouteCompose = op("discovery.route_compose", "decompose a need and plan which service does each step (plans only)");
+    access: Access::daemon();
+    ComposeParams => ComposeReply;
+    member("discovery_route_compose", &[req("need", Str), opt("max_subtasks", Int), opt("decomposition_mode", Str), opt("sad_hints", Int), opt("sad_iterations", Int), opt("sad_convergence_jaccard", Float), opt("candidates_per_step", Int), opt("rerank", Bool)], json())
+);
+
 pub const DECLARATIONS: &[Declaration] = &[
     Declaration::of::<Register>(),
     Declaration::of::<List>(),
@@ -415,8 +529,10 @@ pub const DECLARATIONS: &[Declaration] = &[
     Declaration::of::<Revert>(),
     Declaration::of::<Invoke>(),
     Declaration::of::<Route>(),
+    Declaration::of::<RouteSplit>(),
     Declaration::of::<RoutingStats>(),
     Declaration::of::<RunScenarios>(),
     Declaration::of::<Resolve>(),
     Declaration::of::<Report>(),
+    Declaration::of::<RouteCompose>(),
 ];

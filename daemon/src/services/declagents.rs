@@ -24,7 +24,7 @@ use car_proto::methods::declagents as m;
 use car_proto::methods::fields::NoParams;
 use serde_json::json;
 
-use crate::handler::declarative::{self, rank};
+use crate::handler::declarative::{self, decompose, rank};
 use crate::handler::{Call, Routes};
 use crate::state::declagents::DeclAgents;
 
@@ -63,6 +63,8 @@ pub fn register(routes: &mut Routes) {
             declarative::invoke(&call, &entry, &p.input, &|_, _| {}, true).await
         })
         .add::<m::Route, _, _>(route)
+        .add::<m::RouteSplit, _, _>(route_split)
+        .add::<m::RouteCompose, _, _>(route_compose)
         .add::<m::RoutingStats, _, _>(|call, _: NoParams| async move {
             Ok(call.state.data.declagents.routing.stats())
         })
@@ -246,6 +248,21 @@ async fn resolve(call: Call, p: m::ResolveParams) -> Result<m::ResolveReply, Rpc
         return Err(RpcError::invalid_params("need: must not be empty"));
     }
     let limit = p.limit.unwrap_or(5).clamp(1, 50) as usize;
+    let subjects = discoverable(&call);
+    let ranked = rank::rank(&call, &p.need, subjects, None).await;
+    let services: Vec<m::Service> = ranked
+        .iter()
+        .take(limit)
+        .map(rank::Ranked::service)
+        .collect();
+    Ok(m::ResolveReply {
+        count: services.len() as u64,
+        services,
+    })
+}
+
+/// What discovery ranks: the enabled declarative agents and the enabled connector tools.
+fn discoverable(call: &Call) -> Vec<rank::Subject> {
     let mut subjects: Vec<rank::Subject> = call
         .state
         .data
@@ -279,16 +296,7 @@ async fn resolve(call: Call, p: m::ResolveParams) -> Result<m::ResolveReply, Rpc
             identifier,
         });
     }
-    let ranked = rank::rank(&call, &p.need, subjects, None).await;
-    let services: Vec<m::Service> = ranked
-        .iter()
-        .take(limit)
-        .map(rank::Ranked::service)
-        .collect();
-    Ok(m::ResolveReply {
-        count: services.len() as u64,
-        services,
-    })
+    subjects
 }
 
 /// Checks an `agentdns://org/category/name` identifier (verbatim; nothing normalized).
@@ -325,5 +333,177 @@ async fn report(call: Call, p: m::ReportParams) -> Result<m::ReportReply, RpcErr
         outcome: p.outcome,
         successes: record.successes,
         failures: record.failures,
+    })
+}
+
+fn enabled_agents(call: &Call) -> Vec<rank::Subject> {
+    call.state
+        .data
+        .declagents
+        .registry
+        .entries()
+        .into_iter()
+        .filter(|e| e.enabled)
+        .map(|e| rank::Subject::agent(&e.spec))
+        .collect()
+}
+
+fn knobs_of(k: &m::SplitKnobs) -> Result<decompose::Knobs, RpcError> {
+    decompose::Knobs::new(
+        k.max_subtasks,
+        k.decomposition_mode.as_deref(),
+        k.sad_hints,
+        k.sad_iterations,
+        k.sad_convergence_jaccard,
+    )
+    .map_err(RpcError::invalid_params)
+}
+
+/// The names of the services `subjects` rank best for `subtasks` (the SAD hints), at most `n`.
+async fn hints(
+    call: &Call,
+    subjects: &[rank::Subject],
+    subtasks: Vec<String>,
+    n: usize,
+) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for subtask in subtasks {
+        for r in rank::rank(call, &subtask, subjects.to_vec(), None)
+            .await
+            .into_iter()
+            .take(2)
+        {
+            if !out.contains(&r.subject.name) && out.len() < n {
+                out.push(r.subject.name);
+            }
+        }
+    }
+    out
+}
+
+async fn route_split(call: Call, p: m::RouteSplitParams) -> Result<m::RouteSplitReply, RpcError> {
+    if p.need.trim().is_empty() {
+        return Err(RpcError::invalid_params("need: must not be empty"));
+    }
+    let knobs = knobs_of(&p.knobs)?;
+    let agents = enabled_agents(&call);
+    if agents.is_empty() {
+        return Err(RpcError::internal(
+            "no eligible declarative agent: none is registered and enabled",
+        )
+        .with_data(json!({"reason": "no_agents"})));
+    }
+    let split = decompose::split(&call, &p.need, &knobs, |subtasks, n| {
+        hints(&call, &agents, subtasks, n)
+    })
+    .await;
+    let mut routed = Vec::new();
+    for subtask in &split.subtasks {
+        let best = rank::rank(&call, subtask, agents.clone(), None)
+            .await
+            .remove(0);
+        let result = if p.invoke {
+            // A subtask's failure is its own: it lands in its result, and the fan-out goes on.
+            let outcome = match declarative::runnable(&call, &best.subject.id) {
+                Ok(entry) => declarative::invoke(&call, &entry, subtask, &|_, _| {}, true).await,
+                Err(e) => Err(e),
+            };
+            Some(outcome.unwrap_or_else(|e| m::InvokeReply {
+                output: String::new(),
+                turns: 0,
+                tool_calls: 0,
+                error: Some(e.message),
+                goal: None,
+                model_served: None,
+                run_ids: Vec::new(),
+            }))
+        } else {
+            None
+        };
+        routed.push(m::RoutedSubtask {
+            subtask: subtask.clone(),
+            chosen: best.subject.id.clone(),
+            score: best.score,
+            result,
+        });
+    }
+    Ok(m::RouteSplitReply {
+        count: routed.len() as u64,
+        subtasks: routed,
+        invoked: p.invoke,
+        decomposition_mode: if knobs.sad { "sad" } else { "vanilla" }.into(),
+        rounds: split.rounds,
+        initial_subtasks: split.initial,
+        final_subtasks: split.subtasks,
+        hints: split.hints,
+        hint_jaccard: split.hint_jaccard,
+    })
+}
+
+async fn route_compose(call: Call, p: m::ComposeParams) -> Result<m::ComposeReply, RpcError> {
+    if p.need.trim().is_empty() {
+        return Err(RpcError::invalid_params("need: must not be empty"));
+    }
+    if p.rerank {
+        return Err(RpcError::invalid_params(
+            "rerank: listwise reranking by a model is not served; leave it false",
+        ));
+    }
+    let knobs = knobs_of(&p.knobs)?;
+    let per_step = p.candidates_per_step.unwrap_or(3).clamp(1, 10) as usize;
+    let subjects = discoverable(&call);
+    let split = decompose::split(&call, &p.need, &knobs, |subtasks, n| {
+        hints(&call, &subjects, subtasks, n)
+    })
+    .await;
+    let mut steps = Vec::new();
+    let mut candidates = std::collections::BTreeMap::new();
+    for (i, subtask) in split.subtasks.iter().enumerate() {
+        let id = format!("step-{}", i + 1);
+        let ranked = rank::rank(&call, subtask, subjects.clone(), None).await;
+        let best = ranked.first();
+        steps.push(m::PlanStep {
+            id: id.clone(),
+            subtask: subtask.clone(),
+            service: best.map(|b| b.subject.identifier.clone()),
+            invoke_kind: best.map(|b| {
+                if b.subject.kind == "declarative" {
+                    "declagents.invoke"
+                } else {
+                    "tool_call"
+                }
+                .to_string()
+            }),
+            invoke_target: best.map(|b| b.subject.id.clone()),
+        });
+        candidates.insert(
+            id,
+            ranked
+                .iter()
+                .take(per_step)
+                .map(rank::Ranked::service)
+                .collect(),
+        );
+    }
+    Ok(m::ComposeReply {
+        plan: m::Plan {
+            steps,
+            edges: Vec::new(),
+        },
+        decomposition: json!({
+            "mode": if knobs.sad { "sad" } else { "vanilla" },
+            "rounds": split.rounds,
+            "initial_subtasks": split.initial,
+            "final_subtasks": split.subtasks,
+            "hints": split.hints,
+            "hint_jaccard": split.hint_jaccard,
+        }),
+        candidates,
+        metadata: json!({
+            "need": p.need,
+            "candidates_per_step": per_step,
+            "providers": ["declarative", "connector"],
+            "services": subjects.len(),
+        }),
     })
 }

@@ -23,6 +23,7 @@
 mod agent_session;
 pub mod chat;
 mod check;
+pub mod decompose;
 pub mod rank;
 
 use car_declagents::registry::Entry;
