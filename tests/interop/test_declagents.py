@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any, Dict, Iterator
+from typing import Any, Dict
 
 import pytest
 
@@ -23,20 +23,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "support"
 from scripted_openai import ScriptedModel  # noqa: E402
 
 from conftest import Daemon
-from test_agent_loop import register_scripted
+from test_agent_loop import register_scripted, scripted  # noqa: F401 (a fixture)
 
 
 def call(method: Any, params: Dict[str, Any]) -> Any:
     return json.loads(method(json.dumps(params)))
-
-
-@pytest.fixture
-def scripted() -> Iterator[ScriptedModel]:
-    model = ScriptedModel()
-    try:
-        yield model
-    finally:
-        model.close()
 
 
 def drop_spec(daemon: Daemon, spec: Dict[str, Any]) -> None:

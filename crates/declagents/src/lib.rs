@@ -29,6 +29,18 @@ pub const MAX_SCENARIOS: usize = 64;
 /// The longest identity or standing goal (bytes).
 pub const MAX_TEXT_BYTES: usize = 64 * 1024;
 
+/// Writes `value` as JSON to `path` atomically (temp file and rename, mode 0600), creating
+/// its directory: how every store of this crate saves.
+pub fn save_json(path: &std::path::Path, value: &impl serde::Serialize) -> Result<(), String> {
+    let bytes = serde_json::to_vec_pretty(value).map_err(|e| e.to_string())?;
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    }
+    car_proto::safe_file::write_atomic(path, &bytes, 0o600)
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
 /// Checks a spec, naming the offending field (`spec.<field>`).
 pub fn validate(spec: &DeclarativeAgentSpec) -> Result<(), String> {
     let id = spec.id.as_str();

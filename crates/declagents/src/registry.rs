@@ -224,10 +224,7 @@ impl Registry {
             .mode(0o700)
             .create(&self.dir)
             .map_err(|e| format!("cannot create {}: {e}", self.dir.display()))?;
-        let bytes = serde_json::to_vec_pretty(entry).map_err(|e| e.to_string())?;
-        let path = self.path_of(id);
-        safe_file::write_atomic(&path, &bytes, 0o600)
-            .map_err(|e| format!("cannot write {}: {e}", path.display()))
+        crate::save_json(&self.path_of(id), entry)
     }
 }
 

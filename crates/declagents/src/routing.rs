@@ -220,13 +220,7 @@ impl RoutingStore {
         let mut data = self.data.lock().expect("routing lock");
         let mut next = data.clone();
         let out = f(&mut next);
-        let bytes = serde_json::to_vec(&next).map_err(|e| e.to_string())?;
-        if let Some(dir) = self.path.parent() {
-            std::fs::create_dir_all(dir)
-                .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-        }
-        safe_file::write_atomic(&self.path, &bytes, 0o600)
-            .map_err(|e| format!("cannot write {}: {e}", self.path.display()))?;
+        crate::save_json(&self.path, &next)?;
         *data = next;
         Ok(out)
     }

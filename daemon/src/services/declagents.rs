@@ -73,6 +73,13 @@ pub fn register(routes: &mut Routes) {
         .add::<m::Report, _, _>(report);
 }
 
+fn need_given(need: &str) -> Result<(), RpcError> {
+    if need.trim().is_empty() {
+        return Err(RpcError::invalid_params("need: must not be empty"));
+    }
+    Ok(())
+}
+
 fn not_found(id: &str) -> RpcError {
     RpcError::invalid_params(format!("id: no declarative agent {id:?}"))
         .with_data(json!({"reason": "not_found"}))
@@ -146,9 +153,7 @@ fn get(call: &Call, id: &str) -> Result<m::GetReply, RpcError> {
 }
 
 async fn route(call: Call, p: m::RouteParams) -> Result<m::RouteReply, RpcError> {
-    if p.need.trim().is_empty() {
-        return Err(RpcError::invalid_params("need: must not be empty"));
-    }
+    need_given(&p.need)?;
     if p.visited.len() >= MAX_HOPS {
         return Err(RpcError::invalid_params(format!(
             "visited: the routing path already holds {} agents; a chain runs at most {MAX_HOPS}",
@@ -244,9 +249,7 @@ async fn run_scenarios(call: Call, p: m::IdParams) -> Result<m::ScenariosReply, 
 }
 
 async fn resolve(call: Call, p: m::ResolveParams) -> Result<m::ResolveReply, RpcError> {
-    if p.need.trim().is_empty() {
-        return Err(RpcError::invalid_params("need: must not be empty"));
-    }
+    need_given(&p.need)?;
     let limit = p.limit.unwrap_or(5).clamp(1, 50) as usize;
     let subjects = discoverable(&call);
     let ranked = rank::rank(&call, &p.need, subjects, None).await;
@@ -382,9 +385,7 @@ async fn hints(
 }
 
 async fn route_split(call: Call, p: m::RouteSplitParams) -> Result<m::RouteSplitReply, RpcError> {
-    if p.need.trim().is_empty() {
-        return Err(RpcError::invalid_params("need: must not be empty"));
-    }
+    need_given(&p.need)?;
     let knobs = knobs_of(&p.knobs)?;
     let agents = enabled_agents(&call);
     if agents.is_empty() {
@@ -441,9 +442,7 @@ async fn route_split(call: Call, p: m::RouteSplitParams) -> Result<m::RouteSplit
 }
 
 async fn route_compose(call: Call, p: m::ComposeParams) -> Result<m::ComposeReply, RpcError> {
-    if p.need.trim().is_empty() {
-        return Err(RpcError::invalid_params("need: must not be empty"));
-    }
+    need_given(&p.need)?;
     if p.rerank {
         return Err(RpcError::invalid_params(
             "rerank: listwise reranking by a model is not served; leave it false",

@@ -466,15 +466,7 @@ impl Execution<'_> {
             }),
         };
         if let Some(why) = refusal {
-            self.event(
-                "action.rejected",
-                Some(&action.id),
-                None,
-                json!({"tool": tool, "reason": why}),
-            );
-            result.status = Status::Rejected;
-            result.error = Some(why);
-            return result;
+            return self.rejected(action, tool, why, result);
         }
         if registered.as_ref().is_some_and(|t| t.builtin) {
             return self.call_builtin(action, tool, parameters, result).await;
@@ -503,15 +495,7 @@ impl Execution<'_> {
                 .session
                 .runtime(|rt| super::tool_hints::rate_refusal(rt, &descriptor));
             if let Some(why) = limited {
-                self.event(
-                    "action.rejected",
-                    Some(&action.id),
-                    None,
-                    json!({"tool": tool, "reason": why}),
-                );
-                result.status = Status::Rejected;
-                result.error = Some(why);
-                return result;
+                return self.rejected(action, tool, why, result);
             }
             self.event(
                 "policy.allowed",
@@ -573,6 +557,25 @@ impl Execution<'_> {
             }
         }
         self.exhausted(action, result)
+    }
+
+    /// The call is refused before it runs: `action.rejected` with `why`.
+    fn rejected(
+        &self,
+        action: &Action,
+        tool: &str,
+        why: String,
+        mut result: ActionResult,
+    ) -> ActionResult {
+        self.event(
+            "action.rejected",
+            Some(&action.id),
+            None,
+            json!({"tool": tool, "reason": why}),
+        );
+        result.status = Status::Rejected;
+        result.error = Some(why);
+        result
     }
 
     /// A tool's answer on `attempt`: `tool.answered`, and the action succeeded with it.
