@@ -238,9 +238,12 @@ pub struct RouteReply {
     pub result: Option<InvokeReply>,
 }
 
-/// The decomposition knobs `route_split` and `route_compose` share.
-#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
-pub struct SplitKnobs {
+/// `declagents.route_split` params.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+pub struct RouteSplitParams {
+    pub need: String,
+    #[serde(default, deserialize_with = "null_default")]
+    pub invoke: bool,
     /// Subtasks at most (default 5, clamped to 1–10).
     #[serde(default)]
     pub max_subtasks: Option<u32>,
@@ -253,16 +256,6 @@ pub struct SplitKnobs {
     pub sad_iterations: Option<u32>,
     #[serde(default)]
     pub sad_convergence_jaccard: Option<f64>,
-}
-
-/// `declagents.route_split` params.
-#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
-pub struct RouteSplitParams {
-    pub need: String,
-    #[serde(default, deserialize_with = "null_default")]
-    pub invoke: bool,
-    #[serde(flatten)]
-    pub knobs: SplitKnobs,
 }
 
 /// One routed subtask.
@@ -294,8 +287,18 @@ pub struct RouteSplitReply {
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 pub struct ComposeParams {
     pub need: String,
-    #[serde(flatten)]
-    pub knobs: SplitKnobs,
+    /// Subtasks at most (default 5, clamped to 1–10).
+    #[serde(default)]
+    pub max_subtasks: Option<u32>,
+    /// `vanilla` (default) or `sad` (skill-aware: re-split with service hints).
+    #[serde(default)]
+    pub decomposition_mode: Option<String>,
+    #[serde(default)]
+    pub sad_hints: Option<u32>,
+    #[serde(default)]
+    pub sad_iterations: Option<u32>,
+    #[serde(default)]
+    pub sad_convergence_jaccard: Option<f64>,
     /// Candidates kept per step (default 3, clamped to 1–10).
     #[serde(default)]
     pub candidates_per_step: Option<u32>,

@@ -351,15 +351,18 @@ fn enabled_agents(call: &Call) -> Vec<rank::Subject> {
         .collect()
 }
 
-fn knobs_of(k: &m::SplitKnobs) -> Result<decompose::Knobs, RpcError> {
-    decompose::Knobs::new(
-        k.max_subtasks,
-        k.decomposition_mode.as_deref(),
-        k.sad_hints,
-        k.sad_iterations,
-        k.sad_convergence_jaccard,
-    )
-    .map_err(RpcError::invalid_params)
+/// The decomposition knobs `route_split` and `route_compose` share, clamped.
+macro_rules! knobs_of {
+    ($p:expr) => {
+        decompose::Knobs::new(
+            $p.max_subtasks,
+            $p.decomposition_mode.as_deref(),
+            $p.sad_hints,
+            $p.sad_iterations,
+            $p.sad_convergence_jaccard,
+        )
+        .map_err(RpcError::invalid_params)
+    };
 }
 
 /// The names of the services `subjects` rank best for `subtasks` (the SAD hints), at most `n`.
@@ -386,7 +389,7 @@ async fn hints(
 
 async fn route_split(call: Call, p: m::RouteSplitParams) -> Result<m::RouteSplitReply, RpcError> {
     need_given(&p.need)?;
-    let knobs = knobs_of(&p.knobs)?;
+    let knobs = knobs_of!(p)?;
     let agents = enabled_agents(&call);
     if agents.is_empty() {
         return Err(RpcError::internal(
@@ -448,7 +451,7 @@ async fn route_compose(call: Call, p: m::ComposeParams) -> Result<m::ComposeRepl
             "rerank: listwise reranking by a model is not served; leave it false",
         ));
     }
-    let knobs = knobs_of(&p.knobs)?;
+    let knobs = knobs_of!(p)?;
     let per_step = p.candidates_per_step.unwrap_or(3).clamp(1, 10) as usize;
     let subjects = discoverable(&call);
     let split = decompose::split(&call, &p.need, &knobs, |subtasks, n| {
