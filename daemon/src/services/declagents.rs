@@ -17,8 +17,6 @@
 //!   identifiers are refused there (their runs are recorded by invoke and route), and agent
 //!   sessions may not report (declared `not_for_agents`: an agent could otherwise rank itself).
 
-use std::sync::Arc;
-
 use car_proto::errors::RpcError;
 use car_proto::methods::declagents as m;
 use car_proto::methods::fields::NoParams;
@@ -91,17 +89,7 @@ async fn store<T: Send + 'static>(
     call: &Call,
     f: impl FnOnce(&DeclAgents) -> Result<T, String> + Send + 'static,
 ) -> Result<T, RpcError> {
-    let decl: Arc<DeclAgents> = call.state.data.declagents.clone();
-    tokio::task::spawn_blocking(move || f(&decl))
-        .await
-        .map_err(|e| RpcError::internal(format!("declarative agent store task failed: {e}")))?
-        .map_err(|e| {
-            if e.starts_with("spec.") || e.starts_with("id:") {
-                RpcError::invalid_params(e)
-            } else {
-                RpcError::internal(e)
-            }
-        })
+    declarative::blocking_store(call, &["spec.", "id:"], f).await
 }
 
 async fn register_spec(call: Call, p: m::RegisterParams) -> Result<m::RegisterReply, RpcError> {
@@ -266,16 +254,7 @@ async fn resolve(call: Call, p: m::ResolveParams) -> Result<m::ResolveReply, Rpc
 
 /// What discovery ranks: the enabled declarative agents and the enabled connector tools.
 fn discoverable(call: &Call) -> Vec<rank::Subject> {
-    let mut subjects: Vec<rank::Subject> = call
-        .state
-        .data
-        .declagents
-        .registry
-        .entries()
-        .into_iter()
-        .filter(|e| e.enabled)
-        .map(|e| rank::Subject::agent(&e.spec))
-        .collect();
+    let mut subjects = enabled_agents(call);
     for tool in call.state.data.connectors.descriptors() {
         let Some(slug) = tool.connector.clone() else {
             continue;

@@ -8,7 +8,6 @@
 //! probe paths outside the agent's confinement).
 
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use car_proto::errors::RpcError;
 use car_proto::methods::goal as m;
@@ -41,17 +40,7 @@ async fn blocking<T: Send + 'static>(
     call: &Call,
     f: impl FnOnce(&DeclAgents) -> Result<T, String> + Send + 'static,
 ) -> Result<T, RpcError> {
-    let decl: Arc<DeclAgents> = call.state.data.declagents.clone();
-    tokio::task::spawn_blocking(move || f(&decl))
-        .await
-        .map_err(|e| RpcError::internal(format!("goal store task failed: {e}")))?
-        .map_err(|e| {
-            if e.starts_with("check:") || e.starts_with("session_id:") {
-                RpcError::invalid_params(e)
-            } else {
-                RpcError::internal(e)
-            }
-        })
+    crate::handler::declarative::blocking_store(call, &["check:", "session_id:"], f).await
 }
 
 /// Stores a goal for `session_id` unless another principal's goal is there (for an agent).

@@ -36,6 +36,27 @@ use crate::handler::Call;
 pub use agent_session::AgentSession;
 pub use check::Verdict;
 
+/// Runs work on the declarative-agent stores (file writes) off the async workers. An error
+/// that starts with one of `caller_fields` names the caller's field (`-32602`); any other is
+/// the daemon's (`-32603`).
+pub async fn blocking_store<T: Send + 'static>(
+    call: &Call,
+    caller_fields: &[&str],
+    f: impl FnOnce(&crate::state::declagents::DeclAgents) -> Result<T, String> + Send + 'static,
+) -> Result<T, RpcError> {
+    let decl = call.state.data.declagents.clone();
+    tokio::task::spawn_blocking(move || f(&decl))
+        .await
+        .map_err(|e| RpcError::internal(format!("declarative agent store task failed: {e}")))?
+        .map_err(|e| {
+            if caller_fields.iter().any(|p| e.starts_with(p)) {
+                RpcError::invalid_params(e)
+            } else {
+                RpcError::internal(e)
+            }
+        })
+}
+
 /// The registered, enabled agent `id`.
 pub fn runnable(call: &Call, id: &str) -> Result<Entry, RpcError> {
     let entry = call.state.data.declagents.registry.get(id).ok_or_else(|| {
