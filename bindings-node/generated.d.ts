@@ -120,6 +120,8 @@ export interface GeneratedMethods {
   registerPolicy(name: string, rule: string, target?: string | null, key?: string | null, pattern?: string | null, valueJson?: string | null, sessionId?: string | null): Promise<void>
   /** `policy.unregister` (operator role): remove every policy registered under a name. */
   unregisterPolicy(name: string): Promise<number>
+  /** `replan.set_config` (operator role): configure this connection's replan loop for proposal.submit. */
+  setReplanConfig(maxReplans: number, delayMs?: number | null, replanOnRejected?: boolean | null): Promise<void>
   /** `runs.complete` (owner role): complete a run with its outcome. */
   runsComplete(paramsJson: string): Promise<string>
   /** `runs.record_model_turn` (agent role): append a model turn to a run's trace. */
@@ -342,6 +344,8 @@ export interface GeneratedMethods {
   policyUnregister(paramsJson?: string): Promise<string>
   /** `proposal.submit` (owner role): run a proposal, calling tools back on this connection. */
   proposalSubmit(paramsJson?: string): Promise<string>
+  /** `replan.set_config` (operator role): configure this connection's replan loop for proposal.submit. */
+  replanSetConfig(paramsJson?: string): Promise<string>
   /** `runs.cancel` (owner role): cancel a running run: stop its work and end it cancelled. */
   runsCancel(paramsJson?: string): Promise<string>
   /** `runs.delete` (owner role): delete an ended run and its trace. */

@@ -83,6 +83,7 @@ const GENERATED_METHODS = {
   policyRegister: 'policy.register',
   policyUnregister: 'policy.unregister',
   proposalSubmit: 'proposal.submit',
+  replanSetConfig: 'replan.set_config',
   runsCancel: 'runs.cancel',
   runsDelete: 'runs.delete',
   runsGetTrace: 'runs.get_trace',
@@ -187,6 +188,7 @@ const TYPED_MEMBERS = {
   listPolicies: {"args":[],"member":"list_policies","method":"policy.list","returns":{"field":"policies","kind":"json"}},
   registerPolicy: {"args":[{"kind":"str","name":"name","optional":false},{"kind":"str","name":"rule","optional":false},{"kind":"str","name":"target","optional":true},{"kind":"str","name":"key","optional":true},{"kind":"str","name":"pattern","optional":true},{"kind":"json","name":"valueJson","optional":true},{"kind":"str","name":"sessionId","optional":true}],"member":"register_policy","method":"policy.register","returns":{"kind":"unit"}},
   unregisterPolicy: {"args":[{"kind":"str","name":"name","optional":false}],"member":"unregister_policy","method":"policy.unregister","returns":{"field":"removed","kind":"int"}},
+  setReplanConfig: {"args":[{"kind":"int","name":"maxReplans","optional":false},{"kind":"int","name":"delayMs","optional":true},{"kind":"bool","name":"replanOnRejected","optional":true}],"member":"set_replan_config","method":"replan.set_config","returns":{"kind":"unit"}},
   runsComplete: {"args":[{"kind":"json","name":"paramsJson","optional":false}],"member":"runs_complete","method":"runs.complete","returns":{"kind":"json"}},
   runsRecordModelTurn: {"args":[{"kind":"json","name":"paramsJson","optional":false}],"member":"runs_record_model_turn","method":"runs.record_model_turn","returns":{"kind":"json"}},
   runsStart: {"args":[{"kind":"json","name":"paramsJson","optional":false}],"member":"runs_start","method":"runs.start","returns":{"kind":"json"}},
@@ -459,6 +461,10 @@ const MEMBERS = {
   /** `policy.unregister` (operator role): remove every policy registered under a name. */
   async unregisterPolicy(name) {
     return this[CALL_MEMBER]('policy.unregister', 'unregister_policy', [name])
+  },
+  /** `replan.set_config` (operator role): configure this connection's replan loop for proposal.submit. */
+  async setReplanConfig(maxReplans, delayMs, replanOnRejected) {
+    return this[CALL_MEMBER]('replan.set_config', 'set_replan_config', [maxReplans, delayMs, replanOnRejected])
   },
   /** `runs.complete` (owner role): complete a run with its outcome. */
   async runsComplete(paramsJson) {
@@ -903,6 +909,10 @@ const MEMBERS = {
   /** `proposal.submit` (owner role): run a proposal, calling tools back on this connection. */
   async proposalSubmit(paramsJson = '{}') {
     return this.daemonCall('proposal.submit', paramsJson)
+  },
+  /** `replan.set_config` (operator role): configure this connection's replan loop for proposal.submit. */
+  async replanSetConfig(paramsJson = '{}') {
+    return this.daemonCall('replan.set_config', paramsJson)
   },
   /** `runs.cancel` (owner role): cancel a running run: stop its work and end it cancelled. */
   async runsCancel(paramsJson = '{}') {

@@ -322,6 +322,12 @@ impl CarDaemonClient {
         self.member_int("policy.unregister", "unregister_policy", vec![Some(name.into())])
     }
 
+    /// `replan.set_config` (operator role): configure this connection's replan loop for proposal.submit.
+    #[uniffi::method(default(delay_ms = None, replan_on_rejected = None))]
+    pub fn set_replan_config(&self, max_replans: i64, delay_ms: Option<i64>, replan_on_rejected: Option<bool>) -> Result<(), CarError> {
+        self.member_unit("replan.set_config", "set_replan_config", vec![Some(max_replans.into()), Some(delay_ms.into()), Some(replan_on_rejected.into())])
+    }
+
     /// `runs.complete` (owner role): complete a run with its outcome.
     pub fn runs_complete(&self, params_json: String) -> Result<String, CarError> {
         self.member_string("runs.complete", "runs_complete", vec![Some(params_json.into())])
@@ -892,6 +898,11 @@ impl CarDaemonClient {
     /// `proposal.submit` (owner role): run a proposal, calling tools back on this connection.
     pub fn proposal_submit(&self, params_json: String) -> Result<String, CarError> {
         self.daemon_call("proposal.submit".to_string(), params_json)
+    }
+
+    /// `replan.set_config` (operator role): configure this connection's replan loop for proposal.submit.
+    pub fn replan_set_config(&self, params_json: String) -> Result<String, CarError> {
+        self.daemon_call("replan.set_config".to_string(), params_json)
     }
 
     /// `runs.cancel` (owner role): cancel a running run: stop its work and end it cancelled.

@@ -347,3 +347,41 @@ def test_a_malformed_proposal_is_refused(rt: car_runtime.CarRuntime, bad: str) -
     with pytest.raises(car_runtime.DaemonRpcError) as info:
         rt.daemon_call("verify", json.dumps({"proposal": json.loads(bad)}))
     assert info.value.code == -32602
+
+
+# --- the replan loop (replan.set_config) ---------------------------------------------------
+
+
+def test_set_replan_config_replans_a_failed_action_through_a_daemon_handler(rt: car_runtime.CarRuntime) -> None:
+    """CAR's `set_replan_config` turns the loop on; the replacement comes from the client's
+    `proposal.replan` handler (registered with CAR's generic `register_daemon_handler`)."""
+    rt.register_tool("summarize")
+
+    def tool_fn(call_json: str) -> str:
+        call = json.loads(call_json)
+        if call["params"].get("mode") != "safe":
+            raise ValueError("mode not allowed")
+        return json.dumps({"ok": True})
+
+    asked: List[Dict[str, Any]] = []
+
+    def replan(params_json: str) -> str:
+        params = json.loads(params_json)
+        asked.append(params)
+        return json.dumps({"proposal": json.loads(proposal(action("a", "summarize", {"mode": "safe"})))})
+
+    rt.register_daemon_handler("proposal.replan", replan)
+    rt.set_replan_config(2)
+    result = json.loads(rt.execute_proposal(proposal(action("a", "summarize", {"mode": "wild"})), tool_fn))
+    assert result["replans"] == 1
+    (r,) = result["results"]
+    assert r["status"] == "succeeded"
+    assert len(asked) == 1
+    assert asked[0]["failed"]["tool"] == "summarize"
+    assert asked[0]["failed"]["parameters"] == {"mode": "wild"}
+
+    # 0 turns it off again: the failure stands and no handler is asked.
+    rt.set_replan_config(0)
+    off = json.loads(rt.execute_proposal(proposal(action("a", "summarize", {"mode": "wild"})), tool_fn))
+    assert off["results"][0]["status"] == "failed"
+    assert len(asked) == 1

@@ -323,6 +323,15 @@ class GeneratedMethods:
         """`policy.unregister` (operator role): remove every policy registered under a name."""
         return cast(int, self._call_member("policy.unregister", "unregister_policy", [name]))
 
+    def set_replan_config(
+        self,
+        max_replans: int,
+        delay_ms: Optional[int] = None,
+        replan_on_rejected: Optional[bool] = None,
+    ) -> None:
+        """`replan.set_config` (operator role): configure this connection's replan loop for proposal.submit."""
+        self._call_member("replan.set_config", "set_replan_config", [max_replans, delay_ms, replan_on_rejected])
+
     def runs_complete(self, params_json: str) -> str:
         """`runs.complete` (owner role): complete a run with its outcome."""
         return cast(str, self._call_member("runs.complete", "runs_complete", [params_json]))
@@ -783,6 +792,10 @@ class GeneratedMethods:
         """`proposal.submit` (owner role): run a proposal, calling tools back on this connection."""
         return self.daemon_call("proposal.submit", params_json)
 
+    def replan_set_config(self, params_json: str = "{}") -> str:
+        """`replan.set_config` (operator role): configure this connection's replan loop for proposal.submit."""
+        return self.daemon_call("replan.set_config", params_json)
+
     def runs_cancel(self, params_json: str = "{}") -> str:
         """`runs.cancel` (owner role): cancel a running run: stop its work and end it cancelled."""
         return self.daemon_call("runs.cancel", params_json)
@@ -1156,6 +1169,7 @@ GENERATED_METHODS: Dict[str, str] = {
     "policy_register": "policy.register",
     "policy_unregister": "policy.unregister",
     "proposal_submit": "proposal.submit",
+    "replan_set_config": "replan.set_config",
     "runs_cancel": "runs.cancel",
     "runs_delete": "runs.delete",
     "runs_get_trace": "runs.get_trace",
@@ -1260,6 +1274,7 @@ TYPED_MEMBERS: Dict[str, str] = {
     "list_policies": "policy.list",
     "register_policy": "policy.register",
     "unregister_policy": "policy.unregister",
+    "set_replan_config": "replan.set_config",
     "runs_complete": "runs.complete",
     "runs_record_model_turn": "runs.record_model_turn",
     "runs_start": "runs.start",

@@ -49,6 +49,7 @@ pub mod permission;
 pub mod policy;
 pub mod proposal;
 pub mod proposal_checks;
+pub mod replan;
 pub mod runs;
 pub mod scheduler;
 pub mod secret;
@@ -186,6 +187,7 @@ pub const NAMESPACES: &[&[Declaration]] = &[
     connectors::DECLARATIONS,
     declagents::DECLARATIONS,
     goal::DECLARATIONS,
+    replan::DECLARATIONS,
     debug::DECLARATIONS,
 ];
 

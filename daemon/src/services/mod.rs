@@ -33,6 +33,7 @@ pub mod permission;
 mod policy;
 pub mod proposal;
 mod proposal_checks;
+mod replan;
 pub mod runs;
 pub mod scheduler;
 mod secret;
@@ -79,6 +80,7 @@ pub fn routes() -> Routes {
         connectors::register,
         declagents::register,
         goal::register,
+        replan::register,
         debug::register,
     ] {
         register(&mut routes);

@@ -190,6 +190,8 @@ pub struct Runtime {
     pub tool_rate_windows: crate::state::policy_files::RateWindows,
     /// Answers of tools registered with `cache_ttl_secs`: key → (good until, output).
     pub tool_cache: std::collections::HashMap<String, (std::time::Instant, Value)>,
+    /// `replan.set_config`: the replan loop of this connection's proposals.
+    pub replan: car_proto::methods::replan::ReplanConfig,
 }
 
 impl Runtime {

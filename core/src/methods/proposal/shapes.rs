@@ -360,4 +360,11 @@ pub struct ProposalResult {
     /// …}`: the gate's own fields).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub admission: Option<Json>,
+    /// How many replanned runs preceded this one (`replan.set_config`); absent when none.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub replans: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }

@@ -308,6 +308,7 @@ impl Execution<'_> {
             },
             results,
             admission: Some(refusal.admission),
+            replans: 0,
         }
     }
 }

@@ -85,7 +85,7 @@ pub struct Execution<'a> {
 }
 
 /// Undo journal entry: (action index, key, previous value).
-type Undo = (usize, String, Option<Value>);
+pub(super) type Undo = (usize, String, Option<Value>);
 
 impl Execution<'_> {
     pub(super) fn event(
@@ -108,6 +108,16 @@ impl Execution<'_> {
 
     /// Runs the plan.
     pub async fn run(&self, actions: &[Action], levels: &[Vec<usize>]) -> ProposalResult {
+        self.run_journaled(actions, levels).await.0
+    }
+
+    /// Runs the plan; also returns the journal of its state writes (empty when a terminal
+    /// error already rolled them back), which the replan loop undoes before a new run.
+    pub(super) async fn run_journaled(
+        &self,
+        actions: &[Action],
+        levels: &[Vec<usize>],
+    ) -> (ProposalResult, Vec<Undo>) {
         self.event(
             "proposal.submitted",
             None,
@@ -187,8 +197,9 @@ impl Execution<'_> {
                 })
             })
             .collect();
+        let mut undo = undo.into_inner().expect("undo lock");
         if terminal {
-            self.roll_back(undo.into_inner().expect("undo lock"), &mut results);
+            self.roll_back(std::mem::take(&mut undo), &mut results);
         }
         let outputs: Map<String, Value> = results
             .iter()
@@ -228,7 +239,7 @@ impl Execution<'_> {
             None,
             json!({"terminal": terminal, "errors": errors.len()}),
         );
-        ProposalResult {
+        let result = ProposalResult {
             proposal_id: self.proposal_id.clone(),
             results,
             outputs,
@@ -236,7 +247,9 @@ impl Execution<'_> {
             errors,
             cost,
             admission: None,
-        }
+            replans: 0,
+        };
+        (result, undo)
     }
 
     /// The state of the proposal's partition now.
@@ -276,6 +289,18 @@ impl Execution<'_> {
     }
 
     fn roll_back(&self, undo: Vec<Undo>, results: &mut [ActionResult]) {
+        self.restore(&undo, results);
+        let reason = format!("terminal tool error in proposal {}", self.proposal_id);
+        self.call
+            .session
+            .runtime(|rt| rt.halted = Some(reason.clone()));
+        self.event("session.halted", None, None, json!({"reason": reason}));
+        tracing::warn!(session = self.call.session.id, proposal = %self.proposal_id, "session halted by a terminal tool error");
+    }
+
+    /// Undoes the journal's state writes, newest first, marking each writer's result
+    /// `rolled_back` (event `state.rolled_back` per key).
+    pub(super) fn restore(&self, undo: &[Undo], results: &mut [ActionResult]) {
         self.call.session.runtime(|rt| {
             let state = rt.partition_mut(self.tenant.as_deref());
             for (_, key, previous) in undo.iter().rev() {
@@ -285,7 +310,7 @@ impl Execution<'_> {
                 };
             }
         });
-        for (i, key, _) in &undo {
+        for (i, key, _) in undo {
             results[*i].rolled_back = true;
             self.event(
                 "state.rolled_back",
@@ -294,12 +319,6 @@ impl Execution<'_> {
                 json!({"key": key}),
             );
         }
-        let reason = format!("terminal tool error in proposal {}", self.proposal_id);
-        self.call
-            .session
-            .runtime(|rt| rt.halted = Some(reason.clone()));
-        self.event("session.halted", None, None, json!({"reason": reason}));
-        tracing::warn!(session = self.call.session.id, proposal = %self.proposal_id, "session halted by a terminal tool error");
     }
 
     async fn run_action(

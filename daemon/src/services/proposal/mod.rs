@@ -6,7 +6,8 @@
 //! `error.data.issues`), then applies the [`admission`] gates (supervision, then the
 //! permission tier: a proposal they refuse is answered with every action `rejected`), and
 //! otherwise hands the plan to [`exec`] — policy violations surface there as `rejected`
-//! actions. Nothing is executed or written for a refused proposal.
+//! actions. Nothing is executed or written for a refused proposal. [`replan`] wraps the run
+//! in the connection's replan loop (`replan.set_config`).
 
 pub mod admission;
 mod builtin;
@@ -15,10 +16,10 @@ pub mod checks;
 mod connector;
 pub mod exec;
 pub mod plan;
+mod replan;
 mod tool_hints;
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use car_proto::errors::RpcError;
 use serde_json::{json, Value};
@@ -29,10 +30,7 @@ use car_proto::methods::proposal::{
 
 use crate::handler::{Call, Routes};
 use crate::state::proposal as model;
-use exec::Execution;
 use plan::{Context, Plan};
-
-static NEXT_PROPOSAL: AtomicU64 = AtomicU64::new(1);
 
 pub fn register(routes: &mut Routes) {
     routes
@@ -193,79 +191,50 @@ fn tenant_of(scope: Option<&serde_json::Map<String, Value>>) -> Result<Option<St
 }
 
 pub(crate) async fn submit(call: Call, p: SubmitParams) -> Result<ProposalResult, RpcError> {
-    {
-        let run_id = call.session.current_run();
-        if let Some(run) = &run_id {
-            if call.state.runs.live.resumed_by(run, &call.session) {
-                return Err(RpcError::internal(format!(
-                    "run recovery only: run {run:?} was resumed on this connection, and a resumed run dispatches no new proposal (this daemon keeps no completed proposal response to replay)"
-                ))
-                .with_data(json!({"reason": "resumed_run", "run_id": run})));
-            }
-        }
-        let work = run_id.as_ref().and_then(|r| call.state.runs.live.work(r));
-        let raw_map = p.proposal.clone();
-        let raw = Value::Object(p.proposal.clone());
-        let proposal = model::parse_whole(p.proposal)?;
-        let session_id = p
-            .session_id
-            .filter(|s| !s.is_empty())
-            .unwrap_or_else(|| call.session.label());
-        let tenant = tenant_of(p.scope.as_ref())?;
-        let plan = analyse(&call, &proposal, None, &session_id, tenant.as_deref());
-        let structural = plan.structural_errors();
-        if let Some(first) = structural.first() {
-            return Err(RpcError::invalid_params(format!(
-                "proposal is not runnable: {}",
-                first.message
+    let run_id = call.session.current_run();
+    if let Some(run) = &run_id {
+        if call.state.runs.live.resumed_by(run, &call.session) {
+            return Err(RpcError::internal(format!(
+                "run recovery only: run {run:?} was resumed on this connection, and a resumed run dispatches no new proposal (this daemon keeps no completed proposal response to replay)"
             ))
-            .with_data(json!({"issues": structural})));
+            .with_data(json!({"reason": "resumed_run", "run_id": run})));
         }
-        let (id, actions) = proposal.clone().strict()?;
-        let proposal_id = id.unwrap_or_else(|| {
-            format!(
-                "prop-{}-{}",
-                std::process::id(),
-                NEXT_PROPOSAL.fetch_add(1, Ordering::Relaxed)
-            )
-        });
-        let dirs = crate::state::policy_files::dirs(
-            &call.state.daemon.state_root,
-            std::env::current_dir().ok().as_deref(),
-        );
-        let file_rules =
-            tokio::task::spawn_blocking(move || crate::state::policy_files::load_all(&dirs))
-                .await
-                .map_err(|e| RpcError::internal(format!("reading policy files: {e}")))?;
-        let execution = Execution {
-            call: &call,
-            proposal_id,
-            session_id,
-            tool_timeout: call.state.daemon.config.tool_timeout,
-            run_id: run_id.clone(),
-            file_rules: std::sync::Arc::new(file_rules),
-            tenant,
-        };
-        // The admission gates (supervision, then permission) decide before anything runs.
-        let scope = p.scope;
-        let go = async {
-            match admission::admit(&call, &raw_map, &actions, &execution, scope.as_ref()).await? {
-                Some(refusal) => Ok::<_, RpcError>(execution.refused(&actions, refusal)),
-                None => Ok(execution.run(&actions, &plan.levels).await),
-            }
-        };
-        let result = match work {
-            // `runs.cancel` stops the proposal: dropping it sends `tools.cancel` for every
-            // callback still waiting (those the cancel did not withdraw itself).
-            Some(work) => tokio::select! {
-                biased;
-                _ = work.cancelled() => return Err(run_cancelled(run_id.as_deref().unwrap_or_default())),
-                result = go => result?,
-            },
-            None => go.await?,
-        };
-        let recorded = serde_json::to_value(&result).map_err(RpcError::internal)?;
-        crate::state::run_records::record_proposal(&call.state, run_id, &raw, &recorded).await;
-        Ok(result)
     }
+    let work = run_id.as_ref().and_then(|r| call.state.runs.live.work(r));
+    let session_id = p
+        .session_id
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| call.session.label());
+    let tenant = tenant_of(p.scope.as_ref())?;
+    let dirs = crate::state::policy_files::dirs(
+        &call.state.daemon.state_root,
+        std::env::current_dir().ok().as_deref(),
+    );
+    let file_rules =
+        tokio::task::spawn_blocking(move || crate::state::policy_files::load_all(&dirs))
+            .await
+            .map_err(|e| RpcError::internal(format!("reading policy files: {e}")))?;
+    let submission = replan::Submission {
+        call: &call,
+        session_id,
+        tenant,
+        run_id: run_id.clone(),
+        file_rules: std::sync::Arc::new(file_rules),
+        scope: p.scope,
+    };
+    let config = call.session.runtime(|rt| rt.replan.clone());
+    let go = submission.run_with_replans(p.proposal, &config);
+    let (raw, result) = match work {
+        // `runs.cancel` stops the proposal: dropping it sends `tools.cancel` for every
+        // callback still waiting (those the cancel did not withdraw itself).
+        Some(work) => tokio::select! {
+            biased;
+            _ = work.cancelled() => return Err(run_cancelled(run_id.as_deref().unwrap_or_default())),
+            result = go => result?,
+        },
+        None => go.await?,
+    };
+    let recorded = serde_json::to_value(&result).map_err(RpcError::internal)?;
+    crate::state::run_records::record_proposal(&call.state, run_id, &raw, &recorded).await;
+    Ok(result)
 }
