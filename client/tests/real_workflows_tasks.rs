@@ -559,3 +559,66 @@ async fn daemon_timers_are_armed_again_after_a_daemon_restart() {
         .unwrap();
     assert_eq!(gone["deleted"], true);
 }
+
+/// A proposal stage runs against the workflow's state, not the connection's: a
+/// `require_state` policy is satisfied by the workflow's state, the stage reports only the
+/// keys it changed (a deleted one as null), and the connection's own state is untouched.
+#[tokio::test]
+async fn a_proposal_stage_reads_and_reports_the_workflows_state() {
+    let d = Daemon::start();
+    let c = client(&d.home);
+    c.call("state.set", json!({"key": "conn_only", "value": true}))
+        .await
+        .unwrap();
+    c.call("tools.register", json!([{"name": "tally"}]))
+        .await
+        .unwrap();
+    c.call(
+        "policy.register",
+        json!({"name": "approved-only", "rule": "require_state", "key": "approved", "value": true}),
+    )
+    .await
+    .unwrap();
+    c.register_tool_handler(|call| Ok(json!({"tallied": call.params["n"]})));
+    let wf = json!({
+        "id": "wf-state", "name": "state", "start": "p",
+        "stages": [{"id": "p", "name": "P", "step": {"type": "proposal", "proposal": {"actions": [
+            {"id": "t", "type": "tool_call", "tool": "tally", "parameters": {"n": 5}},
+            {"id": "w", "type": "state_write", "key": "total", "value": 5, "dependencies": ["t"]},
+            {"id": "x", "type": "state_delete", "key": "stale"}
+        ]}}}],
+        "edges": []
+    });
+    let r = c
+        .call(
+            "workflow.run",
+            json!({"workflow": wf, "initial_state": {"approved": true, "stale": 1, "kept": "x"}}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r["status"], "completed", "{r}");
+    let fs = &r["final_state"];
+    assert_eq!(fs["total"], 5, "{r}");
+    assert_eq!(fs["stale"], Value::Null, "{r}");
+    assert_eq!(fs["kept"], "x", "{r}");
+    assert!(fs.get("conn_only").is_none(), "the connection's state leaked in: {r}");
+    // The connection's own state saw none of it.
+    let own = c
+        .call("state.get", json!({"key": "total"}))
+        .await
+        .unwrap();
+    assert_eq!(own, Value::Null, "{own}");
+    let own = c
+        .call("state.get", json!({"key": "conn_only"}))
+        .await
+        .unwrap();
+    assert_eq!(own, json!(true), "{own}");
+
+    // Without `approved` in the workflow's state the policy refuses the stage's tool call,
+    // though the connection's state is the same.
+    let r = c
+        .call("workflow.run", json!({"workflow": wf, "initial_state": {"stale": 1}}))
+        .await
+        .unwrap();
+    assert_eq!(r["status"], "failed", "{r}");
+}

@@ -1,7 +1,7 @@
 //! `workflow.*` on `car-workflow`: the daemon's [`StepExecutor`] runs pattern stages with
 //! `car-multi` (agents through the caller's runner or the daemon's, see
 //! [`crate::handler::agent_runner`]) and proposal stages with the proposal engine (tools called
-//! back on the calling connection). Checkpoints: `CAR_HOME/workflow-runs/`; dedup seen-sets:
+//! back on the calling connection, against the workflow's own state). Checkpoints: `CAR_HOME/workflow-runs/`; dedup seen-sets:
 //! `CAR_HOME/workflow-dedup/`.
 //!
 //! Pattern kinds map onto the multi patterns: `swarm_*` → `multi.swarm` (parallel,
@@ -12,6 +12,9 @@
 //! `adversarial_review` → `agents[0]` reviews the task (to which the engine appends the work
 //! held at `config.review_key`, failing closed when there is none) against
 //! `config.criteria` and must answer PASS or FAIL (`stage.<id>.review_passed`).
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use car_multi::AgentRunner;
 use car_proto::errors::RpcError;
@@ -228,24 +231,55 @@ impl Executor {
         })
     }
 
-    async fn proposal(&self, proposal: &Value) -> Result<ProposalOutcome, String> {
+    /// A proposal stage: run against the workflow's state, in a private state partition of
+    /// the connection seeded with it (so `require_state` policies and the actions read the
+    /// workflow's state, not the connection's), reporting only the keys the proposal
+    /// changed (a deleted key as `null`). The partition is removed afterwards, whatever
+    /// happened.
+    async fn proposal(&self, proposal: &Value, state: &Object) -> Result<ProposalOutcome, String> {
+        static NEXT_STAGE: AtomicU64 = AtomicU64::new(1);
         let Value::Object(map) = proposal.clone() else {
             return Err("the proposal is not an object".into());
         };
+        let tenant = format!(
+            "\u{0}workflow-stage-{}",
+            NEXT_STAGE.fetch_add(1, Ordering::Relaxed)
+        );
+        let before: BTreeMap<String, Value> = state.clone().into_iter().collect();
+        let session = &self.call.session;
+        session.runtime(|rt| rt.seed_partition(&tenant, before.clone()));
+        struct Drop<'a>(&'a crate::state::session::Session, &'a str);
+        impl std::ops::Drop for Drop<'_> {
+            fn drop(&mut self) {
+                self.0.runtime(|rt| rt.take_partition(self.1));
+            }
+        }
+        let _cleanup = Drop(session, &tenant);
+        let mut scope = serde_json::Map::new();
+        scope.insert("tenantId".into(), Value::String(tenant.clone()));
         let result = self
             .call
             .invoke::<car_proto::methods::proposal::Submit>(SubmitParams {
                 proposal: map,
                 session_id: None,
-                scope: None,
+                scope: Some(scope),
             })
             .await
             .map_err(|e| e.message)?;
+        let after = session.runtime(|rt| rt.take_partition(&tenant));
+        let mut state_writes: serde_json::Map<String, Value> = after
+            .iter()
+            .filter(|(k, v)| before.get(*k) != Some(*v))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        for key in before.keys().filter(|k| !after.contains_key(*k)) {
+            state_writes.insert(key.clone(), Value::Null);
+        }
         let error = result.errors.first().cloned();
-        let state_writes: serde_json::Map<String, Value> =
-            result.final_state.clone().into_iter().collect();
         let succeeded = result.errors.is_empty();
-        let result = serde_json::to_value(&result).map_err(|e| e.to_string())?;
+        let mut result = serde_json::to_value(&result).map_err(|e| e.to_string())?;
+        // The stage's view: its writes, not the private partition's name.
+        result["final_state"] = Value::Object(after.into_iter().collect());
         Ok(ProposalOutcome {
             result,
             state_writes,
@@ -269,9 +303,9 @@ impl StepExecutor for Executor {
     fn run_proposal<'a>(
         &'a self,
         proposal: &'a Value,
-        _state: &'a Object,
+        state: &'a Object,
     ) -> BoxFuture<'a, Result<ProposalOutcome, String>> {
-        Box::pin(self.proposal(proposal))
+        Box::pin(self.proposal(proposal, state))
     }
 }
 

@@ -203,6 +203,18 @@ impl Runtime {
         self.state.entry(tenant.map(str::to_string)).or_default()
     }
 
+    /// Replaces partition `tenant` with `state` (a workflow stage's private partition).
+    pub fn seed_partition(&mut self, tenant: &str, state: BTreeMap<String, Value>) {
+        self.state.insert(Some(tenant.to_string()), state);
+    }
+
+    /// Removes partition `tenant`, returning what it held.
+    pub fn take_partition(&mut self, tenant: &str) -> BTreeMap<String, Value> {
+        self.state
+            .remove(&Some(tenant.to_string()))
+            .unwrap_or_default()
+    }
+
     pub fn get(&self, tenant: Option<&str>, key: &str) -> Option<&Value> {
         self.partition(tenant).and_then(|p| p.get(key))
     }
