@@ -230,6 +230,10 @@ export interface GeneratedMethods {
   connectorsAdd(paramsJson?: string): Promise<string>
   /** `connectors.add_stdio` (operator role): add a local MCP server run as a child process over stdio. */
   connectorsAddStdio(paramsJson?: string): Promise<string>
+  /** `connectors.authenticate` (operator role): begin OAuth 2.1 for a remote MCP server: discovery, client registration, a PKCE authorize URL. */
+  connectorsAuthenticate(paramsJson?: string): Promise<string>
+  /** `connectors.complete_authentication` (operator role): exchange the authorization code, keep the tokens as secrets, add and connect the server. */
+  connectorsCompleteAuthentication(paramsJson?: string): Promise<string>
   /** `connectors.disable_tools` (operator role): disable tools of a connector in every session. */
   connectorsDisableTools(paramsJson?: string): Promise<string>
   /** `connectors.enable_tools` (operator role): enable tools of a connector in every session. */

@@ -26,6 +26,8 @@ const GENERATED_METHODS = {
   capabilitiesList: 'capabilities.list',
   connectorsAdd: 'connectors.add',
   connectorsAddStdio: 'connectors.add_stdio',
+  connectorsAuthenticate: 'connectors.authenticate',
+  connectorsCompleteAuthentication: 'connectors.complete_authentication',
   connectorsDisableTools: 'connectors.disable_tools',
   connectorsEnableTools: 'connectors.enable_tools',
   connectorsList: 'connectors.list',
@@ -681,6 +683,14 @@ const MEMBERS = {
   /** `connectors.add_stdio` (operator role): add a local MCP server run as a child process over stdio. */
   async connectorsAddStdio(paramsJson = '{}') {
     return this.daemonCall('connectors.add_stdio', paramsJson)
+  },
+  /** `connectors.authenticate` (operator role): begin OAuth 2.1 for a remote MCP server: discovery, client registration, a PKCE authorize URL. */
+  async connectorsAuthenticate(paramsJson = '{}') {
+    return this.daemonCall('connectors.authenticate', paramsJson)
+  },
+  /** `connectors.complete_authentication` (operator role): exchange the authorization code, keep the tokens as secrets, add and connect the server. */
+  async connectorsCompleteAuthentication(paramsJson = '{}') {
+    return this.daemonCall('connectors.complete_authentication', paramsJson)
   },
   /** `connectors.disable_tools` (operator role): disable tools of a connector in every session. */
   async connectorsDisableTools(paramsJson = '{}') {

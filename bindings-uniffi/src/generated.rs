@@ -610,6 +610,16 @@ impl CarDaemonClient {
         self.daemon_call("connectors.add_stdio".to_string(), params_json)
     }
 
+    /// `connectors.authenticate` (operator role): begin OAuth 2.1 for a remote MCP server: discovery, client registration, a PKCE authorize URL.
+    pub fn connectors_authenticate(&self, params_json: String) -> Result<String, CarError> {
+        self.daemon_call("connectors.authenticate".to_string(), params_json)
+    }
+
+    /// `connectors.complete_authentication` (operator role): exchange the authorization code, keep the tokens as secrets, add and connect the server.
+    pub fn connectors_complete_authentication(&self, params_json: String) -> Result<String, CarError> {
+        self.daemon_call("connectors.complete_authentication".to_string(), params_json)
+    }
+
     /// `connectors.disable_tools` (operator role): disable tools of a connector in every session.
     pub fn connectors_disable_tools(&self, params_json: String) -> Result<String, CarError> {
         self.daemon_call("connectors.disable_tools".to_string(), params_json)

@@ -247,7 +247,7 @@ async fn killing_the_server_mid_call_fails_the_action_at_once() {
     add_stdio(&c, "everything").await;
     c.call(
         "connectors.enable_tools",
-        json!({"slug": "everything", "tools": ["trigger-long-running-operation"]}),
+        json!({"slug": "everything", "tools": ["trigger-long-running-operation", "echo"]}),
     )
     .await
     .unwrap();
@@ -290,6 +290,33 @@ async fn killing_the_server_mid_call_fails_the_action_at_once() {
     );
     let status = &c.call("connectors.list", json!({})).await.unwrap()["connectors"][0];
     assert_eq!(status["connected"], false, "{status}");
+    // The next call of one of its tools starts the server again.
+    let r = within(
+        "a call after the kill",
+        c.call(
+            "proposal.submit",
+            proposal("mcp_everything_echo", json!({"message": "back"})),
+        ),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r["results"][0]["status"], "succeeded", "{r}");
+    let restarted = children(d.pid());
+    assert_eq!(restarted.len(), 1, "{restarted:?}");
+    assert_ne!(restarted, server, "a new server process");
+    let status = &c.call("connectors.list", json!({})).await.unwrap()["connectors"][0];
+    assert_eq!(status["connected"], true, "{status}");
+    unsafe_kill(restarted[0]);
+    within("the server's exit to be seen", async {
+        loop {
+            let s = c.call("connectors.list", json!({})).await.unwrap();
+            if s["connectors"][0]["connected"] == false {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
     // Refresh starts it again.
     let views = within(
         "refresh",

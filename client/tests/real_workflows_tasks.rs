@@ -601,12 +601,12 @@ async fn a_proposal_stage_reads_and_reports_the_workflows_state() {
     assert_eq!(fs["total"], 5, "{r}");
     assert_eq!(fs["stale"], Value::Null, "{r}");
     assert_eq!(fs["kept"], "x", "{r}");
-    assert!(fs.get("conn_only").is_none(), "the connection's state leaked in: {r}");
+    assert!(
+        fs.get("conn_only").is_none(),
+        "the connection's state leaked in: {r}"
+    );
     // The connection's own state saw none of it.
-    let own = c
-        .call("state.get", json!({"key": "total"}))
-        .await
-        .unwrap();
+    let own = c.call("state.get", json!({"key": "total"})).await.unwrap();
     assert_eq!(own, Value::Null, "{own}");
     let own = c
         .call("state.get", json!({"key": "conn_only"}))
@@ -617,7 +617,10 @@ async fn a_proposal_stage_reads_and_reports_the_workflows_state() {
     // Without `approved` in the workflow's state the policy refuses the stage's tool call,
     // though the connection's state is the same.
     let r = c
-        .call("workflow.run", json!({"workflow": wf, "initial_state": {"stale": 1}}))
+        .call(
+            "workflow.run",
+            json!({"workflow": wf, "initial_state": {"stale": 1}}),
+        )
         .await
         .unwrap();
     assert_eq!(r["status"], "failed", "{r}");

@@ -364,17 +364,25 @@ async fn wait_for_signal() {
 /// `Authorization` headers): held at `debug` whatever `CAR_LOG` says.
 const WIRE_LOGGERS: &[&str] = &["tungstenite", "tokio_tungstenite", "ureq", "ureq_proto"];
 
-/// Whether `target` is one of [`WIRE_LOGGERS`] or a module under one.
-fn is_wire_logger(target: &str) -> bool {
-    WIRE_LOGGERS.iter().any(|t| {
+/// Modules whose `debug` output carries OAuth secrets (rmcp's OAuth client logs the
+/// authorization code): held at `info` whatever `CAR_LOG` says.
+const SECRET_LOGGERS: &[&str] = &["rmcp::transport::auth"];
+
+/// Whether `target` is one of `loggers` or a module under one.
+fn is_under(loggers: &[&str], target: &str) -> bool {
+    loggers.iter().any(|t| {
         target
             .strip_prefix(t)
             .is_some_and(|rest| rest.is_empty() || rest.starts_with("::"))
     })
 }
 
+fn is_wire_logger(target: &str) -> bool {
+    is_under(WIRE_LOGGERS, target)
+}
+
 /// Installs the stderr logger; `CAR_LOG` holds the filter (default `info`), except that
-/// [`WIRE_LOGGERS`] never log at `trace`.
+/// [`WIRE_LOGGERS`] never log at `trace` and [`SECRET_LOGGERS`] never below `info`.
 ///
 /// The two filters are one (`and`), so the subscriber's maximum level is `CAR_LOG`'s: a
 /// disabled level costs one comparison at the call site, also for libraries logging
@@ -392,7 +400,10 @@ pub fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("CAR_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let wire_cap = tracing_subscriber::filter::filter_fn(|meta| {
-        *meta.level() != tracing::Level::TRACE || !is_wire_logger(meta.target())
+        let (level, target) = (*meta.level(), meta.target());
+        let wire_trace = level == tracing::Level::TRACE && is_wire_logger(target);
+        let secret_debug = level > tracing::Level::INFO && is_under(SECRET_LOGGERS, target);
+        !wire_trace && !secret_debug
     })
     .with_max_level_hint(tracing_subscriber::filter::LevelFilter::TRACE);
     tracing_subscriber::registry()
@@ -426,7 +437,16 @@ pub fn main_with(args: config::Args) -> ExitCode {
 
 #[cfg(test)]
 mod tests {
-    use super::is_wire_logger;
+    use super::{is_under, is_wire_logger, SECRET_LOGGERS};
+
+    #[test]
+    fn rmcps_oauth_client_is_a_secret_logger() {
+        assert!(is_under(SECRET_LOGGERS, "rmcp::transport::auth"));
+        assert!(!is_under(
+            SECRET_LOGGERS,
+            "rmcp::transport::streamable_http_client"
+        ));
+    }
 
     #[test]
     fn wire_loggers_are_matched_by_crate_and_module_only() {

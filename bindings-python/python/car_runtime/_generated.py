@@ -564,6 +564,14 @@ class GeneratedMethods:
         """`connectors.add_stdio` (operator role): add a local MCP server run as a child process over stdio."""
         return self.daemon_call("connectors.add_stdio", params_json)
 
+    def connectors_authenticate(self, params_json: str = "{}") -> str:
+        """`connectors.authenticate` (operator role): begin OAuth 2.1 for a remote MCP server: discovery, client registration, a PKCE authorize URL."""
+        return self.daemon_call("connectors.authenticate", params_json)
+
+    def connectors_complete_authentication(self, params_json: str = "{}") -> str:
+        """`connectors.complete_authentication` (operator role): exchange the authorization code, keep the tokens as secrets, add and connect the server."""
+        return self.daemon_call("connectors.complete_authentication", params_json)
+
     def connectors_disable_tools(self, params_json: str = "{}") -> str:
         """`connectors.disable_tools` (operator role): disable tools of a connector in every session."""
         return self.daemon_call("connectors.disable_tools", params_json)
@@ -1112,6 +1120,8 @@ GENERATED_METHODS: Dict[str, str] = {
     "capabilities_list": "capabilities.list",
     "connectors_add": "connectors.add",
     "connectors_add_stdio": "connectors.add_stdio",
+    "connectors_authenticate": "connectors.authenticate",
+    "connectors_complete_authentication": "connectors.complete_authentication",
     "connectors_disable_tools": "connectors.disable_tools",
     "connectors_enable_tools": "connectors.enable_tools",
     "connectors_list": "connectors.list",

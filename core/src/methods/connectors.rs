@@ -6,8 +6,10 @@
 //! when a proposal calls it (`docs/connectors.md`).
 //!
 //! Header and environment values are secrets: they go to the daemon's secret store, never to
-//! `connectors.json`. OAuth (`connectors.authenticate` / `complete_authentication`) is not
-//! served yet.
+//! `connectors.json`. A server that wants OAuth 2.1 is added by `connectors.authenticate`
+//! (discovery, dynamic client registration, a PKCE authorize URL; the daemon keeps the
+//! pending flow under `state`) and `connectors.complete_authentication` (the code exchange;
+//! the tokens go to the secret store and are refreshed before use).
 
 use std::collections::BTreeMap;
 
@@ -38,6 +40,31 @@ pub struct AddStdioParams {
     /// The server's environment beyond `PATH` and `HOME` (values stored as secrets).
     #[serde(default, deserialize_with = "null_default")]
     pub env: BTreeMap<String, String>,
+}
+
+/// `connectors.authenticate` params.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+pub struct AuthenticateParams {
+    pub name: Name,
+    pub url: String,
+    /// The caller's own callback (a loopback it listens on, an app scheme).
+    pub redirect_uri: String,
+}
+
+/// `connectors.authenticate` result.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+pub struct AuthenticateReply {
+    /// Open it in a browser; the authorization server redirects to `redirect_uri` with
+    /// `code` and `state`.
+    pub authorize_url: String,
+    pub state: String,
+}
+
+/// `connectors.complete_authentication` params.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+pub struct CompleteAuthenticationParams {
+    pub state: String,
+    pub code: String,
 }
 
 /// `{slug}`.
@@ -113,6 +140,18 @@ crate::method!(
     AddStdioParams => ConnectorStatus
 );
 crate::method!(
+    /// `connectors.authenticate {name, url, redirect_uri}` → `{authorize_url, state}`.
+    Authenticate = op("connectors.authenticate", "begin OAuth 2.1 for a remote MCP server: discovery, client registration, a PKCE authorize URL");
+    access: Access::daemon().not_for_agents();
+    AuthenticateParams => AuthenticateReply
+);
+crate::method!(
+    /// `connectors.complete_authentication {state, code}` → `ConnectorStatus`.
+    CompleteAuthentication = op("connectors.complete_authentication", "exchange the authorization code, keep the tokens as secrets, add and connect the server");
+    access: Access::daemon().not_for_agents();
+    CompleteAuthenticationParams => ConnectorStatus
+);
+crate::method!(
     /// `connectors.list` → `{connectors}`.
     List = op("connectors.list", "the connectors and their health");
     access: Access::daemon();
@@ -152,6 +191,8 @@ crate::method!(
 pub const DECLARATIONS: &[Declaration] = &[
     Declaration::of::<Add>(),
     Declaration::of::<AddStdio>(),
+    Declaration::of::<Authenticate>(),
+    Declaration::of::<CompleteAuthentication>(),
     Declaration::of::<List>(),
     Declaration::of::<Tools>(),
     Declaration::of::<EnableTools>(),

@@ -63,7 +63,15 @@ impl Live {
                     let config =
                         StreamableHttpClientTransportConfig::with_uri(url).custom_headers(custom);
                     let transport = StreamableHttpClientTransport::from_config(config);
-                    ().serve(transport).await.map_err(|e| e.to_string())
+                    ().serve(transport).await.map_err(|e| {
+                        if e.is_authorization_required() {
+                            "the server requires OAuth authorization and no valid access token \
+                             was sent"
+                                .to_string()
+                        } else {
+                            e.to_string()
+                        }
+                    })
                 }
                 Launch::Stdio(command) => {
                     let program = command

@@ -22,6 +22,10 @@ pub enum Transport {
         /// The names of the headers sent with every request; the values are secrets.
         #[serde(default)]
         header_names: Vec<String>,
+        /// Authorized by OAuth (`connectors.complete_authentication`): a bearer token from
+        /// the secret store is sent too, refreshed before it expires.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        oauth: bool,
     },
     /// A local server launched as a child process, spoken to over its stdio.
     Stdio {
@@ -137,6 +141,7 @@ pub fn parse_seed(text: &str) -> Result<Vec<Definition>, String> {
                 (Some(url), None) => Transport::Http {
                     url,
                     header_names: Vec::new(),
+                    oauth: false,
                 },
                 (None, Some(command)) => Transport::Stdio {
                     command,

@@ -157,6 +157,15 @@ impl Connectors {
         }
     }
 
+    /// Records `error` on `slug` (a connection that could not even be attempted) and drops
+    /// its connection.
+    pub fn record_error(&self, slug: &str, error: String) {
+        if let Some(entry) = self.lock().get_mut(slug) {
+            entry.live = None;
+            entry.last_error = Some(error);
+        }
+    }
+
     /// Re-runs `tools/list` on a live connector (a dead one answers its error).
     pub async fn relist(&self, slug: &str, timeout: Duration) -> Result<(), String> {
         let live = self.live(slug)?;

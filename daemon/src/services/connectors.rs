@@ -14,6 +14,7 @@
 //! otherwise enable tools its user never chose). The changing methods are declared
 //! `not_for_agents`, so dispatch refuses agents before these handlers run.
 
+use car_connectors::oauth::{self, Credentials};
 use car_connectors::{slug_of, Definition, Transport};
 use car_proto::errors::RpcError;
 use car_proto::methods::connectors as m;
@@ -21,12 +22,15 @@ use car_proto::methods::fields::NoParams;
 use serde_json::json;
 
 use crate::handler::{Call, Routes};
+use crate::state::connector_oauth::STEP_TIMEOUT;
 use crate::state::connectors::ConnectorHub;
 
 pub fn register(routes: &mut Routes) {
     routes
         .add::<m::Add, _, _>(add)
         .add::<m::AddStdio, _, _>(add_stdio)
+        .add::<m::Authenticate, _, _>(authenticate)
+        .add::<m::CompleteAuthentication, _, _>(complete_authentication)
         .add::<m::List, _, _>(|call, _: NoParams| async move {
             Ok(m::ListReply {
                 connectors: call.state.data.connectors.set.statuses(),
@@ -66,6 +70,7 @@ async fn install(
     def: Definition,
     kind: &'static str,
     values: std::collections::BTreeMap<String, String>,
+    oauth: Option<Credentials>,
 ) -> Result<m::ConnectorStatus, RpcError> {
     let hub = call.state.data.connectors.clone();
     let secrets = call.state.access.secrets.clone();
@@ -83,8 +88,12 @@ async fn install(
                 ConnectorHub::delete_secrets(secrets.as_deref(), &old);
             }
             hub.set.upsert(def.clone())?;
-            if let Err(e) = ConnectorHub::put_secrets(secrets.as_deref(), &def.slug, kind, &values)
-            {
+            let stored = ConnectorHub::put_secrets(secrets.as_deref(), &def.slug, kind, &values)
+                .and_then(|()| match &oauth {
+                    Some(creds) => hub.oauth.store(secrets.as_deref(), &def.slug, creds),
+                    None => Ok(()),
+                });
+            if let Err(e) = stored {
                 hub.set.remove(&def.slug);
                 return Err(e);
             }
@@ -129,11 +138,78 @@ async fn add(call: Call, p: m::AddParams) -> Result<m::ConnectorStatus, RpcError
         transport: Transport::Http {
             url: p.url,
             header_names: p.headers.keys().cloned().collect(),
+            oauth: false,
         },
         enabled: Default::default(),
         seeded: false,
     };
-    install(&call, def, "header", p.headers).await
+    install(&call, def, "header", p.headers, None).await
+}
+
+/// `connectors.authenticate`: discovery, registration and the authorize URL; the flow is
+/// held under its `state`.
+async fn authenticate(
+    call: Call,
+    p: m::AuthenticateParams,
+) -> Result<m::AuthenticateReply, RpcError> {
+    slug(&p.name)?;
+    oauth::check_server_url(&p.url).map_err(|e| invalid(format!("url: {e}")))?;
+    oauth::check_redirect_uri(&p.redirect_uri)
+        .map_err(|e| invalid(format!("redirect_uri: {e}")))?;
+    let (authorize_url, state, flow) =
+        oauth::begin(&p.url, &p.redirect_uri, "car-runtime", STEP_TIMEOUT)
+            .await
+            .map_err(|e| {
+                RpcError::internal(format!("connectors.authenticate: {e}"))
+                    .with_data(json!({"reason": "oauth_failed"}))
+            })?;
+    call.state
+        .data
+        .connectors
+        .oauth
+        .hold(state.clone(), p.name.into_string(), p.url, flow);
+    Ok(m::AuthenticateReply {
+        authorize_url,
+        state,
+    })
+}
+
+/// `connectors.complete_authentication`: the code exchange, then the connector is added
+/// (its tokens in the secret store) and connected.
+async fn complete_authentication(
+    call: Call,
+    p: m::CompleteAuthenticationParams,
+) -> Result<m::ConnectorStatus, RpcError> {
+    if p.code.is_empty() {
+        return Err(invalid("code: must not be empty".into()));
+    }
+    let pending = call
+        .state
+        .data
+        .connectors
+        .oauth
+        .take(&p.state)
+        .ok_or_else(|| {
+            invalid("state: no pending authentication has this state (it expired, was completed, or was never started)".into())
+        })?;
+    let creds = oauth::complete(pending.flow, &p.code, STEP_TIMEOUT)
+        .await
+        .map_err(|e| {
+            RpcError::internal(format!("connectors.complete_authentication: {e}"))
+                .with_data(json!({"reason": "oauth_failed"}))
+        })?;
+    let def = Definition {
+        slug: slug(&pending.name)?,
+        name: pending.name,
+        transport: Transport::Http {
+            url: pending.url,
+            header_names: Vec::new(),
+            oauth: true,
+        },
+        enabled: Default::default(),
+        seeded: false,
+    };
+    install(&call, def, "header", Default::default(), Some(creds)).await
 }
 
 fn http_header_name_invalid(name: &str) -> bool {
@@ -163,7 +239,7 @@ async fn add_stdio(call: Call, p: m::AddStdioParams) -> Result<m::ConnectorStatu
         enabled: Default::default(),
         seeded: false,
     };
-    install(&call, def, "env", p.env).await
+    install(&call, def, "env", p.env, None).await
 }
 
 fn views(call: &Call, slug: &str) -> Result<Vec<m::ToolView>, RpcError> {

@@ -1,8 +1,8 @@
 //! `workflow.*` on `car-workflow`: the daemon's [`StepExecutor`] runs pattern stages with
 //! `car-multi` (agents through the caller's runner or the daemon's, see
 //! [`crate::handler::agent_runner`]) and proposal stages with the proposal engine (tools called
-//! back on the calling connection, against the workflow's own state). Checkpoints: `CAR_HOME/workflow-runs/`; dedup seen-sets:
-//! `CAR_HOME/workflow-dedup/`.
+//! back on the calling connection, against the workflow's own state). Checkpoints:
+//! `CAR_HOME/workflow-runs/`; dedup seen-sets: `CAR_HOME/workflow-dedup/`.
 //!
 //! Pattern kinds map onto the multi patterns: `swarm_*` → `multi.swarm` (parallel,
 //! sequential, hybrid), `pipeline`, `vote`, `supervisor` (the last agent supervises, or

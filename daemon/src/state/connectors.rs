@@ -41,6 +41,8 @@ pub struct ConnectorHub {
     /// What a stdio server may not touch: the state root, and the credential directory once
     /// [`ConnectorHub::hide`] names it.
     hidden: Mutex<Vec<PathBuf>>,
+    /// OAuth flows and tokens (`crate::state::connector_oauth`).
+    pub oauth: crate::state::connector_oauth::ConnectorOAuth,
 }
 
 impl ConnectorHub {
@@ -84,6 +86,7 @@ impl ConnectorHub {
             path,
             saving: Mutex::new(()),
             hidden: Mutex::new(vec![state_root.to_path_buf()]),
+            oauth: Default::default(),
         }
     }
 
@@ -137,7 +140,18 @@ impl ConnectorHub {
     pub fn delete_secrets(secrets: Option<&SecretStore>, def: &Definition) {
         let Some(store) = secrets else { return };
         let (kind, names) = match &def.transport {
-            Transport::Http { header_names, .. } => ("header", header_names),
+            Transport::Http {
+                header_names,
+                oauth,
+                ..
+            } => {
+                if *oauth {
+                    crate::state::connector_oauth::ConnectorOAuth::forget_secret(
+                        secrets, &def.slug,
+                    );
+                }
+                ("header", header_names)
+            }
             Transport::Stdio { env_names, .. } => ("env", env_names),
         };
         for name in names {
@@ -149,11 +163,13 @@ impl ConnectorHub {
         }
     }
 
-    /// How to reach `def`'s server, its secrets read from the store.
+    /// How to reach `def`'s server, its secrets read from the store (`bearer`: the OAuth
+    /// access token to send).
     pub fn launch(
         &self,
         secrets: Option<&SecretStore>,
         def: &Definition,
+        bearer: Option<String>,
     ) -> Result<Launch, String> {
         let read = |kind: &str, name: &str| -> Result<String, String> {
             let store = secrets.ok_or("the secret store is unavailable")?;
@@ -169,11 +185,17 @@ impl ConnectorHub {
                 })
         };
         match &def.transport {
-            Transport::Http { url, header_names } => {
-                let headers = header_names
+            Transport::Http {
+                url, header_names, ..
+            } => {
+                let mut headers: Vec<(String, String)> = header_names
                     .iter()
                     .map(|n| Ok((n.clone(), read("header", n)?)))
                     .collect::<Result<_, String>>()?;
+                if let Some(token) = bearer {
+                    headers.retain(|(n, _)| !n.eq_ignore_ascii_case("authorization"));
+                    headers.push(("Authorization".into(), format!("Bearer {token}")));
+                }
                 Ok(Launch::Http {
                     url: url.clone(),
                     headers,
@@ -218,12 +240,39 @@ impl ConnectorHub {
             .set
             .definition(slug)
             .ok_or_else(|| format!("slug: no connector {slug:?}"))?;
-        let outcome = match self.launch(secrets, &def) {
+        let bearer = match &def.transport {
+            Transport::Http { oauth: true, .. } => match self.oauth.bearer(secrets, slug).await {
+                Ok(token) => Some(token),
+                Err(e) => {
+                    self.set.record_error(slug, e.clone());
+                    self.sync(sessions);
+                    return Err(e);
+                }
+            },
+            _ => None,
+        };
+        let outcome = match self.launch(secrets, &def, bearer) {
             Ok(launch) => self.set.connect(slug, launch, CONNECT_TIMEOUT).await,
             Err(e) => Err(e),
         };
         self.sync(sessions);
         outcome
+    }
+
+    /// Connects `slug` again when its connection died or its OAuth token is about to
+    /// expire (a proposal is about to call one of its tools); a live, current connection is
+    /// left alone.
+    pub async fn ensure_connected(
+        &self,
+        secrets: Option<&SecretStore>,
+        sessions: &Sessions,
+        slug: &str,
+    ) -> Result<(), String> {
+        if self.set.is_connected(slug) && !self.oauth.expiring(slug) {
+            return Ok(());
+        }
+        tracing::info!(connector = %slug, "reconnecting a connector before a call");
+        self.connect(secrets, sessions, slug).await
     }
 
     /// Connects every connector (startup); failures are recorded on each.

@@ -13,6 +13,7 @@ pub mod agent_registry;
 pub mod approval_gate;
 pub mod auth;
 pub mod chat_routes;
+pub mod connector_oauth;
 pub mod connectors;
 pub mod consumer_grants;
 pub mod declagents;

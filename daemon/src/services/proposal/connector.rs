@@ -6,6 +6,11 @@
 //! the proposal. Each attempt is bounded by the action's `timeout_ms` (the daemon's tool
 //! timeout without one); a server that errors, times out or dies mid-call fails the attempt
 //! with its message, and retries follow the action's `failure_behavior` like any failure.
+//!
+//! Before each attempt a connector whose connection died (its server exited or closed the
+//! stream) is connected again (a stdio server restarted), and an OAuth connector whose
+//! access token is about to expire reconnects with a refreshed one; a reconnection that
+//! fails fails the attempt with its reason.
 
 use std::time::Duration;
 
@@ -39,8 +44,27 @@ impl Execution<'_> {
                 None,
                 json!({"tool": tool, "attempt": attempt, "connector": true}),
             );
-            let connectors = &self.call.state.data.connectors.set;
-            match connectors.call(tool, parameters.clone(), budget).await {
+            let hub = &self.call.state.data.connectors;
+            let slug = tool
+                .strip_prefix("mcp_")
+                .and_then(|rest| rest.split_once('_'))
+                .map(|(slug, _)| slug);
+            let ready = match slug {
+                Some(slug) => {
+                    hub.ensure_connected(
+                        self.call.state.access.secrets.as_deref(),
+                        &self.call.state.daemon.sessions,
+                        slug,
+                    )
+                    .await
+                }
+                None => Ok(()),
+            };
+            let called = match ready {
+                Ok(()) => hub.set.call(tool, parameters.clone(), budget).await,
+                Err(e) => Err(format!("connector {slug:?} could not reconnect: {e}")),
+            };
+            match called {
                 Ok(output) => return self.answered(action, None, attempt, output, result),
                 Err(e) => {
                     self.event(
