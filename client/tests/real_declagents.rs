@@ -483,6 +483,18 @@ async fn agents_chat_reaches_a_declarative_agent_and_streams_its_turn() {
     let listed = host.call("declagents.list", json!(null)).await.unwrap();
     assert_eq!(listed["agents"][0]["enabled"], false, "{listed}");
     assert_eq!(listed["agents"][0]["kind"], "declarative");
+    // agents.list read-merges it (CAR's rule), `enabled` in place of a process status.
+    let agents = host.call("agents.list", json!({})).await.unwrap();
+    let merged: Vec<&Value> = agents
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["kind"] == "declarative")
+        .collect();
+    assert_eq!(merged.len(), 1, "{agents}");
+    assert_eq!(merged[0]["id"], "scribe");
+    assert_eq!(merged[0]["enabled"], false);
+    assert_eq!(merged[0]["capabilities"], json!(["chat"]));
 }
 
 #[tokio::test]

@@ -95,6 +95,28 @@ pub struct ManagedAgent {
     pub token_path: String,
 }
 
+/// One `agents.list` entry: a registry agent, or (read-merged, CAR's rule) a declarative
+/// agent run in-daemon (`kind: "declarative"`, `enabled` instead of a process status,
+/// `capabilities: ["chat"]`: `agents.chat` reaches it).
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(untagged)]
+pub enum AgentListEntry {
+    Managed(Box<ManagedAgent>),
+    Declarative(DeclarativeEntry),
+}
+
+/// A declarative agent in `agents.list`.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+pub struct DeclarativeEntry {
+    pub id: String,
+    pub name: String,
+    /// Always `declarative`.
+    pub kind: String,
+    pub enabled: bool,
+    pub capabilities: Vec<String>,
+    pub tools: Vec<String>,
+}
+
 impl ManagedAgent {
     /// What replaces each `env` value shown to anyone but the host.
     pub const HIDDEN_ENV_VALUE: &'static str = "[redacted]";
@@ -232,7 +254,7 @@ crate::method!(
     /// `agents.list` → `[ManagedAgent]`.
     List = op("agents.list", "the registered agents with their attachment status");
     access: Access::owned(Resource::Agents).observer();
-    NoParams => Vec<ManagedAgent>;
+    NoParams => Vec<AgentListEntry>;
     module_fn("agents_list", &[], json())
 );
 crate::method!(

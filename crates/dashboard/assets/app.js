@@ -245,8 +245,11 @@ function renderHostAgents(agents) {
 }
 
 function renderManagedAgents(agents) {
-  byId('managed-agents').replaceChildren(...agents.map((a) =>
-    el('li', { data: { agentId: a.spec.id, status: a.status, attached: a.attached } },
+  byId('managed-agents').replaceChildren(...agents.map((a) => a.kind === 'declarative'
+    ? el('li', { data: { agentId: a.id, status: a.enabled ? 'enabled' : 'disabled' } },
+      el('strong', {}, a.name || a.id), ' ', el('span', { class: 'tag' }, 'declarative'),
+      ' ', el('span', { class: 'status' }, a.enabled ? 'enabled' : 'disabled'))
+    : el('li', { data: { agentId: a.spec.id, status: a.status, attached: a.attached } },
       el('strong', {}, a.spec.name || a.spec.id), ' ',
       el('span', { class: `status status-${a.status}` }, a.status),
       a.attached ? el('span', { class: 'tag' }, 'attached') : null,

@@ -41,6 +41,21 @@ pub struct Entry {
     pub history: Vec<DeclarativeAgentSpec>,
 }
 
+impl Entry {
+    /// Its `declagents.list` row.
+    pub fn row(&self) -> car_proto::methods::declagents::AgentRow {
+        car_proto::methods::declagents::AgentRow {
+            id: self.spec.id.to_string(),
+            name: crate::display_name(&self.spec),
+            kind: "declarative".into(),
+            enabled: self.enabled,
+            tools: crate::allowed_tools(&self.spec),
+            goal: self.spec.goal.clone(),
+            scenarios: self.spec.scenarios.clone(),
+        }
+    }
+}
+
 fn yes() -> bool {
     true
 }

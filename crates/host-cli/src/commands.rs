@@ -8,7 +8,7 @@
 //!   resolved approval (`--json`: the daemon's object as received). The daemon's refusals (unknown
 //!   id, already resolved) are reported with its message and exit 1.
 
-use car_proto::methods::agents::ManagedAgent;
+use car_proto::methods::agents::{AgentListEntry, ManagedAgent};
 use car_proto::methods::host::{ApprovalStatus, ApprovalsReply, HostAgent, HostApproval};
 use serde_json::{json, Value};
 
@@ -19,8 +19,16 @@ pub async fn list(ctx: &Ctx, all: bool) -> Result<(), Failure> {
     ctx.connect(true).await?;
     let (agents, agents_raw): (Vec<HostAgent>, Value) =
         ctx.call_decoded("host.agents", json!({})).await?;
-    let (registry, registry_raw): (Vec<ManagedAgent>, Value) =
+    let (listed, registry_raw): (Vec<AgentListEntry>, Value) =
         ctx.call_decoded("agents.list", json!({})).await?;
+    // Declarative agents are listed too; the registry lines are the supervised ones.
+    let registry: Vec<ManagedAgent> = listed
+        .into_iter()
+        .filter_map(|e| match e {
+            AgentListEntry::Managed(a) => Some(*a),
+            AgentListEntry::Declarative(_) => None,
+        })
+        .collect();
     let (approvals, approvals_raw): (ApprovalsReply, Value) =
         ctx.call_decoded("host.approvals", json!({})).await?;
     let shown: Vec<(usize, &HostApproval)> = approvals

@@ -33,8 +33,9 @@ use std::time::Duration;
 
 use car_proto::errors::RpcError;
 use car_proto::methods::agents::{
-    self as m, AgentSpec, ChatApproveParams, ChatApproveReply, ChatCancelReply, ChatEventParams,
-    ChatParams, ChatReply, ChatSessionParams, IdParams, ImageBlock, ManagedAgent, RemoveReply,
+    self as m, AgentListEntry, AgentSpec, ChatApproveParams, ChatApproveReply, ChatCancelReply,
+    ChatEventParams, ChatParams, ChatReply, ChatSessionParams, DeclarativeEntry, IdParams,
+    ImageBlock, ManagedAgent, RemoveReply,
 };
 use car_proto::methods::fields::NoParams;
 use car_proto::methods::CallerRole;
@@ -74,9 +75,38 @@ async fn upsert(call: Call, spec: AgentSpec) -> Result<ManagedAgent, RpcError> {
     Ok(agent.shown_to(call.session.identity().role == CallerRole::Host))
 }
 
-/// Every agent; `env` values are shown to the host only.
-async fn list(call: Call, _: NoParams) -> Result<Vec<ManagedAgent>, RpcError> {
-    Ok(call.state.agents.managed_seen_by(&call.session))
+/// Every agent; `env` values are shown to the host only. The declarative agents follow
+/// (not for an agent session: they are not its own rows).
+async fn list(call: Call, _: NoParams) -> Result<Vec<AgentListEntry>, RpcError> {
+    let mut entries: Vec<AgentListEntry> = call
+        .state
+        .agents
+        .managed_seen_by(&call.session)
+        .into_iter()
+        .map(|a| AgentListEntry::Managed(Box::new(a)))
+        .collect();
+    if call.session.agent_id().is_none() {
+        entries.extend(
+            call.state
+                .data
+                .declagents
+                .registry
+                .entries()
+                .iter()
+                .map(|e| {
+                    let row = e.row();
+                    AgentListEntry::Declarative(DeclarativeEntry {
+                        id: row.id,
+                        name: row.name,
+                        kind: row.kind,
+                        enabled: row.enabled,
+                        capabilities: vec!["chat".into()],
+                        tools: row.tools,
+                    })
+                }),
+        );
+    }
+    Ok(entries)
 }
 
 async fn remove(call: Call, p: IdParams) -> Result<RemoveReply, RpcError> {

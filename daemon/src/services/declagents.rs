@@ -116,16 +116,8 @@ fn list(call: &Call) -> m::ListReply {
         .declagents
         .registry
         .entries()
-        .into_iter()
-        .map(|e| m::AgentRow {
-            id: e.spec.id.to_string(),
-            name: car_declagents::display_name(&e.spec),
-            kind: "declarative".into(),
-            enabled: e.enabled,
-            tools: car_declagents::allowed_tools(&e.spec),
-            goal: e.spec.goal.clone(),
-            scenarios: e.spec.scenarios.clone(),
-        })
+        .iter()
+        .map(car_declagents::registry::Entry::row)
         .collect();
     m::ListReply { agents }
 }
