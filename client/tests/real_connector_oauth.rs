@@ -116,6 +116,18 @@ async fn authenticate(c: &Client, server: &Server, name: &str) -> (String, Strin
     (state, param(&location, "code").expect("a code"))
 }
 
+/// A proposal that calls the connector's `whoami` tool.
+async fn whoami(c: &Client) -> Value {
+    c.call(
+        "proposal.submit",
+        json!({"proposal": {"actions": [
+            {"id": "a", "type": "tool_call", "tool": "mcp_guarded_whoami", "parameters": {}}
+        ]}}),
+    )
+    .await
+    .unwrap()
+}
+
 #[tokio::test]
 async fn an_oauth_connector_is_authorized_refreshed_before_use_and_keeps_its_tokens_secret() {
     // Access tokens live 2 s (inside the refresh margin): the token the first connection
@@ -158,15 +170,7 @@ async fn an_oauth_connector_is_authorized_refreshed_before_use_and_keeps_its_tok
         if round == 1 {
             tokio::time::sleep(Duration::from_secs(3)).await;
         }
-        let r = c
-            .call(
-                "proposal.submit",
-                json!({"proposal": {"actions": [
-                    {"id": "a", "type": "tool_call", "tool": "mcp_guarded_whoami", "parameters": {}}
-                ]}}),
-            )
-            .await
-            .unwrap();
+        let r = whoami(&c).await;
         assert_eq!(r["results"][0]["status"], "succeeded", "round {round}: {r}");
     }
 
@@ -193,15 +197,7 @@ async fn an_oauth_connector_is_authorized_refreshed_before_use_and_keeps_its_tok
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let r = c
-        .call(
-            "proposal.submit",
-            json!({"proposal": {"actions": [
-                {"id": "a", "type": "tool_call", "tool": "mcp_guarded_whoami", "parameters": {}}
-            ]}}),
-        )
-        .await
-        .unwrap();
+    let r = whoami(&c).await;
     assert_eq!(
         r["results"][0]["status"], "succeeded",
         "after a restart: {r}"
